@@ -1,0 +1,16 @@
+package driver
+
+import (
+	"context"
+
+	log "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins"
+)
+
+// Main serves the task driver to a Nomad client over go-plugin.
+func Main(args []string) int {
+	plugins.Serve(func(logger log.Logger) interface{} {
+		return NewDriver(context.Background(), logger)
+	})
+	return 0
+}

@@ -1,0 +1,61 @@
+// Command caravan is one binary for the three parts of caravan: the
+// fractional-GPU device plugin, the checkpointing task driver and the
+// Optimus planner. Nomad starts the plugins through `plugin` blocks whose
+// args name the subcommand.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/caravan-nomad/caravan/device"
+	"github.com/caravan-nomad/caravan/driver"
+	"github.com/caravan-nomad/caravan/internal/version"
+	"github.com/caravan-nomad/caravan/planner"
+	"github.com/caravan-nomad/caravan/trainer"
+)
+
+// subcommand is one entry of the binary's command table.
+type subcommand struct {
+	summary string
+	run     func(args []string) int
+}
+
+var subcommands = map[string]subcommand{
+	"device":  {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
+	"driver":  {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
+	"planner": {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
+	"trainer": {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
+	"version": {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
+}
+
+var order = []string{"device", "driver", "planner", "trainer", "version"}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")
+	for _, name := range order {
+		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].summary)
+	}
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		usage(os.Stdout)
+		return
+	case "-v", "-version", "--version":
+		os.Args[1] = "version"
+	}
+	cmd, ok := subcommands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "caravan: unknown command %q\n\n", os.Args[1])
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	os.Exit(cmd.run(os.Args[2:]))
+}
