@@ -47,9 +47,9 @@ func NewDriver(ctx context.Context, logger log.Logger) *Driver {
 
 func (d *Driver) PluginInfo() (*base.PluginInfoResponse, error) { return pluginInfo, nil }
 func (d *Driver) ConfigSchema() (*hclspec.Spec, error)          { return configSpec, nil }
-func (d *Driver) SetConfig(*base.Config) error                   { return nil }
-func (d *Driver) TaskConfigSchema() (*hclspec.Spec, error)       { return taskConfigSpec, nil }
-func (d *Driver) Capabilities() (*drivers.Capabilities, error)   { return capabilities, nil }
+func (d *Driver) SetConfig(*base.Config) error                  { return nil }
+func (d *Driver) TaskConfigSchema() (*hclspec.Spec, error)      { return taskConfigSpec, nil }
+func (d *Driver) Capabilities() (*drivers.Capabilities, error)  { return capabilities, nil }
 
 func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, error) {
 	ch := make(chan *drivers.Fingerprint, 1)
@@ -68,8 +68,8 @@ func (d *Driver) StartTask(*drivers.TaskConfig) (*drivers.TaskHandle, *drivers.D
 func (d *Driver) WaitTask(context.Context, string) (<-chan *drivers.ExitResult, error) {
 	return nil, errNotYet
 }
-func (d *Driver) StopTask(string, time.Duration, string) error   { return errNotYet }
-func (d *Driver) DestroyTask(string, bool) error                 { return nil }
+func (d *Driver) StopTask(string, time.Duration, string) error    { return errNotYet }
+func (d *Driver) DestroyTask(string, bool) error                  { return nil }
 func (d *Driver) InspectTask(string) (*drivers.TaskStatus, error) { return nil, errNotYet }
 func (d *Driver) TaskStats(context.Context, string, time.Duration) (<-chan *drivers.TaskResourceUsage, error) {
 	return nil, errNotYet
