@@ -1,0 +1,11 @@
+# Client plugin block for caravan's checkpointing task driver (owned by the
+# driver; see driver/README.md). scripts/cluster.sh substitutes @CLUSTER_DIR@
+# and @NODE@ (client1|client2). The checkpoint store is one directory both
+# clients reach, standing in for an NFS mount in a real cluster.
+plugin "caravan" {
+  args = ["driver"]
+  config {
+    checkpoint_store  = "@CLUSTER_DIR@/checkpoints"
+    checkpoint_retain = 3
+  }
+}
