@@ -28,7 +28,10 @@ var (
 		PluginVersion:     version.Version,
 		Name:              PluginName,
 	}
-	configSpec     = hclspec.NewObject(map[string]*hclspec.Spec{})
+	configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+		"checkpoint_store":  hclspec.NewAttr("checkpoint_store", "string", false),
+		"checkpoint_retain": hclspec.NewDefault(hclspec.NewAttr("checkpoint_retain", "number", false), hclspec.NewLiteral("3")),
+	})
 	taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{})
 	capabilities   = &drivers.Capabilities{SendSignals: true, Exec: false, FSIsolation: drivers.FSIsolationNone}
 	errNotYet      = errors.New("caravan driver: not implemented yet")
