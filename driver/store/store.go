@@ -1,0 +1,145 @@
+// Package store is caravan's checkpoint store: content-addressed, crash-safe
+// checkpoint generations kept in a directory every Nomad client can reach
+// (local disk for one node, NFS or any shared mount for many).
+//
+// It has no Nomad dependencies. See README.md for the on-disk layout and the
+// crash-safety argument.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+)
+
+const (
+	// DefaultRetain is the number of generations kept per key when
+	// Options.Retain is zero.
+	DefaultRetain = 3
+
+	// DefaultChunkSize is the chunk size used when Options.ChunkSize is zero.
+	DefaultChunkSize = 4 << 20
+
+	// minChunkSize and maxChunkSize bound Options.ChunkSize.
+	minChunkSize = 4 << 10
+	maxChunkSize = 256 << 20
+)
+
+var (
+	// ErrNoCheckpoint is returned when a key has no checkpoint, or (wrapped
+	// together with ErrCorrupt) when every generation failed verification.
+	ErrNoCheckpoint = errors.New("no checkpoint")
+
+	// ErrUnavailable is returned when the store root is missing, not a
+	// directory or not writable.
+	ErrUnavailable = errors.New("checkpoint store unavailable")
+
+	// ErrCorrupt is returned when a manifest or chunk fails verification.
+	ErrCorrupt = errors.New("checkpoint corrupt")
+
+	// ErrInvalid is returned for bad keys, bad options and source trees the
+	// store refuses (paths escaping the directory, special files).
+	ErrInvalid = errors.New("invalid checkpoint input")
+)
+
+// Options configures a Store.
+type Options struct {
+	// Retain is the number of generations kept per key (default 3).
+	Retain int
+	// ChunkSize is the fixed chunk size in bytes (default 4 MiB).
+	ChunkSize int
+	// Logger receives the store's logs; a null logger when nil.
+	Logger hclog.Logger
+	// Workers is the number of goroutines hashing and copying chunks
+	// (default GOMAXPROCS, at least 2).
+	Workers int
+}
+
+// Store is a checkpoint store rooted at one directory. It is safe for
+// concurrent use by many goroutines and many processes (on many hosts when
+// the root is on a shared file system with working flock).
+type Store struct {
+	root      string
+	retain    int
+	chunkSize int
+	workers   int
+	logger    hclog.Logger
+	now       func() time.Time
+}
+
+// Open opens the store rooted at root, which must exist and be writable.
+// The store's internal directories are created when missing.
+func Open(root string, opts Options) (*Store, error) {
+	if root == "" {
+		return nil, fmt.Errorf("%w: empty root path", ErrUnavailable)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if opts.Retain < 0 {
+		return nil, fmt.Errorf("%w: retain must be >= 1, got %d", ErrInvalid, opts.Retain)
+	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.ChunkSize < minChunkSize || opts.ChunkSize > maxChunkSize {
+		return nil, fmt.Errorf("%w: chunk_size must be within [%d, %d], got %d",
+			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = max(runtime.GOMAXPROCS(0), 2)
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	s := &Store{
+		root:      abs,
+		retain:    opts.Retain,
+		chunkSize: opts.ChunkSize,
+		workers:   opts.Workers,
+		logger:    opts.Logger.Named("store"),
+		now:       time.Now,
+	}
+	if err := s.checkRoot(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{s.chunksDir(), s.tmpDir()} {
+		if err := os.MkdirAll(d, dirPerm); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+	}
+	return s, nil
+}
+
+// Root returns the absolute path of the store root.
+func (s *Store) Root() string { return s.root }
+
+// checkRoot verifies the root exists, is a directory and is writable.
+func (s *Store) checkRoot() error {
+	fi, err := os.Stat(s.root)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrUnavailable, s.root)
+	}
+	f, err := os.CreateTemp(s.root, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("%w: root not writable: %w", ErrUnavailable, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("%w: root not writable: %w", ErrUnavailable, err)
+	}
+	return nil
+}
