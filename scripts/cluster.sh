@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Starts and stops caravan's local cluster: one Consul dev agent, one Nomad
+# server and two Nomad clients (client1, client2), all on 127.0.0.1, with the
+# caravan plugins loaded from $CARAVAN_CLUSTER_DIR/plugins.
+#
+#   scripts/cluster.sh up|down|status|env
+#
+# Environment:
+#   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
+#   CARAVAN_PORT_BASE    first port (default 14600): Consul HTTP = base,
+#                        Nomad server HTTP = base+10, client1 = base+20,
+#                        client2 = base+30. Distinct bases give distinct clusters.
+#
+# Every agent starts with CARAVAN_CLUSTER_MARK=<cluster dir> in its
+# environment, which its plugins, executors, logmon and tasks inherit; `down`
+# stops the jobs, then the agents, then any marked process still alive, so
+# nothing the cluster started outlives it (and nothing else is touched).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${CARAVAN_CLUSTER_DIR:-$root/build/cluster}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+base=${CARAVAN_PORT_BASE:-14600}
+bin=$root/build/bin
+agents=(consul server client1 client2)
+
+if ! [[ "$base" =~ ^[0-9]+$ ]] || (( base < 1024 || base > 19900 )); then
+  echo "cluster: CARAVAN_PORT_BASE must be a number from 1024 to 19900, got '$base'" >&2
+  exit 2
+fi
+
+consul_http=$base
+server_http=$((base + 10))
+server_rpc=$((base + 11))
+export NOMAD_ADDR=http://127.0.0.1:$server_http
+export CONSUL_HTTP_ADDR=127.0.0.1:$consul_http
+
+log() { echo "==> cluster: $*"; }
+
+pid_of() { cat "$dir/pids/$1.pid" 2>/dev/null || true; }
+alive() { local p; p=$(pid_of "$1"); [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; }
+
+running_agents() {
+  local a n=0
+  for a in "${agents[@]}"; do alive "$a" && n=$((n + 1)); done
+  echo $n
+}
+
+# render TEMPLATE NODE > OUT substitutes the cluster's paths and ports.
+render() {
+  local tmpl=$1 node=$2 idx=0
+  [[ $node == client2 ]] && idx=1
+  local chttp=$((base + 20 + idx * 10))
+  local k=$(((base / 100) % 10))
+  local dmin=$((20000 + k * 1000 + idx * 500))
+  sed -e "s|@CLUSTER_DIR@|$dir|g" \
+      -e "s|@CLUSTER_ID@|$base|g" \
+      -e "s|@NODE@|$node|g" \
+      -e "s|@P_CONSUL_HTTP@|$consul_http|g" \
+      -e "s|@P_CONSUL_DNS@|$((base + 1))|g" \
+      -e "s|@P_CONSUL_SERF_LAN@|$((base + 2))|g" \
+      -e "s|@P_CONSUL_SERF_WAN@|$((base + 3))|g" \
+      -e "s|@P_CONSUL_SERVER@|$((base + 4))|g" \
+      -e "s|@P_CONSUL_GRPC@|$((base + 5))|g" \
+      -e "s|@P_SERVER_HTTP@|$server_http|g" \
+      -e "s|@P_SERVER_RPC@|$server_rpc|g" \
+      -e "s|@P_SERVER_SERF@|$((base + 12))|g" \
+      -e "s|@P_CLIENT_HTTP@|$chttp|g" \
+      -e "s|@P_CLIENT_RPC@|$((chttp + 1))|g" \
+      -e "s|@P_CLIENT_SERF@|$((chttp + 2))|g" \
+      -e "s|@P_DYN_MIN@|$dmin|g" \
+      -e "s|@P_DYN_MAX@|$((dmin + 499))|g" \
+      "$tmpl"
+}
+
+# start NAME CMD... runs an agent in a session of its own, logging to logs/.
+start() {
+  local name=$1; shift
+  CARAVAN_CLUSTER_MARK="$dir" PATH="$bin:$PATH" setsid "$@" >"$dir/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$dir/pids/$name.pid"
+}
+
+# wait_for WHAT SECONDS CMD... polls CMD until it succeeds.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if (( SECONDS >= deadline )); then
+      echo "cluster: timed out after ${secs}s waiting for $what; see $dir/logs/" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+nodes_ready() {
+  local out
+  out=$("$bin/nomad" node status -json 2>/dev/null) || return 1
+  [[ $(grep -o '"Status": "ready"' <<<"$out" | wc -l) -ge 2 ]]
+}
+
+cmd_up() {
+  for f in "$bin/nomad" "$bin/consul" "$root/build/caravan"; do
+    [[ -x $f ]] || { echo "cluster: $f is missing; run 'make dev' first" >&2; exit 1; }
+  done
+  local n
+  n=$(running_agents)
+  if (( n == ${#agents[@]} )); then
+    log "already running (Nomad $NOMAD_ADDR, Consul http://$CONSUL_HTTP_ADDR)"
+    return 0
+  fi
+  if (( n > 0 )); then
+    log "partly running ($n of ${#agents[@]} agents); restarting it"
+    cmd_down
+  fi
+
+  mkdir -p "$dir"/{config,logs,pids,plugins,checkpoints,server,client1,client2}
+  # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
+  local p
+  for p in caravan-gpu caravan; do
+    cp "$root/build/caravan" "$dir/plugins/.$p.tmp"
+    mv -f "$dir/plugins/.$p.tmp" "$dir/plugins/$p"
+  done
+
+  render "$root/scripts/cluster/consul.hcl" consul >"$dir/config/consul.hcl"
+  render "$root/scripts/cluster/server.hcl" server >"$dir/config/server.hcl"
+  for n in client1 client2; do
+    {
+      render "$root/scripts/cluster/client.hcl" "$n"
+      render "$root/scripts/cluster/plugin-device.hcl" "$n"
+      render "$root/scripts/cluster/plugin-driver.hcl" "$n"
+    } >"$dir/config/$n.hcl"
+  done
+
+  log "starting Consul (http://$CONSUL_HTTP_ADDR)"
+  start consul "$bin/consul" agent -dev -config-file="$dir/config/consul.hcl"
+  wait_for "Consul's leader" 60 "$bin/consul" catalog nodes
+
+  log "starting the Nomad server ($NOMAD_ADDR)"
+  start server "$bin/nomad" agent -config="$dir/config/server.hcl"
+  wait_for "Nomad's leader" 60 "$bin/nomad" operator api /v1/status/leader
+
+  for n in client1 client2; do
+    log "starting Nomad $n"
+    start "$n" "$bin/nomad" agent -config="$dir/config/$n.hcl"
+  done
+  wait_for "two ready Nomad clients" 120 nodes_ready
+  log "up: Nomad UI $NOMAD_ADDR/ui, Consul UI http://$CONSUL_HTTP_ADDR/ui, logs in $dir/logs"
+}
+
+# owned_pids prints every live process this cluster started: the agents and
+# whatever they spawned (plugins, executors, logmon, tasks) carry the marker
+# CARAVAN_CLUSTER_MARK=<cluster dir> in their environment, which go-plugin and
+# Nomad's task environment pass on; their descendants are included too, in
+# case a task cleared its environment.
+owned_pids() {
+  local e pid marked=()
+  local mark="CARAVAN_CLUSTER_MARK=$dir"
+  for e in /proc/[0-9]*/environ; do
+    pid=${e#/proc/}; pid=${pid%/environ}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    if grep -qzxF "$mark" "$e" 2>/dev/null; then
+      marked+=("$pid")
+    fi
+  done
+  (( ${#marked[@]} )) || return 0
+  # Add the descendants of marked processes, from one read of /proc.
+  awk -v marked="${marked[*]}" '
+    FNR == 1 {
+      pid = FILENAME; sub(/^\/proc\//, "", pid); sub(/\/stat$/, "", pid)
+      line = $0; sub(/^.*\) /, "", line); split(line, f, " ")
+      parent[pid] = f[2]
+    }
+    END {
+      n = split(marked, m, " "); for (i = 1; i <= n; i++) own[m[i]] = 1
+      do {
+        changed = 0
+        for (p in parent) if (!(p in own) && (parent[p] in own)) { own[p] = 1; changed = 1 }
+      } while (changed)
+      for (p in own) if (p in parent) printf "%s ", p
+    }' /proc/[0-9]*/stat 2>/dev/null
+  echo
+}
+
+stop_agent() {
+  local name=$1 p
+  p=$(pid_of "$name")
+  [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 0
+  kill -INT "$p" 2>/dev/null || true
+  local deadline=$((SECONDS + 20))
+  while kill -0 "$p" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
+  kill -KILL "$p" 2>/dev/null || true
+}
+
+cmd_down() {
+  if (( $(running_agents) == 0 )) && [[ -z $(owned_pids) ]]; then
+    log "not running"
+    rm -rf "$dir/pids"
+    return 0
+  fi
+  if alive server; then
+    log "stopping jobs"
+    local jobs
+    jobs=$("$bin/nomad" job status -short 2>/dev/null | awk 'NR>1 && $4 != "dead" {print $1}') || true
+    local j
+    for j in $jobs; do
+      "$bin/nomad" job stop -purge -detach "$j" >/dev/null 2>&1 || true
+    done
+    # Give the clients time to stop tasks (and the driver to checkpoint).
+    local deadline=$((SECONDS + 60))
+    while (( SECONDS < deadline )); do
+      local live
+      live=$("$bin/nomad" operator api '/v1/allocations?filter=ClientStatus%20in%20%5B%22running%22%2C%22pending%22%5D' 2>/dev/null || echo err)
+      [[ $live == "[]" || $live == err ]] && break
+      sleep 0.5
+    done
+  fi
+  local a
+  for a in client1 client2 server consul; do
+    alive "$a" && log "stopping $a"
+    stop_agent "$a"
+  done
+  local left
+  left=$(owned_pids)
+  if [[ -n $left ]]; then
+    log "stopping $(wc -w <<<"$left") leftover executor/logmon/task processes"
+    kill -TERM $left 2>/dev/null || true
+    sleep 1
+    left=$(owned_pids)
+    [[ -n $left ]] && kill -KILL $left 2>/dev/null || true
+  fi
+  rm -rf "$dir/pids"
+  log "down"
+}
+
+cmd_status() {
+  local a
+  for a in "${agents[@]}"; do
+    if alive "$a"; then echo "$a: running (pid $(pid_of "$a"))"; else echo "$a: stopped"; fi
+  done
+  echo "Nomad: $NOMAD_ADDR  Consul: http://$CONSUL_HTTP_ADDR  dir: $dir"
+}
+
+cmd_env() {
+  echo "export NOMAD_ADDR=$NOMAD_ADDR"
+  echo "export CONSUL_HTTP_ADDR=$CONSUL_HTTP_ADDR"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  *) echo "usage: scripts/cluster.sh up|down|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,57 @@
+# One Nomad client of the local caravan cluster (@NODE@): loopback only. The
+# caravan plugins' blocks come from plugin-device.hcl and plugin-driver.hcl.
+name                 = "@NODE@"
+region               = "global"
+datacenter           = "dc1"
+data_dir             = "@CLUSTER_DIR@/@NODE@"
+plugin_dir           = "@CLUSTER_DIR@/plugins"
+bind_addr            = "127.0.0.1"
+disable_update_check = true
+log_level            = "INFO"
+
+ports {
+  http = @P_CLIENT_HTTP@
+  rpc  = @P_CLIENT_RPC@
+  serf = @P_CLIENT_SERF@
+}
+
+advertise {
+  http = "127.0.0.1"
+  rpc  = "127.0.0.1"
+  serf = "127.0.0.1"
+}
+
+client {
+  enabled           = true
+  servers           = ["127.0.0.1:@P_SERVER_RPC@"]
+  node_class        = "caravan"
+  network_interface = "lo"
+  cgroup_parent     = "caravan-@CLUSTER_ID@-@NODE@"
+  min_dynamic_port  = @P_DYN_MIN@
+  max_dynamic_port  = @P_DYN_MAX@
+
+  meta {
+    "caravan.node" = "@NODE@"
+  }
+
+  options {
+    # Without this list the client probes cloud metadata addresses.
+    "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
+  }
+}
+
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+
+consul {
+  address = "127.0.0.1:@P_CONSUL_HTTP@"
+}
+
+telemetry {
+  collection_interval        = "1s"
+  publish_allocation_metrics = true
+  publish_node_metrics       = true
+}
