@@ -1,0 +1,36 @@
+package policy
+
+import "fmt"
+
+// Optimus is the marginal-gain allocator of Optimus (EuroSys'18) as the
+// Pollux artifact runs it ("Optimus+Oracle" when the speed model and
+// remaining work are exact): every job, in arrival order, first gets its
+// minimum while capacity lasts; then one unit at a time goes to the job
+// whose predicted remaining time drops most per unit of dominant share,
+// until capacity runs out or no gain is positive.
+type Optimus struct{}
+
+// NewOptimus returns the Optimus policy.
+func NewOptimus() *Optimus { return &Optimus{} }
+
+// Name implements Policy.
+func (*Optimus) Name() string { return "optimus" }
+
+// Allocate implements Policy.
+func (o *Optimus) Allocate(in Input) (Plan, error) {
+	if err := Validate(in); err != nil {
+		return Plan{}, err
+	}
+	order := fifoOrder(in.Jobs)
+	sizes := make([]size, len(in.Jobs))
+	free := admit(in, order, sizes)
+	g := &greedyCtx{in: in, cap: clusterTotals(in.Cluster), free: free, gpn: maxGPUsPerNode(in.Cluster), sizes: sizes, lookahead: 1}
+	g.remaining = g.optimusTime
+	g.run(order)
+	for i := range sizes {
+		if sizes[i].w > 0 && sizes[i].gain == 0 {
+			sizes[i].reason = fmt.Sprintf("minimum %d workers; more would not shorten it", sizes[i].w)
+		}
+	}
+	return finish(o.Name(), in, sizes, order), nil
+}

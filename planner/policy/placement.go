@@ -1,0 +1,440 @@
+package policy
+
+import (
+	"slices"
+	"sort"
+)
+
+// Placement follows Optimus's principle (the fewest nodes, equal tasks per
+// node) refined by Philly's lessons: a job's GPUs stay on as few nodes as
+// possible, small jobs are best-fit packed so whole nodes stay free for big
+// ones, fractional workers share a physical GPU with other fractional
+// workers before a new GPU is opened, and two multi-node jobs are kept off
+// the same node when there is a choice (they interfere on the network).
+// Jobs whose size did not change keep their current placement.
+
+type nodeState struct {
+	id          string
+	gpuFree     []int // free milli-GPUs per physical GPU
+	whole       int   // GPUs with all MilliGPU free
+	cpu, mem    int
+	distributed int // multi-node jobs placed here
+	bucket, pos int // index in placer.buckets
+}
+
+type placer struct {
+	nodes   []nodeState
+	byID    map[string]int
+	buckets [][]int // buckets[k]: nodes with k whole free GPUs
+	maxGPUs int
+}
+
+func newPlacer(c Cluster) *placer {
+	p := &placer{byID: make(map[string]int, len(c.Nodes)), maxGPUs: maxGPUsPerNode(c)}
+	p.buckets = make([][]int, p.maxGPUs+1)
+	p.nodes = make([]nodeState, len(c.Nodes))
+	for i, n := range c.Nodes {
+		ns := &p.nodes[i]
+		ns.id = n.ID
+		ns.gpuFree = make([]int, n.GPUs)
+		for g := range ns.gpuFree {
+			ns.gpuFree[g] = MilliGPU
+		}
+		ns.whole = n.GPUs
+		ns.cpu, ns.mem = n.CPUMHz, n.MemoryMB
+		ns.bucket = n.GPUs
+		ns.pos = len(p.buckets[n.GPUs])
+		p.buckets[n.GPUs] = append(p.buckets[n.GPUs], i)
+		p.byID[n.ID] = i
+	}
+	return p
+}
+
+func (p *placer) rebucket(i int) {
+	ns := &p.nodes[i]
+	if ns.bucket == ns.whole {
+		return
+	}
+	b := p.buckets[ns.bucket]
+	last := b[len(b)-1]
+	b[ns.pos] = last
+	p.nodes[last].pos = ns.pos
+	p.buckets[ns.bucket] = b[:len(b)-1]
+	ns.bucket = ns.whole
+	ns.pos = len(p.buckets[ns.whole])
+	p.buckets[ns.whole] = append(p.buckets[ns.whole], i)
+}
+
+// slots is how many units of d node i can still take.
+func (p *placer) slots(i int, d Demand) int {
+	ns := &p.nodes[i]
+	n := 1 << 30
+	if d.CPUMHz > 0 {
+		n = min(n, ns.cpu/d.CPUMHz)
+	}
+	if d.MemoryMB > 0 {
+		n = min(n, ns.mem/d.MemoryMB)
+	}
+	switch {
+	case d.GPUMilli >= MilliGPU:
+		n = min(n, ns.whole/(d.GPUMilli/MilliGPU))
+	case d.GPUMilli > 0:
+		s := 0
+		for _, f := range ns.gpuFree {
+			s += f / d.GPUMilli
+		}
+		n = min(n, s)
+	}
+	return n
+}
+
+// take places k units of d on node i and returns the physical GPU indices
+// used: one per unit for shares and single GPUs, per-unit GPUs for multi-GPU
+// units.
+func (p *placer) take(i int, d Demand, k int) []int {
+	ns := &p.nodes[i]
+	ns.cpu -= d.CPUMHz * k
+	ns.mem -= d.MemoryMB * k
+	var gpus []int
+	switch {
+	case d.GPUMilli >= MilliGPU:
+		per := d.GPUMilli / MilliGPU
+		for u := 0; u < k; u++ {
+			got := 0
+			for g := range ns.gpuFree {
+				if got == per {
+					break
+				}
+				if ns.gpuFree[g] == MilliGPU {
+					ns.gpuFree[g] = 0
+					gpus = append(gpus, g)
+					got++
+				}
+			}
+		}
+		ns.whole -= per * k
+	case d.GPUMilli > 0:
+		for u := 0; u < k; u++ {
+			// Best fit: the fullest GPU that still holds the unit.
+			best := -1
+			for g, f := range ns.gpuFree {
+				if f >= d.GPUMilli && (best < 0 || f < ns.gpuFree[best]) {
+					best = g
+				}
+			}
+			if ns.gpuFree[best] == MilliGPU {
+				ns.whole--
+			}
+			ns.gpuFree[best] -= d.GPUMilli
+			gpus = append(gpus, best)
+		}
+	}
+	p.rebucket(i)
+	return gpus
+}
+
+// reserve re-takes exactly a job's current placement; false (and nothing
+// taken) if it no longer fits.
+func (p *placer) reserve(j *Job, a Allocation) bool {
+	type step struct {
+		i    int
+		w, s int
+	}
+	var steps []step
+	for _, na := range a.Placement {
+		i, ok := p.byID[na.Node]
+		if !ok {
+			return false
+		}
+		steps = append(steps, step{i, na.Workers, na.PS})
+	}
+	// Check first, on copies of the touched nodes.
+	saved := make(map[int]nodeState, len(steps))
+	for _, st := range steps {
+		if _, ok := saved[st.i]; !ok {
+			ns := p.nodes[st.i]
+			ns.gpuFree = slices.Clone(ns.gpuFree)
+			saved[st.i] = ns
+		}
+	}
+	ok := true
+	for _, st := range steps {
+		if p.slots(st.i, j.Worker) < st.w {
+			ok = false
+			break
+		}
+		p.take(st.i, j.Worker, st.w)
+		if p.slots(st.i, j.PSDem) < st.s {
+			ok = false
+			break
+		}
+		p.take(st.i, j.PSDem, st.s)
+	}
+	if !ok {
+		for i, ns := range saved {
+			cur := p.nodes[i]
+			ns.bucket, ns.pos = cur.bucket, cur.pos
+			p.nodes[i] = ns
+			p.rebucket(i)
+		}
+		return false
+	}
+	if len(a.Placement) > 1 {
+		for _, st := range steps {
+			p.nodes[st.i].distributed++
+		}
+	}
+	return true
+}
+
+// placeWorkers finds nodes for w workers of job j. It returns the per-node
+// placement (possibly fewer than w workers if the cluster is fragmented).
+func (p *placer) placeWorkers(j *Job, w int) map[int]*NodeAlloc {
+	out := map[int]*NodeAlloc{}
+	if w <= 0 {
+		return out
+	}
+	d := j.Worker
+	add := func(i, k int) {
+		gpus := p.take(i, d, k)
+		na := out[i]
+		if na == nil {
+			na = &NodeAlloc{Node: p.nodes[i].id}
+			out[i] = na
+		}
+		na.Workers += k
+		if d.GPUMilli > 0 {
+			na.GPUs = append(na.GPUs, gpus...)
+		}
+	}
+	if d.GPUMilli >= MilliGPU {
+		p.placeWhole(d, w, add)
+	} else {
+		p.placeScan(d, w, add)
+	}
+	if len(out) > 1 {
+		for i := range out {
+			p.nodes[i].distributed++
+		}
+	}
+	return out
+}
+
+// placeWhole places whole-GPU workers using the free-GPU buckets: O(maxGPUs)
+// per node touched, so a round over thousands of nodes stays cheap.
+func (p *placer) placeWhole(d Demand, w int, add func(i, k int)) {
+	per := d.GPUMilli / MilliGPU
+	need := w
+	// Single node, best fit: the node with the fewest whole free GPUs that
+	// still holds everything.
+	if need*per <= p.maxGPUs {
+		if i := p.findInBuckets(need*per, need, d, false); i >= 0 {
+			add(i, need)
+			return
+		}
+	}
+	// Multi-node: as few nodes as possible, equal tasks per node when the
+	// cluster allows it, nodes without another multi-node job first.
+	perNode := p.maxGPUs / per
+	if perNode < 1 {
+		return
+	}
+	m := (need + perNode - 1) / perNode
+	eq := (need + m - 1) / m
+	var picked []int
+	seen := map[int]bool{}
+	for len(picked) < m {
+		i := p.findInBuckets(eq*per, eq, d, true, seen)
+		if i < 0 {
+			break
+		}
+		seen[i] = true
+		picked = append(picked, i)
+	}
+	if len(picked) == m {
+		for _, i := range picked {
+			k := min(eq, need)
+			add(i, k)
+			need -= k
+		}
+		return
+	}
+	// Fragmented: most free first (Optimus artifact), then best fit for the rest.
+	for need > 0 {
+		var i int
+		if need*per <= p.maxGPUs {
+			i = p.findInBuckets(need*per, need, d, true)
+		} else {
+			i = -1
+		}
+		if i < 0 {
+			i = p.mostFree(d)
+		}
+		if i < 0 {
+			return
+		}
+		k := min(need, p.slots(i, d))
+		if k <= 0 {
+			return
+		}
+		add(i, k)
+		need -= k
+	}
+}
+
+// findInBuckets returns a node with at least gpus whole free GPUs (smallest
+// such bucket first) that can also take k units of d by CPU and memory;
+// avoid prefers nodes without a multi-node job. Nodes in skip are ignored.
+func (p *placer) findInBuckets(gpus, k int, d Demand, avoid bool, skip ...map[int]bool) int {
+	const scan = 64 // bound the search inside one bucket
+	fallback := -1
+	for b := max(gpus, 0); b <= p.maxGPUs; b++ {
+		for n, i := range p.buckets[b] {
+			if n >= scan && fallback >= 0 {
+				break
+			}
+			if len(skip) > 0 && skip[0][i] {
+				continue
+			}
+			if p.slots(i, d) < k {
+				continue
+			}
+			if !avoid || p.nodes[i].distributed == 0 {
+				return i
+			}
+			if fallback < 0 {
+				fallback = i
+			}
+		}
+		if fallback >= 0 {
+			return fallback
+		}
+	}
+	return fallback
+}
+
+// mostFree returns a node with the most whole free GPUs that takes at least
+// one unit of d.
+func (p *placer) mostFree(d Demand) int {
+	for b := p.maxGPUs; b >= 1; b-- {
+		for _, i := range p.buckets[b] {
+			if p.slots(i, d) > 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// placeScan places fractional-GPU or CPU-only units by scanning nodes:
+// one node that holds them all with the fewest spare slots (packing shares
+// onto partly used GPUs), else the nodes with the most slots first.
+func (p *placer) placeScan(d Demand, w int, add func(i, k int)) {
+	need := w
+	best, bestSlots := -1, 0
+	type cand struct{ i, s int }
+	var cands []cand
+	for i := range p.nodes {
+		s := p.slots(i, d)
+		if s <= 0 {
+			continue
+		}
+		cands = append(cands, cand{i, s})
+		if s >= need && (best < 0 || s < bestSlots) {
+			best, bestSlots = i, s
+		}
+	}
+	if best >= 0 {
+		add(best, need)
+		return
+	}
+	sort.SliceStable(cands, func(a, b int) bool { return cands[a].s > cands[b].s })
+	for _, c := range cands {
+		if need == 0 {
+			return
+		}
+		k := min(need, c.s)
+		add(c.i, k)
+		need -= k
+	}
+}
+
+// placePS puts parameter servers on the job's worker nodes first, spread
+// evenly, then on any node with room.
+func (p *placer) placePS(j *Job, ps int, out map[int]*NodeAlloc) int {
+	if ps <= 0 {
+		return 0
+	}
+	placed := 0
+	idx := make([]int, 0, len(out))
+	for i := range out {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	for progress := true; placed < ps && progress; {
+		progress = false
+		for _, i := range idx {
+			if placed == ps {
+				break
+			}
+			if p.slots(i, j.PSDem) > 0 {
+				p.take(i, j.PSDem, 1)
+				out[i].PS++
+				placed++
+				progress = true
+			}
+		}
+	}
+	if placed < ps {
+		p.placeScan(j.PSDem, ps-placed, func(i, k int) {
+			p.take(i, j.PSDem, k)
+			na := out[i]
+			if na == nil {
+				na = &NodeAlloc{Node: p.nodes[i].id}
+				out[i] = na
+			}
+			na.PS += k
+			placed += k
+		})
+	}
+	return placed
+}
+
+// release gives a placement back (used when a gang cannot be completed).
+func (p *placer) release(j *Job, out map[int]*NodeAlloc) {
+	for i, na := range out {
+		ns := &p.nodes[i]
+		ns.cpu += j.Worker.CPUMHz*na.Workers + j.PSDem.CPUMHz*na.PS
+		ns.mem += j.Worker.MemoryMB*na.Workers + j.PSDem.MemoryMB*na.PS
+		for _, g := range na.GPUs {
+			if j.Worker.GPUMilli >= MilliGPU {
+				ns.gpuFree[g] = MilliGPU
+			} else {
+				ns.gpuFree[g] += j.Worker.GPUMilli
+			}
+		}
+		w := 0
+		for _, f := range ns.gpuFree {
+			if f == MilliGPU {
+				w++
+			}
+		}
+		ns.whole = w
+		if len(out) > 1 {
+			ns.distributed--
+		}
+		p.rebucket(i)
+	}
+}
+
+// toPlacement turns a node map into a sorted placement.
+func toPlacement(out map[int]*NodeAlloc) []NodeAlloc {
+	pl := make([]NodeAlloc, 0, len(out))
+	for _, na := range out {
+		if na.Workers+na.PS > 0 {
+			pl = append(pl, *na)
+		}
+	}
+	sort.Slice(pl, func(a, b int) bool { return pl[a].Node < pl[b].Node })
+	return pl
+}
