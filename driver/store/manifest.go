@@ -1,7 +1,18 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,8 +39,9 @@ type FileEntry struct {
 	Path string      `json:"path"`
 	Mode fs.FileMode `json:"mode"`
 	Size int64       `json:"size"`
-	// SHA256 is the hex SHA-256 of the file's contents (empty for directories
-	// and symlinks).
+	// SHA256 is the file's digest: the hex SHA-256 of the concatenation of
+	// its chunks' raw SHA-256 digests (see treeHash); empty for directories
+	// and symlinks.
 	SHA256 string `json:"sha256,omitempty"`
 	// Chunks are the hex SHA-256 digests of the file's fixed-size chunks, in
 	// order; each names a chunk file in the store.
@@ -59,4 +71,216 @@ type RestoreResult struct {
 	// verification, newest first.
 	FellBack []uint64
 	Duration time.Duration
+}
+
+// manifestPrefix and manifestSuffix frame a generation's manifest file name:
+// gen-00000000000000000042.json (zero-padded so names sort by generation).
+const (
+	manifestPrefix = "gen-"
+	manifestSuffix = ".json"
+)
+
+func manifestName(gen uint64) string {
+	return fmt.Sprintf("%s%020d%s", manifestPrefix, gen, manifestSuffix)
+}
+
+// listGenerations returns the generations published in keyDir, ascending.
+// A missing keyDir has none.
+func listGenerations(keyDir string) ([]uint64, error) {
+	ents, err := os.ReadDir(keyDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list generations: %w", err)
+	}
+	var gens []uint64
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, manifestPrefix) || !strings.HasSuffix(name, manifestSuffix) {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, manifestPrefix), manifestSuffix), 10, 64)
+		if err != nil {
+			continue
+		}
+		gens = append(gens, n)
+	}
+	slices.Sort(gens)
+	return gens, nil
+}
+
+// readManifest reads and checks the manifest of one generation. A manifest
+// that cannot be parsed or is inconsistent is ErrCorrupt; I/O errors are
+// returned as they are.
+func readManifest(keyDir string, gen uint64) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(keyDir, manifestName(gen)))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of generation %d: %w", gen, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+	}
+	if err := m.check(gen); err != nil {
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+	}
+	return &m, nil
+}
+
+// check verifies the manifest is self-consistent and that every path stays
+// inside the checkpoint directory.
+func (m *Manifest) check(gen uint64) error {
+	if m.Format != manifestFormat {
+		return fmt.Errorf("unsupported format %d", m.Format)
+	}
+	if m.Generation != gen {
+		return fmt.Errorf("generation %d in a file named for %d", m.Generation, gen)
+	}
+	if m.ChunkSize < minChunkSize || m.ChunkSize > maxChunkSize {
+		return fmt.Errorf("bad chunk size %d", m.ChunkSize)
+	}
+	var total int64
+	seen := make(map[string]bool, len(m.Files))
+	for i := range m.Files {
+		f := &m.Files[i]
+		if err := checkRelPath(f.Path); err != nil {
+			return err
+		}
+		if seen[f.Path] {
+			return fmt.Errorf("duplicate path %q", f.Path)
+		}
+		seen[f.Path] = true
+		if d := path.Dir(f.Path); d != "." && !seen[d] {
+			return fmt.Errorf("%q listed before its parent directory", f.Path)
+		}
+		switch {
+		case f.Mode.IsDir():
+		case f.Mode&fs.ModeSymlink != 0:
+			if err := checkLink(f.Path, f.Link); err != nil {
+				return err
+			}
+		case f.Mode.IsRegular():
+			if f.Size < 0 {
+				return fmt.Errorf("%q: negative size", f.Path)
+			}
+			want := (f.Size + int64(m.ChunkSize) - 1) / int64(m.ChunkSize)
+			if int64(len(f.Chunks)) != want {
+				return fmt.Errorf("%q: %d chunks for %d bytes", f.Path, len(f.Chunks), f.Size)
+			}
+			for _, c := range f.Chunks {
+				if !isDigest(c) {
+					return fmt.Errorf("%q: bad chunk digest %q", f.Path, c)
+				}
+			}
+			if f.SHA256 != treeHash(f.Chunks) {
+				return fmt.Errorf("%q: file digest does not match its chunks", f.Path)
+			}
+			total += f.Size
+		default:
+			return fmt.Errorf("%q: unsupported file type %s", f.Path, f.Mode.Type())
+		}
+	}
+	// Nothing may live below a symlink: Restore never writes through a link.
+	modes := make(map[string]fs.FileMode, len(m.Files))
+	for _, f := range m.Files {
+		modes[f.Path] = f.Mode
+	}
+	for _, f := range m.Files {
+		if d := path.Dir(f.Path); d != "." {
+			if mode, ok := modes[d]; ok && !mode.IsDir() {
+				return fmt.Errorf("%q: parent %q is not a directory", f.Path, d)
+			}
+		}
+	}
+	if total != m.TotalBytes {
+		return fmt.Errorf("total_bytes %d, files sum to %d", m.TotalBytes, total)
+	}
+	return nil
+}
+
+// writeManifest publishes m in keyDir: temp file, fsync, rename, fsync dir.
+func writeManifest(keyDir string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	f, err := os.CreateTemp(keyDir, ".tmp-"+manifestName(m.Generation)+"-*")
+	if err != nil {
+		return fmt.Errorf("create manifest: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op once renamed
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fsync manifest: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close manifest: %w", err)
+	}
+	hook(stepManifestTempWritten)
+	if err := os.Rename(tmp, filepath.Join(keyDir, manifestName(m.Generation))); err != nil {
+		return fmt.Errorf("publish manifest: %w", err)
+	}
+	hook(stepManifestPublished)
+	if err := syncDir(keyDir); err != nil {
+		return err
+	}
+	hook(stepCommitted)
+	return nil
+}
+
+// treeHash is a file's SHA256 field: the hex SHA-256 of the concatenated raw
+// SHA-256 digests of its chunks, in order. It commits to every byte of the
+// file without a second sequential pass over the data.
+func treeHash(chunks []string) string {
+	h := sha256.New()
+	var raw [sha256.Size]byte
+	for _, c := range chunks {
+		if _, err := hex.Decode(raw[:], []byte(c)); err != nil {
+			return ""
+		}
+		h.Write(raw[:])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func isDigest(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkRelPath accepts a clean, relative, slash-separated path that stays
+// inside the checkpoint directory.
+func checkRelPath(p string) error {
+	if p == "" || p == "." || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) ||
+		path.Clean(p) != p || p == ".." || strings.HasPrefix(p, "../") {
+		return fmt.Errorf("%w: path %q escapes or is not clean", ErrInvalid, p)
+	}
+	return nil
+}
+
+// checkLink accepts a symlink target that is relative and, resolved from the
+// link's directory, stays inside the checkpoint directory.
+func checkLink(linkPath, target string) error {
+	if target == "" || strings.HasPrefix(target, "/") || strings.ContainsRune(target, 0) {
+		return fmt.Errorf("%w: symlink %q -> %q must be relative", ErrInvalid, linkPath, target)
+	}
+	r := path.Join(path.Dir(linkPath), target)
+	if r == ".." || strings.HasPrefix(r, "../") {
+		return fmt.Errorf("%w: symlink %q -> %q escapes the directory", ErrInvalid, linkPath, target)
+	}
+	return nil
 }

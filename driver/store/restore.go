@@ -2,23 +2,398 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
 )
 
 // Restore replaces the contents of dstDir with the newest generation of key
 // whose every chunk verifies, falling back to older generations on
-// corruption. It returns ErrNoCheckpoint when the key has no checkpoint.
+// corruption (listed in RestoreResult.FellBack). It returns ErrNoCheckpoint
+// when the key has no checkpoint, and an error matching both ErrNoCheckpoint
+// and ErrCorrupt when every generation failed verification.
+//
+// The generation is written and verified in a temp sibling of dstDir, made
+// durable, then swapped with dstDir by an atomic exchange (Linux
+// renameat2(RENAME_EXCHANGE); two renames elsewhere). A crash before the swap
+// leaves dstDir untouched; the next Restore removes the leftovers. dstDir's
+// parent must exist. Restored files and directories get the owner of the
+// existing dstDir when the process may chown. Callers serialise restores into
+// the same dstDir.
 func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreResult, error) {
-	return nil, errors.New("store: restore not implemented yet")
+	start := s.now()
+	keyDir, err := key.dir(s.root)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.statRoot(); err != nil {
+		return nil, err
+	}
+	dst, err := filepath.Abs(dstDir)
+	if err != nil {
+		return nil, fmt.Errorf("restore destination: %w", err)
+	}
+	parent, base := filepath.Dir(dst), filepath.Base(dst)
+	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: parent of restore destination %s is not a directory", ErrInvalid, dst)
+	}
+	owner := dirOwner(dst)
+
+	unlock, err := s.lockStore(ctx, false)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	defer unlock()
+
+	gens, err := listGenerations(keyDir)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	if len(gens) == 0 {
+		return nil, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
+	}
+	removeStale(parent, base)
+
+	res := &RestoreResult{}
+	var lastErr error
+	for _, gen := range slices.Backward(gens) {
+		m, err := readManifest(keyDir, gen)
+		if err == nil {
+			err = s.restoreGeneration(ctx, m, parent, base, dst, owner)
+		}
+		if err == nil {
+			res.Manifest = m
+			res.Duration = s.now().Sub(start)
+			s.logger.Info("checkpoint restored", "key", m.Key, "generation", gen, "from_node", m.Node,
+				"bytes", m.TotalBytes, "fell_back", res.FellBack, "duration", res.Duration)
+			return res, nil
+		}
+		if errors.Is(err, fs.ErrNotExist) && m == nil {
+			continue // pruned by a concurrent commit
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			return nil, s.classify(err)
+		}
+		s.logger.Warn("checkpoint generation failed verification, falling back", "key", key.String(),
+			"generation", gen, "error", err)
+		res.FellBack = append(res.FellBack, gen)
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w for %s: all %d generations failed verification, newest error: %w",
+		ErrNoCheckpoint, key, len(gens), lastErr)
 }
 
-// Latest returns the manifest of the key's newest generation (without
-// verifying its chunks), or ErrNoCheckpoint.
+// restoreGeneration materialises m in a temp sibling of dst and swaps it in.
+func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent, base, dst string, owner *fileOwner) error {
+	tmp, err := os.MkdirTemp(parent, "."+base+".restore-")
+	if err != nil {
+		return fmt.Errorf("create restore directory: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := s.materialise(ctx, m, tmp, owner); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dst); err == nil {
+		_ = os.Chmod(tmp, fi.Mode().Perm())
+	}
+	owner.apply(tmp, false)
+	if err := syncDir(tmp); err != nil {
+		return err
+	}
+	hook(stepRestoreStaged)
+	if err := swapDir(tmp, dst, parent, base); err != nil {
+		return err
+	}
+	committed = true
+	hook(stepRestoreSwapped)
+	return nil
+}
+
+// materialise writes and verifies every file of m below dir.
+func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner *fileOwner) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+
+	// Directories first (parents precede children in a manifest), then
+	// files, symlinks last so nothing is ever written through one.
+	type openFile struct {
+		e *FileEntry
+		f *os.File
+	}
+	var files []openFile
+	defer func() {
+		for _, of := range files {
+			_ = of.f.Close()
+		}
+	}()
+	for i := range m.Files {
+		e := &m.Files[i]
+		p := filepath.FromSlash(e.Path)
+		switch {
+		case e.Mode.IsDir():
+			if err := root.Mkdir(p, 0o700); err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+		case e.Mode.IsRegular():
+			f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+			if err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+			files = append(files, openFile{e, f})
+			if err := f.Truncate(e.Size); err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+		}
+	}
+
+	type job struct {
+		f     *os.File
+		e     *FileEntry
+		index int
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan job, s.workers*2)
+	var wg sync.WaitGroup
+	for w := 0; w < s.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, m.ChunkSize)
+			for j := range jobs {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := s.restoreChunk(j.f, j.e, j.index, m.ChunkSize, buf); err != nil {
+					cancel(err)
+				}
+			}
+		}()
+	}
+	func() {
+		defer close(jobs)
+		for _, of := range files {
+			for i := range of.e.Chunks {
+				select {
+				case jobs <- job{of.f, of.e, i}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+
+	// Make the data durable, then set modes, owners and times.
+	if err := parallel(s.workers, len(files), func(i int) error {
+		of := files[i]
+		if err := syscall.Fdatasync(int(of.f.Fd())); err != nil {
+			return fmt.Errorf("fsync %s: %w", of.e.Path, err)
+		}
+		if err := of.f.Chmod(of.e.Mode.Perm()); err != nil {
+			return err
+		}
+		owner.applyFile(of.f)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, of := range files {
+		if err := of.f.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", of.e.Path, err)
+		}
+	}
+	files = nil
+	for i := range m.Files {
+		e := &m.Files[i]
+		p := filepath.FromSlash(e.Path)
+		switch {
+		case e.Mode.IsRegular():
+			if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
+				return err
+			}
+		case e.Mode&fs.ModeSymlink != 0:
+			if err := root.Symlink(filepath.FromSlash(e.Link), p); err != nil {
+				return fmt.Errorf("restore %s: %w", e.Path, err)
+			}
+			owner.apply(filepath.Join(dir, p), true)
+		}
+	}
+	// Directories deepest first: sync their entries, then mode, owner, time.
+	for i := len(m.Files) - 1; i >= 0; i-- {
+		e := &m.Files[i]
+		if !e.Mode.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, filepath.FromSlash(e.Path))
+		if err := syncDir(p); err != nil {
+			return err
+		}
+		if err := root.Chmod(filepath.FromSlash(e.Path), e.Mode.Perm()); err != nil {
+			return err
+		}
+		owner.apply(p, false)
+		if err := root.Chtimes(filepath.FromSlash(e.Path), e.ModTime, e.ModTime); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreChunk reads chunk index of e into buf, verifies its SHA-256 and
+// writes it at its offset in f. A missing, short, long or mismatching chunk
+// is ErrCorrupt; a mismatching chunk is moved to .corrupt/ so the next
+// commit writes it afresh.
+func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf []byte) error {
+	d := e.Chunks[index]
+	off := int64(index) * int64(chunkSize)
+	n := int(min(int64(chunkSize), e.Size-off))
+	b := buf[:n]
+	cf, err := os.Open(s.chunkPath(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s: chunk %s is missing", ErrCorrupt, e.Path, d)
+	}
+	if err != nil {
+		return fmt.Errorf("open chunk: %w", err)
+	}
+	defer cf.Close()
+	if _, err := io.ReadFull(cf, b); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			s.quarantine(d)
+			return fmt.Errorf("%w: %s: chunk %s is short", ErrCorrupt, e.Path, d)
+		}
+		return fmt.Errorf("read chunk: %w", err)
+	}
+	var one [1]byte
+	if k, _ := cf.Read(one[:]); k != 0 {
+		s.quarantine(d)
+		return fmt.Errorf("%w: %s: chunk %s is too long", ErrCorrupt, e.Path, d)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != d {
+		s.quarantine(d)
+		return fmt.Errorf("%w: %s: chunk %s fails its SHA-256", ErrCorrupt, e.Path, d)
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		return fmt.Errorf("write %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// quarantine moves a chunk that failed verification out of the chunk store.
+func (s *Store) quarantine(d string) {
+	qdir := filepath.Join(s.root, ".corrupt")
+	if err := os.MkdirAll(qdir, dirPerm); err == nil {
+		if err := os.Rename(s.chunkPath(d), filepath.Join(qdir, d)); err == nil {
+			s.logger.Warn("quarantined corrupt chunk", "chunk", d, "path", filepath.Join(qdir, d))
+		}
+	}
+}
+
+// removeStale deletes the temp siblings left by restores that crashed.
+func removeStale(parent, base string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, "."+base+".restore-") || strings.HasPrefix(n, "."+base+".old-") {
+			_ = os.RemoveAll(filepath.Join(parent, n))
+		}
+	}
+}
+
+// parallel runs fn(0..n-1) on up to workers goroutines and returns the first
+// error.
+func parallel(workers, n int, fn func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		next = make(chan int)
+	)
+	for w := 0; w < min(workers, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(i); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Latest returns the manifest of the key's newest generation whose manifest
+// reads and checks (its chunks are not verified), or ErrNoCheckpoint.
 func (s *Store) Latest(key Key) (*Manifest, error) {
-	return nil, ErrNoCheckpoint
+	ms, err := s.List(key)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
+	}
+	return ms[len(ms)-1], nil
 }
 
 // List returns the manifests of the key's generations, oldest first.
+// Manifests that fail to parse or check are skipped with a warning.
 func (s *Store) List(key Key) ([]*Manifest, error) {
-	return nil, nil
+	keyDir, err := key.dir(s.root)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.statRoot(); err != nil {
+		return nil, err
+	}
+	gens, err := listGenerations(keyDir)
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	out := make([]*Manifest, 0, len(gens))
+	for _, g := range gens {
+		m, err := readManifest(keyDir, g)
+		switch {
+		case err == nil:
+			out = append(out, m)
+		case errors.Is(err, ErrCorrupt):
+			s.logger.Warn("skipping corrupt manifest", "key", key.String(), "generation", g, "error", err)
+		case errors.Is(err, fs.ErrNotExist):
+			// Pruned between listing and reading.
+		default:
+			return nil, s.classify(err)
+		}
+	}
+	return out, nil
 }

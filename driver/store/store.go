@@ -56,7 +56,7 @@ type Options struct {
 	// Logger receives the store's logs; a null logger when nil.
 	Logger hclog.Logger
 	// Workers is the number of goroutines hashing and copying chunks
-	// (default GOMAXPROCS, at least 2).
+	// (default 2*GOMAXPROCS within [4, 16], so I/O waits overlap hashing).
 	Workers int
 }
 
@@ -96,7 +96,7 @@ func Open(root string, opts Options) (*Store, error) {
 			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = max(runtime.GOMAXPROCS(0), 2)
+		opts.Workers = min(max(2*runtime.GOMAXPROCS(0), 4), 16)
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -116,6 +116,9 @@ func Open(root string, opts Options) (*Store, error) {
 		if err := os.MkdirAll(d, dirPerm); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
+	}
+	if err := s.ensureChunkDirs(); err != nil {
+		return nil, fmt.Errorf("%w: create chunk directories: %w", ErrUnavailable, err)
 	}
 	return s, nil
 }
@@ -142,4 +145,29 @@ func (s *Store) checkRoot() error {
 		return fmt.Errorf("%w: root not writable: %w", ErrUnavailable, err)
 	}
 	return nil
+}
+
+// statRoot is the cheap availability check done by every operation.
+func (s *Store) statRoot() error {
+	fi, err := os.Stat(s.root)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a directory", ErrUnavailable, s.root)
+	}
+	return nil
+}
+
+// classify wraps err with ErrUnavailable when the store root has gone away
+// (an unmounted share, a deleted directory), so callers can tell an
+// unreachable store from other failures.
+func (s *Store) classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if rerr := s.statRoot(); rerr != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
 }

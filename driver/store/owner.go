@@ -1,0 +1,47 @@
+package store
+
+import (
+	"os"
+	"syscall"
+)
+
+// fileOwner is the owner given to restored files: the owner of the existing
+// destination directory (the driver prepares it for the task's user). nil
+// means leave ownership alone.
+type fileOwner struct{ uid, gid int }
+
+// dirOwner returns the owner of dir when it exists and differs from the
+// current process's, else nil.
+func dirOwner(dir string) *fileOwner {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid() {
+		return nil
+	}
+	return &fileOwner{uid: int(st.Uid), gid: int(st.Gid)}
+}
+
+// apply chowns path (the link itself when link) on a best-effort basis: a
+// process that may not chown leaves files owned by itself.
+func (o *fileOwner) apply(path string, link bool) {
+	if o == nil {
+		return
+	}
+	if link {
+		_ = os.Lchown(path, o.uid, o.gid)
+		return
+	}
+	_ = os.Chown(path, o.uid, o.gid)
+}
+
+func (o *fileOwner) applyFile(f *os.File) {
+	if o != nil {
+		_ = f.Chown(o.uid, o.gid)
+	}
+}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package store
+
+// exchange is unsupported off Linux; swapDir falls back to two renames.
+func exchange(a, b string) error { return errExchangeUnsupported }
