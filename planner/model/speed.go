@@ -1,0 +1,135 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// SpeedForm names a speed model's functional form.
+type SpeedForm string
+
+// Speed model forms. In each, f is training steps per second, w workers,
+// p parameter servers, n nodes, M the global batch size; all t >= 0.
+const (
+	// PSAsync is Optimus's asynchronous parameter-server form:
+	// f(p,w) = w / (t0 + t1*w/p + t2*w + t3*p).
+	PSAsync SpeedForm = "ps-async"
+	// PSSync is Optimus's synchronous parameter-server form:
+	// f(p,w) = 1 / (t0*M/w + t1 + t2*w/p + t3*w + t4*p).
+	PSSync SpeedForm = "ps-sync"
+	// AllReduce is the GPU-only data-parallel form (no parameter servers),
+	// modelled on ring all-reduce: compute scales with the local batch, the
+	// synchronisation cost depends on whether the ring crosses nodes, and
+	// grows with the ring's length:
+	// 1/f = t0*M/w + t1 + t2*[w>1, n=1] + t3*[n>1] + t4*max(w-2, 0).
+	AllReduce SpeedForm = "allreduce"
+)
+
+// SpeedSample is one observed speed.
+type SpeedSample struct {
+	Workers, PS, Nodes int
+	Batch              float64 // global batch size M (samples per step)
+	StepsPerSec        float64
+}
+
+// Speed is a fitted speed model.
+type Speed struct {
+	Form    SpeedForm
+	Theta   []float64 // t0, t1, ... (all >= 0)
+	Quality FitQuality
+}
+
+// features returns the linear features of the form and whether the fit
+// target is w/f (async) rather than 1/f.
+func features(form SpeedForm, w, p, n int, m float64) ([]float64, bool, error) {
+	fw, fp := float64(w), float64(p)
+	switch form {
+	case PSAsync:
+		if p <= 0 {
+			return nil, false, fmt.Errorf("%w: %s needs parameter servers", ErrBadProblem, form)
+		}
+		return []float64{1, fw / fp, fw, fp}, true, nil
+	case PSSync:
+		if p <= 0 {
+			return nil, false, fmt.Errorf("%w: %s needs parameter servers", ErrBadProblem, form)
+		}
+		return []float64{m / fw, 1, fw / fp, fw, fp}, false, nil
+	case AllReduce:
+		intra, inter := 0.0, 0.0
+		if n > 1 {
+			inter = 1
+		} else if w > 1 {
+			intra = 1
+		}
+		return []float64{m / fw, 1, intra, inter, math.Max(fw-2, 0)}, false, nil
+	}
+	return nil, false, fmt.Errorf("%w: unknown speed form %q", ErrBadProblem, form)
+}
+
+// StepsPerSecond predicts the speed for w workers, p parameter servers on
+// n nodes with global batch m. It returns 0 for w <= 0 or an impossible shape.
+func (s Speed) StepsPerSecond(w, p, n int, m float64) float64 {
+	if w <= 0 || len(s.Theta) == 0 {
+		return 0
+	}
+	if n <= 0 {
+		n = 1
+	}
+	f, async, err := features(s.Form, w, p, n, m)
+	if err != nil || len(f) != len(s.Theta) {
+		return 0
+	}
+	t := 0.0
+	for i := range f {
+		t += f[i] * s.Theta[i]
+	}
+	if t <= 0 {
+		return 0
+	}
+	if async {
+		return float64(w) / t
+	}
+	return 1 / t
+}
+
+// FitSpeed fits a speed form to samples by non-negative least squares on
+// the form's linearisation, each row scaled by its target so residuals are
+// relative (a 10% error counts the same for fast and slow samples).
+func FitSpeed(form SpeedForm, samples []SpeedSample) (Speed, error) {
+	if len(samples) == 0 {
+		return Speed{}, fmt.Errorf("%w: no speed samples", ErrNotEnoughPoints)
+	}
+	a := make([][]float64, len(samples))
+	b := make([]float64, len(samples))
+	for i, s := range samples {
+		if s.Workers <= 0 || s.StepsPerSec <= 0 || math.IsNaN(s.StepsPerSec) || math.IsInf(s.StepsPerSec, 0) {
+			return Speed{}, fmt.Errorf("%w: sample %d has %d workers and %v steps/s", ErrBadProblem, i, s.Workers, s.StepsPerSec)
+		}
+		f, async, err := features(form, s.Workers, s.PS, max(s.Nodes, 1), s.Batch)
+		if err != nil {
+			return Speed{}, fmt.Errorf("sample %d: %w", i, err)
+		}
+		y := 1 / s.StepsPerSec
+		if async {
+			y = float64(s.Workers) / s.StepsPerSec
+		}
+		for k := range f {
+			f[k] /= y
+		}
+		a[i] = f
+		b[i] = 1
+	}
+	theta, _, err := NNLS(a, b)
+	if err != nil {
+		return Speed{}, err
+	}
+	sp := Speed{Form: form, Theta: theta}
+	pred := make([]float64, len(samples))
+	obs := make([]float64, len(samples))
+	for i, s := range samples {
+		pred[i] = sp.StepsPerSecond(s.Workers, s.PS, s.Nodes, s.Batch)
+		obs[i] = s.StepsPerSec
+	}
+	sp.Quality = quality(pred, obs)
+	return sp, nil
+}
