@@ -1,14 +1,149 @@
-// Package trainer is a small deterministic training program that follows
-// caravan's checkpoint protocol.
+// Package trainer is a small deterministic training program (`caravan
+// trainer`) that follows caravan's checkpoint protocol (driver/protocol): real
+// mini-batch SGD with momentum on a one-hidden-layer MLP over a synthetic,
+// seeded dataset. An uninterrupted run and a run suspended, resumed and
+// migrated any number of times end with the same parameters, bit for bit;
+// the final line prints their SHA-256.
 package trainer
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/caravan-nomad/caravan/driver/protocol"
 )
 
-// Main runs `caravan trainer ...`.
+// EnvProgressURL sets -report-url when the flag is not given.
+const EnvProgressURL = "CARAVAN_PROGRESS_URL"
+
+// Main runs `caravan trainer [flags]`.
 func Main(args []string) int {
-	fmt.Fprintln(os.Stderr, "caravan trainer: not implemented yet")
-	return 1
+	return run(args, os.Getenv, os.Stdout, os.Stderr)
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c := DefaultConfig()
+	env, err := protocol.FromEnv(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 2
+	}
+	sigDefault := env.Signal
+	if sigDefault == "" {
+		sigDefault = "SIGUSR1"
+	}
+	urlDefault := getenv(EnvProgressURL)
+
+	fs := flag.NewFlagSet("caravan trainer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the dataset, teacher and initial weights")
+	fs.IntVar(&c.Samples, "samples", c.Samples, "dataset size")
+	fs.IntVar(&c.Features, "features", c.Features, "input features")
+	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "mini-batch size")
+	fs.Uint64Var(&c.Steps, "steps", c.Steps, "total SGD steps")
+	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
+	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "momentum in [0,1)")
+	fs.Float64Var(&c.LabelNoise, "label-noise", c.LabelNoise, "fraction of flipped labels in [0,0.5)")
+	fs.Uint64Var(&c.LogEvery, "log-every", c.LogEvery, "print progress every N steps (0: never)")
+	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
+	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
+	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
+	reportURL := fs.String("report-url", urlDefault, "POST progress as JSON to this URL (default $"+EnvProgressURL+"; empty: off)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "caravan trainer: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := c.Validate(); err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 2
+	}
+	ckptSig, ok := signalByName(*sigName)
+	if !ok {
+		fmt.Fprintf(stderr, "caravan trainer: checkpoint-signal: unknown signal %q\n", *sigName)
+		return 2
+	}
+	if *dir != "" {
+		if err := os.MkdirAll(*dir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "caravan trainer: checkpoint-dir: %v\n", err)
+			return 1
+		}
+	}
+
+	// Signals become requests served between two steps.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	requests := make(chan Request, 4)
+	var exitSig atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case s := <-sigs:
+				r := RequestExit
+				switch {
+				case s == ckptSig && (s == syscall.SIGTERM || s == syscall.SIGINT):
+					r = RequestCheckpointAndExit
+				case s == ckptSig:
+					r = RequestCheckpoint
+				}
+				if r != RequestCheckpoint {
+					exitSig.Store(int32(s.(syscall.Signal)))
+				}
+				requests <- r
+			}
+		}
+	}()
+
+	o := Options{
+		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout,
+		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
+	}
+	if *reportURL != "" {
+		o.Reporter = NewHTTPReporter(*reportURL)
+	}
+	if env.Generation > 0 {
+		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)
+	}
+	res, err := Run(ctx, c, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 1
+	}
+	if res.Interrupted {
+		cancel()
+		if s := exitSig.Load(); s != 0 {
+			return 128 + int(s)
+		}
+		return 1
+	}
+	return 0
+}
+
+var signalNames = map[string]syscall.Signal{
+	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGTERM": syscall.SIGTERM,
+	"SIGINT": syscall.SIGINT, "SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT,
+}
+
+func signalByName(name string) (syscall.Signal, bool) {
+	n := strings.ToUpper(name)
+	if !strings.HasPrefix(n, "SIG") {
+		n = "SIG" + n
+	}
+	s, ok := signalNames[n]
+	return s, ok
 }

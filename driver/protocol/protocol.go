@@ -1,0 +1,189 @@
+// Package protocol is caravan's checkpoint protocol between the task driver
+// and a training process: the environment the driver sets, the marker file
+// the task writes when a checkpoint is complete, and helpers to read and
+// write that marker atomically. It has no dependencies beyond the standard
+// library so training programs can import it without the Nomad SDK.
+//
+// The protocol, from the task's side:
+//
+//  1. On start, CARAVAN_CHECKPOINT_DIR names a directory. If the driver
+//     restored a checkpoint it is already there (files plus the marker), and
+//     CARAVAN_CHECKPOINT_GENERATION / _SEQUENCE / _STEP say which.
+//  2. When the task receives the signal named in CARAVAN_CHECKPOINT_SIGNAL,
+//     it writes its state into the directory, then writes the marker file
+//     (MarkerName) atomically with a sequence number greater than any it
+//     wrote or restored before. It must not touch the directory again until
+//     the next signal.
+//  3. The driver sees the new sequence, commits the directory to the
+//     checkpoint store, and emits a task event.
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+const (
+	// EnvDir is the checkpoint directory the task reads from and writes to.
+	EnvDir = "CARAVAN_CHECKPOINT_DIR"
+	// EnvSignal is the name of the signal (e.g. "SIGUSR1") that asks the
+	// task to checkpoint.
+	EnvSignal = "CARAVAN_CHECKPOINT_SIGNAL"
+	// EnvGeneration is the store generation restored into EnvDir ("0" when
+	// the task starts fresh).
+	EnvGeneration = "CARAVAN_CHECKPOINT_GENERATION"
+	// EnvSequence is the marker sequence restored into EnvDir ("0" when
+	// fresh); the next marker must use a greater one.
+	EnvSequence = "CARAVAN_CHECKPOINT_SEQUENCE"
+	// EnvStep is the training step the restored marker reported, if any.
+	EnvStep = "CARAVAN_CHECKPOINT_STEP"
+	// EnvRestoredFrom is the node that wrote the restored checkpoint.
+	EnvRestoredFrom = "CARAVAN_CHECKPOINT_RESTORED_FROM"
+
+	// MarkerName is the marker file inside the checkpoint directory. Its
+	// presence with a new sequence means "the files beside me are complete".
+	MarkerName = "caravan-checkpoint.json"
+)
+
+// ErrNoMarker means the directory holds no marker file.
+var ErrNoMarker = errors.New("no checkpoint marker")
+
+// Marker is the content of MarkerName.
+type Marker struct {
+	// Sequence increases with every checkpoint the task writes; the driver
+	// commits a marker only when its sequence is greater than the last one
+	// it committed or restored.
+	Sequence uint64 `json:"sequence"`
+	// Step is the training step the checkpoint holds (optional, shown in
+	// events and passed back as CARAVAN_CHECKPOINT_STEP on resume).
+	Step *uint64 `json:"step,omitempty"`
+	// Meta is free-form metadata stored with the checkpoint's manifest.
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// Validate reports a marker the driver must not commit.
+func (m *Marker) Validate() error {
+	if m.Sequence == 0 {
+		return errors.New("marker sequence must be greater than 0")
+	}
+	return nil
+}
+
+// ReadMarker reads and validates the marker in dir. It returns ErrNoMarker
+// (wrapped) when there is none.
+func ReadMarker(dir string) (*Marker, error) {
+	b, err := os.ReadFile(filepath.Join(dir, MarkerName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoMarker, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint marker: %w", err)
+	}
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parse checkpoint marker %s: %w", filepath.Join(dir, MarkerName), err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint marker %s: %w", filepath.Join(dir, MarkerName), err)
+	}
+	return &m, nil
+}
+
+// WriteMarker writes m into dir atomically: a temporary file is written and
+// fsynced, renamed over MarkerName, and the directory is fsynced. Call it
+// only after every checkpoint file is written and closed.
+func WriteMarker(dir string, m *Marker) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, MarkerName), b)
+}
+
+// WriteFileAtomic writes data to path through a fsynced temporary file and a
+// rename, so readers see the old content or the new one, never a torn file.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a successful rename
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Restored is what the driver tells a task about the checkpoint it restored,
+// read back from the environment.
+type Restored struct {
+	Dir        string
+	Signal     string
+	Generation uint64
+	Sequence   uint64
+	Step       *uint64
+	FromNode   string
+}
+
+// FromEnv reads the protocol environment. Dir is empty when the task does
+// not run under a checkpointing driver.
+func FromEnv(getenv func(string) string) (*Restored, error) {
+	r := &Restored{Dir: getenv(EnvDir), Signal: getenv(EnvSignal), FromNode: getenv(EnvRestoredFrom)}
+	var err error
+	if r.Generation, err = parseUint(getenv, EnvGeneration); err != nil {
+		return nil, err
+	}
+	if r.Sequence, err = parseUint(getenv, EnvSequence); err != nil {
+		return nil, err
+	}
+	if v := getenv(EnvStep); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", EnvStep, v, err)
+		}
+		r.Step = &s
+	}
+	return r, nil
+}
+
+func parseUint(getenv func(string) string, name string) (uint64, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
+	}
+	return n, nil
+}

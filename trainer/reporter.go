@@ -1,0 +1,109 @@
+package trainer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Progress is one progress report.
+type Progress struct {
+	Job           string    `json:"job,omitempty"`
+	Alloc         string    `json:"alloc,omitempty"`
+	Task          string    `json:"task,omitempty"`
+	Step          uint64    `json:"step"`
+	StepsTotal    uint64    `json:"steps_total"`
+	Loss          float64   `json:"loss"`
+	SamplesPerSec float64   `json:"samples_per_sec"`
+	BatchSize     int       `json:"batch_size"`
+	Time          time.Time `json:"time"`
+}
+
+// Reporter receives progress. Report must not block training for long;
+// errors are logged and otherwise ignored.
+type Reporter interface {
+	Report(ctx context.Context, p Progress) error
+}
+
+// nopReporter drops reports (no -report-url).
+type nopReporter struct{}
+
+func (nopReporter) Report(context.Context, Progress) error { return nil }
+
+// HTTPReporter POSTs each report as JSON to URL (e.g. the planner's progress
+// endpoint on 127.0.0.1).
+type HTTPReporter struct {
+	URL    string
+	Client *http.Client
+}
+
+// NewHTTPReporter returns a reporter with a short per-request timeout.
+func NewHTTPReporter(url string) *HTTPReporter {
+	return &HTTPReporter{URL: url, Client: &http.Client{Timeout: 2 * time.Second}}
+}
+
+func (r *HTTPReporter) Report(ctx context.Context, p Progress) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("progress report to %s: %s", r.URL, resp.Status)
+	}
+	return nil
+}
+
+// asyncReporter runs a Reporter off the training goroutine, keeping only the
+// newest pending report so a slow endpoint never slows training.
+type asyncReporter struct {
+	next  Reporter
+	ch    chan Progress
+	done  chan struct{}
+	errFn func(error)
+}
+
+func newAsyncReporter(ctx context.Context, next Reporter, errFn func(error)) *asyncReporter {
+	a := &asyncReporter{next: next, ch: make(chan Progress, 1), done: make(chan struct{}), errFn: errFn}
+	go func() {
+		defer close(a.done)
+		for p := range a.ch {
+			if err := a.next.Report(ctx, p); err != nil && a.errFn != nil {
+				a.errFn(err)
+			}
+		}
+	}()
+	return a
+}
+
+func (a *asyncReporter) Report(p Progress) {
+	select {
+	case a.ch <- p:
+	default:
+		select { // replace the stale pending report
+		case <-a.ch:
+		default:
+		}
+		select {
+		case a.ch <- p:
+		default:
+		}
+	}
+}
+
+func (a *asyncReporter) Close() {
+	close(a.ch)
+	<-a.done
+}

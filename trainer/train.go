@@ -1,0 +1,187 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Request is something asked of a running training loop between two steps.
+type Request int
+
+const (
+	// RequestCheckpoint writes a checkpoint and keeps training.
+	RequestCheckpoint Request = iota + 1
+	// RequestCheckpointAndExit writes a checkpoint and stops (SIGTERM-style).
+	RequestCheckpointAndExit
+	// RequestExit stops without a checkpoint.
+	RequestExit
+)
+
+// Options are the run-time inputs of Run.
+type Options struct {
+	// Dir is the checkpoint directory ("" disables checkpoints).
+	Dir string
+	// MinSequence is a floor for the next marker sequence (the driver's
+	// CARAVAN_CHECKPOINT_SEQUENCE), in case the directory was emptied.
+	MinSequence uint64
+	// Requests delivers checkpoint/exit requests (e.g. from signals).
+	Requests <-chan Request
+	// Out receives human-readable progress lines.
+	Out io.Writer
+	// Reporter receives progress every LogEvery steps (nil: none).
+	Reporter Reporter
+	// Identity fills the job/alloc/task fields of progress reports.
+	Identity Progress
+	// AfterStep, if set, is called after every step with the number of
+	// steps completed (tests use it to inject requests at exact steps).
+	AfterStep func(step uint64)
+}
+
+// Result is the outcome of Run.
+type Result struct {
+	StartStep   uint64 // step the run resumed from (0 when fresh)
+	Step        uint64 // steps completed at the end
+	Loss        float64
+	Accuracy    float64
+	Hash        string // SHA-256 of the final parameters
+	Interrupted bool   // stopped before c.Steps
+	Checkpoints int    // checkpoints written by this run
+}
+
+// Run trains c from the checkpoint in o.Dir (if any) until c.Steps, a
+// RequestExit/RequestCheckpointAndExit, or ctx is done.
+func Run(ctx context.Context, c Config, o Options) (*Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	data := NewDataset(c)
+	model := NewModel(c)
+	res := &Result{}
+	seq := o.MinSequence
+	if o.Dir != "" {
+		st, err := LoadCheckpoint(c, o.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("resume from %s: %w", o.Dir, err)
+		}
+		if st != nil {
+			if len(st.Params) != len(model.Params) {
+				return nil, fmt.Errorf("resume from %s: %w", o.Dir, ErrFingerprint)
+			}
+			copy(model.Params, st.Params)
+			copy(model.Velocity, st.Velocity)
+			res.StartStep = st.Step
+			seq = max(seq, st.Sequence)
+			fmt.Fprintf(o.Out, "resumed step=%d sequence=%d params_sha256=%s\n", st.Step, st.Sequence, model.Hash())
+		}
+	}
+	fmt.Fprintf(o.Out, "training %s start_step=%d\n", c, res.StartStep)
+
+	var rep *asyncReporter
+	if o.Reporter != nil {
+		rep = newAsyncReporter(ctx, o.Reporter, func(err error) {
+			fmt.Fprintf(o.Out, "progress report failed: %v\n", err)
+		})
+		defer rep.Close()
+	}
+
+	checkpoint := func(step uint64) error {
+		if o.Dir == "" {
+			fmt.Fprintln(o.Out, "checkpoint requested but no checkpoint directory is set; ignoring")
+			return nil
+		}
+		seq++
+		start := time.Now()
+		st := &State{Step: step, Params: model.Params, Velocity: model.Velocity}
+		if err := SaveCheckpoint(c, o.Dir, st, seq, model.Hash()); err != nil {
+			return fmt.Errorf("checkpoint at step %d: %w", step, err)
+		}
+		res.Checkpoints++
+		fmt.Fprintf(o.Out, "checkpoint step=%d sequence=%d duration=%s\n", step, seq, time.Since(start).Round(time.Microsecond))
+		return nil
+	}
+
+	step := res.StartStep
+	windowStart, windowSteps, windowLoss := time.Now(), uint64(0), 0.0
+	var delay *time.Timer
+	if c.StepDelay > 0 {
+		delay = time.NewTimer(c.StepDelay)
+		defer delay.Stop()
+	}
+	var pending Request
+loop:
+	for step < c.Steps {
+		// Serve requests between steps, so a checkpoint is always a
+		// consistent (step, params, velocity) triple.
+		if pending == 0 {
+			select {
+			case <-ctx.Done():
+				res.Interrupted = true
+				break loop
+			case pending = <-o.Requests:
+			default:
+			}
+		}
+		if pending != 0 {
+			r := pending
+			pending = 0
+			switch r {
+			case RequestCheckpoint:
+				if err := checkpoint(step); err != nil {
+					return nil, err
+				}
+			case RequestCheckpointAndExit:
+				if err := checkpoint(step); err != nil {
+					return nil, err
+				}
+				res.Interrupted = true
+				break loop
+			case RequestExit:
+				res.Interrupted = true
+				break loop
+			}
+			continue
+		}
+
+		windowLoss += model.Step(c, data, step)
+		step++
+		windowSteps++
+		if o.AfterStep != nil {
+			o.AfterStep(step)
+		}
+
+		if c.LogEvery > 0 && (step%c.LogEvery == 0 || step == c.Steps) {
+			elapsed := time.Since(windowStart).Seconds()
+			sps := float64(windowSteps) * float64(c.Batch) / max(elapsed, 1e-9)
+			loss := windowLoss / float64(windowSteps)
+			fmt.Fprintf(o.Out, "step=%d loss=%.6f samples_per_sec=%.0f\n", step, loss, sps)
+			if rep != nil {
+				p := o.Identity
+				p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
+				rep.Report(p)
+			}
+			windowStart, windowSteps, windowLoss = time.Now(), 0, 0
+		}
+		if delay != nil && step < c.Steps {
+			select {
+			case <-delay.C:
+			case <-ctx.Done():
+			case pending = <-o.Requests:
+			}
+			delay.Reset(c.StepDelay)
+		}
+	}
+	res.Step = step
+	res.Loss, res.Accuracy = model.Loss(data)
+	res.Hash = model.Hash()
+	state := "final"
+	if res.Interrupted {
+		state = "interrupted"
+	}
+	fmt.Fprintf(o.Out, "%s step=%d loss=%.6f accuracy=%.4f params_sha256=%s\n", state, step, res.Loss, res.Accuracy, res.Hash)
+	return res, nil
+}
