@@ -124,9 +124,9 @@ func TestRun_SequenceKeepsIncreasing(t *testing.T) {
 func TestRun_RefusesUnusableCheckpoints(t *testing.T) {
 	c := testConfig()
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, dir string)
-		cfg   func(c Config) Config
+		cfg    func(c Config) Config
 	}{
 		{"other configuration", func(*testing.T, string) {}, func(c Config) Config { c.LR = 0.2; return c }},
 		{"corrupt state", func(t *testing.T, dir string) {
