@@ -1,13 +1,119 @@
-// Package simulator replays a workload through the planner's policies.
+// Package simulator replays a workload through the planner's policies: a
+// discrete-event simulation of a GPU cluster in which job speed and
+// progress come from measured traces (the Pollux OSDI'21 artifact's data),
+// so policies can be compared with the published results.
 package simulator
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
-// Main runs `caravan planner simulate ...`.
+const usage = `Usage: caravan planner simulate [options]
+
+Replays a workload through a planner policy on a simulated GPU cluster.
+
+  caravan planner simulate --policy goodput --workload workloads/workload-1.csv
+  caravan planner simulate --table                 # all policies x shared workloads vs published
+  caravan planner simulate --philly [--nodes 512]  # full philly-jobs.csv replay
+
+Options:
+`
+
+// Main runs ` + "`caravan planner simulate ...`" + `.
 func Main(args []string) int {
-	fmt.Fprintln(os.Stderr, "caravan planner simulate: not implemented yet")
-	return 1
+	return run(args, os.Stdout, os.Stderr)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	pol := fs.String("policy", policy.Best, "policy: "+strings.Join(policy.Names(), ", "))
+	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
+	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", ../shared/data/pollux)")
+	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
+	all := fs.Bool("all", false, "alias for --table")
+	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput", "policies for --table")
+	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
+	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 512)")
+	gpus := fs.Int("gpus", 4, "GPUs per node")
+	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
+	perJob := fs.Bool("jobs", false, "print every job's JCT")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval}
+	dir, err := FindData(*data)
+	if err != nil && (*table || *all || *philly || *wl == "") {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	switch {
+	case *table || *all:
+		rows, names, err := RunTable(cfg, dir, strings.Split(*policies, ","), stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		PrintTable(stdout, rows, names)
+		return 0
+	case *philly:
+		if cfg.Nodes == 0 {
+			cfg.Nodes = 512
+		}
+		rep, err := ReplayPhilly(cfg, *pol, filepath.Join(dir, "philly-jobs.csv"))
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, rep)
+		return 0
+	case *wl == "":
+		fmt.Fprintln(stderr, "error: --workload, --table or --philly is required")
+		fs.Usage()
+		return 2
+	}
+	if dir == "" {
+		dir, err = FindData("")
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+	}
+	apps, err := LoadApplications(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	jobs, err := workload.ReadJobs(*wl, Known(apps))
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	res, err := Simulate(cfg, *pol, jobs, apps)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	res.Workload = *wl
+	if *perJob {
+		fmt.Fprintf(stdout, "%-20s %-12s %10s %10s %10s %8s\n", "job", "application", "submitted", "completed", "jct_s", "restarts")
+		for _, j := range res.Jobs {
+			fmt.Fprintf(stdout, "%-20s %-12s %10.0f %10.0f %10.0f %8d\n", j.Name, j.Application, j.Submitted, j.Completed, j.JCT, j.Restarts)
+		}
+	}
+	fmt.Fprintf(stdout, "policy %s workload %s: %d jobs, average JCT %.0f s (%.3f h), makespan %.0f s, GPU utilisation %.2f, restarts %d, %d rounds, policy time %s\n",
+		res.Policy, *wl, len(res.Jobs), res.AvgJCT, res.AvgJCT/3600, res.Makespan, res.GPUUtil, res.Restarts, res.Rounds, res.DecideTime)
+	return 0
 }

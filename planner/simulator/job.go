@@ -1,0 +1,219 @@
+package simulator
+
+import (
+	"math"
+
+	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/workload"
+)
+
+// restartPenalty is the artifact's rescale delay: a job whose allocation
+// changes makes no progress for 30 s (checkpoint, restart, restore) while
+// holding its new GPUs.
+const restartPenalty = 30.0
+
+// batchMode says how a job picks its batch size.
+type batchMode int
+
+const (
+	// fixedBatch keeps the workload's batch size (Optimus, Tiresias, FIFO).
+	fixedBatch batchMode = iota
+	// adaptiveBatch picks the batch that maximises the job's predicted
+	// goodput for its allocation (AdaptDL/Pollux-style jobs), from the
+	// job's own fitted speed model and its current gradient statistics.
+	adaptiveBatch
+)
+
+type profileKey struct {
+	nodes, reps int
+	bsz         float64
+}
+
+// simJob is one job's true (simulated) state.
+type simJob struct {
+	spec      workload.Job
+	app       *Application
+	mode      batchMode
+	targetBsz float64 // fixed mode, or ncf's pinned batch
+
+	submitted  float64
+	completion float64 // <0 while running
+	placement  []int   // GPUs per node
+	alloc      []string
+	atomicBsz  float64
+	accum      int
+	progress   float64
+	epoch      int
+	rescale    float64
+	attained   float64 // GPU-seconds
+	restarts   int     // -1 before the first allocation
+	gpuSeconds float64
+
+	// What the job has observed (for fitted models).
+	profile         map[profileKey][2]float64 // step, sync
+	gradSqr, gradVar float64
+	fit             *model.Speed
+	fitDirty        bool
+}
+
+func newSimJob(spec workload.Job, app *Application, mode batchMode) *simJob {
+	j := &simJob{spec: spec, app: app, mode: mode, submitted: spec.Time, completion: -1, restarts: -1,
+		targetBsz: float64(spec.BatchSize), profile: map[profileKey][2]float64{}}
+	if mode == adaptiveBatch {
+		j.targetBsz = 0
+		if app.Name == "ncf" {
+			j.targetBsz = 32768 // the artifact pins NCF's batch for Pollux jobs
+		}
+	}
+	return j
+}
+
+func (j *simJob) done() bool { return j.completion >= 0 }
+
+func (j *simJob) replicas() int {
+	r := 0
+	for _, x := range j.placement {
+		r += x
+	}
+	return r
+}
+
+func (j *simJob) nodes() int {
+	n := 0
+	for _, x := range j.placement {
+		if x > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (j *simJob) batch() float64 {
+	return float64(j.replicas()) * j.atomicBsz * float64(j.accum+1)
+}
+
+// fixedSplit splits a global batch over r replicas the artifact's way.
+func (a *Application) fixedSplit(bsz float64, r int, oracle bool) (atomic float64, accum int) {
+	local := math.Ceil(bsz/float64(r) - 1e-8)
+	accum = int(math.Ceil(local/a.MaxLocalBsz-1e-8)) - 1
+	if r == 1 && (oracle || bsz > a.InitBatch) {
+		accum = max(1, accum)
+	}
+	accum = max(accum, 0)
+	atomic = math.Ceil(local/float64(accum+1) - 1e-8)
+	count := float64(r * (accum + 1))
+	atomic = math.Min(atomic, math.Floor(a.MaxBatch/count))
+	return atomic, accum
+}
+
+// updateBatch picks the atomic batch and accumulation for the current
+// placement.
+func (j *simJob) updateBatch() {
+	r := j.replicas()
+	if r == 0 {
+		return
+	}
+	a := j.app
+	bsz := j.targetBsz
+	if bsz == 0 {
+		sp := j.speedFit()
+		if sp == nil {
+			bsz = math.Max(a.InitBatch, a.MinLocalBsz*float64(r))
+		} else {
+			_, atomic, accum := bestBatch(a, sp, j.gradSqr, j.gradVar, j.nodes(), r)
+			if atomic > 0 {
+				count := float64(r * (accum + 1))
+				j.atomicBsz = math.Min(atomic, math.Floor(a.MaxBatch/count))
+				j.accum = accum
+				return
+			}
+			bsz = math.Max(a.InitBatch, a.MinLocalBsz*float64(r))
+		}
+	}
+	j.atomicBsz, j.accum = a.fixedSplit(bsz, r, false)
+}
+
+// reallocate applies a new placement (nil: suspend).
+func (j *simJob) reallocate(placement []int, alloc []string) {
+	if len(placement) == 0 {
+		j.placement, j.alloc, j.atomicBsz = nil, nil, 0
+		return
+	}
+	j.placement, j.alloc = placement, alloc
+	j.updateBatch()
+	j.rescale = restartPenalty
+	j.restarts++
+}
+
+// observe records a measured step for the job's own speed model.
+func (j *simJob) observe(step, sync float64) {
+	k := profileKey{j.nodes(), j.replicas(), j.atomicBsz}
+	if _, ok := j.profile[k]; ok {
+		return
+	}
+	j.profile[k] = [2]float64{step, sync}
+	j.fitDirty = true
+}
+
+// speedFit is the job's all-reduce speed model fitted to what it has
+// measured (nil before the first measurement).
+func (j *simJob) speedFit() *model.Speed {
+	if !j.fitDirty {
+		return j.fit
+	}
+	j.fitDirty = false
+	samples := make([]model.SpeedSample, 0, len(j.profile))
+	for k, v := range j.profile {
+		samples = append(samples, model.SpeedSample{Workers: k.reps, Nodes: k.nodes, Batch: k.bsz * float64(k.reps), StepsPerSec: 1 / v[0]})
+	}
+	sortSamples(samples)
+	sp, err := model.FitSpeed(model.AllReduce, withPrior(samples))
+	if err != nil {
+		return j.fit
+	}
+	j.fit = &sp
+	return j.fit
+}
+
+// step advances the job by seconds of simulated time starting at now.
+func (j *simJob) step(now, seconds float64) {
+	if len(j.placement) == 0 || j.done() {
+		return
+	}
+	gpus := float64(j.replicas())
+	delay := math.Min(j.rescale, seconds)
+	j.attained += delay * gpus
+	j.rescale -= delay
+	seconds -= delay
+	now += delay
+	a := j.app
+	for seconds > 0 && !j.done() {
+		bsz := j.batch()
+		scale := bsz / a.InitBatch
+		st, sy := a.Throughput(j.placement, j.atomicBsz)
+		accumT := st - sy
+		sqr, v := a.GradStats(bsz, j.epoch)
+		j.gradSqr, j.gradVar = sqr, v
+		gain := model.Gain(sqr, v, scale)
+		j.observe(st, sy)
+		total := st + accumT*float64(j.accum)
+		goodput := gain / total
+		next := a.Progress(j.epoch + 1)
+		if j.progress+goodput*seconds < next {
+			j.progress += goodput * seconds
+			j.attained += seconds * gpus
+			seconds = 0
+			break
+		}
+		j.epoch++
+		delta := math.Min(math.Round((next-j.progress)/goodput), seconds)
+		if j.epoch > a.CompletionEpoch() {
+			j.completion = now + delta
+		}
+		j.progress = next
+		j.attained += delta * gpus
+		seconds -= delta
+		now += delta
+		j.updateBatch()
+	}
+}

@@ -1,0 +1,380 @@
+package simulator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/workload"
+)
+
+// ErrStuck is returned when a replay stops making progress (a job can
+// never be scheduled).
+var ErrStuck = errors.New("simulation stuck")
+
+// Config describes the simulated cluster and loop.
+type Config struct {
+	Nodes       int     // default 16
+	GPUsPerNode int     // default 4
+	Interval    float64 // scheduling interval, seconds; default 60
+	// MaxTime bounds simulated time (seconds); 0 means 60 days.
+	MaxTime float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Nodes <= 0 {
+		c.Nodes = 16
+	}
+	if c.GPUsPerNode <= 0 {
+		c.GPUsPerNode = 4
+	}
+	if c.Interval <= 0 {
+		c.Interval = 60
+	}
+	if c.MaxTime <= 0 {
+		c.MaxTime = 60 * 24 * 3600
+	}
+	return c
+}
+
+// JobResult is one finished job.
+type JobResult struct {
+	Name        string
+	Application string
+	Submitted   float64
+	Completed   float64
+	JCT         float64
+	Restarts    int
+}
+
+// Result summarises a replay.
+type Result struct {
+	Policy   string
+	Workload string
+	Jobs     []JobResult // workload order
+	AvgJCT   float64     // seconds
+	Makespan float64     // seconds from the first submission to the last completion
+	GPUUtil  float64     // allocated GPU-seconds / (GPUs x makespan)
+	Rounds   int
+	Restarts int
+	// DecideTime is the wall time spent inside the policy.
+	DecideTime time.Duration
+}
+
+var epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Simulate replays jobs under the named policy.
+func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[string]*Application) (Result, error) {
+	cfg = cfg.withDefaults()
+	pol, err := policy.New(policyName)
+	if err != nil {
+		return Result{}, err
+	}
+	mode := fixedBatch
+	if policyName == policy.Best {
+		mode = adaptiveBatch
+	}
+	sj := make([]*simJob, len(jobs))
+	for i, j := range jobs {
+		app, ok := apps[j.Application]
+		if !ok {
+			return Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
+		}
+		sj[i] = newSimJob(j, app, mode)
+	}
+	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
+	for n := range cluster.Nodes {
+		cluster.Nodes[n] = policy.Node{ID: fmt.Sprintf("node-%03d", n), GPUs: cfg.GPUsPerNode}
+	}
+	nodeIndex := map[string]int{}
+	for n, node := range cluster.Nodes {
+		nodeIndex[node.ID] = n
+	}
+	pool := newAppPool()
+	res := Result{Policy: policyName}
+	var gpuSeconds float64
+	now := 0.0
+	lastProgress := 0.0
+	for {
+		for _, j := range sj {
+			if j.submitted < now+cfg.Interval || len(j.placement) > 0 {
+				j.step(now, cfg.Interval)
+			}
+			gpuSeconds += float64(j.replicas()) * cfg.Interval
+		}
+		now += cfg.Interval
+		var active []*simJob
+		remaining := 0
+		for _, j := range sj {
+			if !j.done() {
+				remaining++
+				if j.submitted <= now {
+					active = append(active, j)
+				}
+			} else if len(j.placement) > 0 {
+				j.placement, j.alloc = nil, nil
+				lastProgress = now
+			}
+		}
+		if remaining == 0 {
+			break
+		}
+		if now > cfg.MaxTime || now-lastProgress > 20*24*3600 {
+			return res, fmt.Errorf("%w: %d jobs unfinished at t=%.0fs under %s", ErrStuck, remaining, now, policyName)
+		}
+		if len(active) == 0 {
+			continue
+		}
+		pool.update(active)
+		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+		in.Jobs = make([]policy.Job, len(active))
+		for i, j := range active {
+			in.Jobs[i] = policyJob(policyName, j, now, pool)
+		}
+		t0 := time.Now()
+		plan, err := pol.Allocate(in)
+		res.DecideTime += time.Since(t0)
+		res.Rounds++
+		if err != nil {
+			return res, err
+		}
+		for i, j := range active {
+			jp := plan.Jobs[i]
+			pl, alloc := fromPlacement(jp.Placement, nodeIndex)
+			if !sameAlloc(alloc, j.alloc) {
+				if len(alloc) > 0 {
+					lastProgress = now
+				}
+				j.reallocate(pl, alloc)
+			}
+		}
+	}
+	var sum, first, last float64
+	first = math.Inf(1)
+	for _, j := range sj {
+		r := JobResult{Name: j.spec.Name, Application: j.spec.Application, Submitted: j.submitted,
+			Completed: j.completion, JCT: j.completion - j.submitted, Restarts: max(j.restarts, 0)}
+		res.Jobs = append(res.Jobs, r)
+		res.Restarts += r.Restarts
+		sum += r.JCT
+		first = math.Min(first, j.submitted)
+		last = math.Max(last, j.completion)
+	}
+	res.AvgJCT = sum / float64(len(sj))
+	res.Makespan = last - first
+	if res.Makespan > 0 {
+		res.GPUUtil = gpuSeconds / (float64(cfg.Nodes*cfg.GPUsPerNode) * math.Max(now-first, 1))
+	}
+	return res, nil
+}
+
+func fromPlacement(pl []policy.NodeAlloc, nodeIndex map[string]int) ([]int, []string) {
+	var counts []int
+	var alloc []string
+	for _, na := range pl {
+		if na.Workers == 0 {
+			continue
+		}
+		counts = append(counts, na.Workers)
+		for w := 0; w < na.Workers; w++ {
+			alloc = append(alloc, na.Node)
+		}
+	}
+	return counts, alloc
+}
+
+func sameAlloc(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func currentAlloc(j *simJob) policy.Allocation {
+	a := policy.Allocation{Workers: len(j.alloc)}
+	for i, node := range j.alloc {
+		if i == 0 || node != j.alloc[i-1] {
+			a.Placement = append(a.Placement, policy.NodeAlloc{Node: node})
+		}
+		a.Placement[len(a.Placement)-1].Workers++
+	}
+	return a
+}
+
+// policyJob describes a simulated job to a policy the way each policy's
+// scheduler sees jobs in the artifact.
+func policyJob(name string, j *simJob, now float64, pool *appPool) policy.Job {
+	a := j.app
+	pj := policy.Job{
+		ID:              j.spec.Name,
+		Kind:            a.Name,
+		Submitted:       epoch.Add(time.Duration(j.submitted * float64(time.Second))),
+		Worker:          policy.Demand{GPUMilli: policy.MilliGPU},
+		Current:         currentAlloc(j),
+		AttainedService: j.attained,
+		RestartCost:     time.Duration(restartPenalty * float64(time.Second)),
+		Age:             time.Duration((now - j.submitted) * float64(time.Second)),
+		Restarts:        max(j.restarts, 0),
+		Min:             1,
+	}
+	switch name {
+	case "fifo", "tiresias":
+		pj.Min, pj.Max, pj.Gang = j.spec.Replicas, j.spec.Replicas, true
+	case "optimus", "drf":
+		pj.Max = max(int(j.targetBsz/a.MinLocalBsz), 1)
+		if a.Name == "ncf" {
+			pj.Max = 1
+		}
+		if name == "optimus" {
+			pj.Speed, pj.Remaining = oracleSpeed(j)
+		}
+	default: // goodput: adaptive jobs, fitted models
+		maxProfiled := 0
+		for k := range j.profile {
+			maxProfiled = max(maxProfiled, k.reps)
+		}
+		pj.Max = min(max(2*maxProfiled, 1), 64, int(a.MaxBatch/a.MinLocalBsz))
+		if a.Name == "ncf" {
+			pj.Max = 1
+		}
+		sp := j.speedFit()
+		if sp == nil {
+			sp = pool.fit(a.Name)
+		}
+		if sp != nil {
+			pj.Speed = goodputSpeed(j, sp)
+			pj.Remaining = math.Max(a.Progress(a.MaxEpochs)-j.progress, 1e-9)
+		}
+	}
+	return pj
+}
+
+// oracleSpeed is Optimus+Oracle as the Pollux artifact defines it: exact
+// steps/s from the traces at the job's fixed batch with the workers packed
+// four per node, and exact remaining steps at epoch granularity.
+func oracleSpeed(j *simJob) (policy.SpeedModel, float64) {
+	a := j.app
+	ce := a.CompletionEpoch()
+	remaining := 1.0
+	if ce > j.epoch {
+		remaining = a.Iteration(j.targetBsz, ce) - a.Iteration(j.targetBsz, j.epoch)
+	}
+	memo := map[int]float64{}
+	return policy.SpeedFunc(func(s policy.Shape) float64 {
+		if v, ok := memo[s.Workers]; ok {
+			return v
+		}
+		w := s.Workers
+		var pl []int
+		for left := w; left > 0; left -= 4 {
+			pl = append(pl, min(left, 4))
+		}
+		atomic, accum := a.fixedSplit(j.targetBsz, w, true)
+		st, sy := a.Throughput(pl, atomic)
+		v := 1 / (st + (st-sy)*float64(accum))
+		memo[s.Workers] = v
+		return v
+	}), remaining
+}
+
+// goodputSpeed predicts goodput (progress per second) from a fitted speed
+// model and the job's latest gradient statistics, choosing the best batch
+// for each shape as the job itself would.
+func goodputSpeed(j *simJob, sp *model.Speed) policy.SpeedModel {
+	memo := map[[2]int]float64{}
+	sqr, v := j.gradSqr, j.gradVar
+	if sqr == 0 && v == 0 {
+		sqr, v = j.app.GradStats(j.app.InitBatch, 0)
+	}
+	return policy.SpeedFunc(func(s policy.Shape) float64 {
+		k := [2]int{s.Workers, s.Nodes}
+		if r, ok := memo[k]; ok {
+			return r
+		}
+		var r float64
+		if j.targetBsz > 0 {
+			atomic, accum := j.app.fixedSplit(j.targetBsz, s.Workers, false)
+			step, compute := predictStep(sp, s.Nodes, s.Workers, atomic)
+			r = model.Gain(sqr, v, j.targetBsz/j.app.InitBatch) / (step + compute*float64(accum))
+		} else {
+			r, _, _ = bestBatch(j.app, sp, sqr, v, max(s.Nodes, 1), s.Workers)
+		}
+		memo[k] = r
+		return r
+	})
+}
+
+// appPool pools what running jobs measured, per application: the cold-start
+// prior for a job that has not run yet ("finished jobs of the same kind").
+type appPool struct {
+	samples map[string]map[profileKey][2]float64
+	fits    map[string]*model.Speed
+	dirty   map[string]bool
+}
+
+func newAppPool() *appPool {
+	return &appPool{samples: map[string]map[profileKey][2]float64{}, fits: map[string]*model.Speed{}, dirty: map[string]bool{}}
+}
+
+func (p *appPool) update(jobs []*simJob) {
+	for _, j := range jobs {
+		m := p.samples[j.app.Name]
+		if m == nil {
+			m = map[profileKey][2]float64{}
+			p.samples[j.app.Name] = m
+		}
+		for k, v := range j.profile {
+			if _, ok := m[k]; !ok {
+				m[k] = v
+				p.dirty[j.app.Name] = true
+			}
+		}
+	}
+}
+
+func (p *appPool) fit(app string) *model.Speed {
+	if !p.dirty[app] {
+		return p.fits[app]
+	}
+	p.dirty[app] = false
+	var samples []model.SpeedSample
+	for k, v := range p.samples[app] {
+		samples = append(samples, model.SpeedSample{Workers: k.reps, Nodes: k.nodes, Batch: k.bsz * float64(k.reps), StepsPerSec: 1 / v[0]})
+	}
+	sortSamples(samples)
+	sp, err := model.FitSpeed(model.AllReduce, withPrior(samples))
+	if err == nil {
+		p.fits[app] = &sp
+	}
+	return p.fits[app]
+}
+
+// withPrior adds a pseudo-sample when every sample used one per-GPU batch:
+// it states that half the step time is fixed cost and half scales with the
+// batch (Pollux's rule for the same situation), so the fit does not assume
+// either free or perfectly linear batch scaling from a single point.
+func withPrior(samples []model.SpeedSample) []model.SpeedSample {
+	if len(samples) == 0 {
+		return samples
+	}
+	local := samples[0].Batch / float64(samples[0].Workers)
+	for _, s := range samples[1:] {
+		if s.Batch/float64(s.Workers) != local {
+			return samples
+		}
+	}
+	s := samples[0]
+	prior := s
+	prior.Batch = s.Batch * 2
+	prior.StepsPerSec = s.StepsPerSec / 1.5
+	return append(samples, prior)
+}
+
