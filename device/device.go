@@ -1,9 +1,13 @@
-// Package device is caravan's fractional-GPU Nomad device plugin.
+// Package device is caravan's fractional-GPU Nomad device plugin. Each
+// physical GPU (or MIG instance) is one device group whose instances are
+// shares of it, so Nomad takes all shares of one request from one GPU.
 package device
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	log "github.com/hashicorp/go-hclog"
@@ -11,6 +15,9 @@ import (
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
+	"github.com/caravan-nomad/caravan/device/nvml"
+	"github.com/caravan-nomad/caravan/device/procenv"
+	"github.com/caravan-nomad/caravan/device/simulated"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
@@ -18,6 +25,12 @@ const (
 	// PluginName is the name Nomad knows the plugin by; it must equal the
 	// plugin's file name in the client's plugin_dir.
 	PluginName = "caravan-gpu"
+
+	// Vendor and DeviceType name the device groups: a jobspec asks for
+	// shares with device "caravan/gpushare" (never matched by a request
+	// for nomad-device-nvidia's "nvidia/gpu" or a bare "gpu").
+	Vendor     = "caravan"
+	DeviceType = "gpushare"
 )
 
 var (
@@ -27,37 +40,138 @@ var (
 		PluginVersion:     version.Version,
 		Name:              PluginName,
 	}
-	configSpec = hclspec.NewObject(map[string]*hclspec.Spec{})
 )
+
+// openFunc opens a backend client; tests inject mocks.
+type openFunc func(s *settings) (nvml.Client, error)
 
 // Plugin is the device plugin.
 type Plugin struct {
 	ctx    context.Context
 	logger log.Logger
+	now    func() time.Time
+	open   openFunc
+	// procRoot is procfs, where task environments are read for metering.
+	procRoot string
+
+	mu       sync.RWMutex
+	settings *settings
+	client   nvml.Client
+	// noLibrary is set when the nvml backend found no libnvidia-ml.
+	noLibrary bool
+	health    *healthTracker
+	inv       *inventory
+	// advertised is every share ID this process has ever advertised, to
+	// tell stale IDs from unknown ones.
+	advertised map[string]bool
+	// healthCh wakes the fingerprint loop when health changed.
+	healthCh  chan struct{}
+	xidCancel context.CancelFunc
+
+	reservations *reservations
+	meter        *meter
 }
 
 // NewPlugin returns the plugin.
 func NewPlugin(ctx context.Context, logger log.Logger) *Plugin {
-	return &Plugin{ctx: ctx, logger: logger.Named(PluginName)}
+	return &Plugin{
+		ctx:          ctx,
+		logger:       logger.Named(PluginName),
+		now:          time.Now,
+		open:         openBackend,
+		procRoot:     procenv.DefaultRoot,
+		advertised:   map[string]bool{},
+		healthCh:     make(chan struct{}, 1),
+		reservations: newReservations(),
+		inv:          &inventory{byUUID: map[string]*gpuEntry{}},
+	}
 }
 
+// PluginInfo describes the plugin.
 func (p *Plugin) PluginInfo() (*base.PluginInfoResponse, error) { return pluginInfo, nil }
 
+// ConfigSchema returns the plugin block's config schema.
 func (p *Plugin) ConfigSchema() (*hclspec.Spec, error) { return configSpec, nil }
 
-func (p *Plugin) SetConfig(*base.Config) error { return nil }
+// SetConfig validates and applies the plugin config and opens the backend.
+func (p *Plugin) SetConfig(c *base.Config) error {
+	var cfg Config
+	if err := decodeConfig(c, &cfg); err != nil {
+		return err
+	}
+	s, err := parseConfig(&cfg)
+	if err != nil {
+		return err
+	}
 
-func (p *Plugin) Fingerprint(ctx context.Context) (<-chan *device.FingerprintResponse, error) {
-	ch := make(chan *device.FingerprintResponse, 1)
-	ch <- &device.FingerprintResponse{}
-	return ch, nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+	p.settings = s
+	p.health = newHealthTracker(s.health)
+	p.meter = newMeter(p.procRoot)
+	if !s.enabled {
+		return nil
+	}
+	client, err := p.open(s)
+	switch {
+	case errors.Is(err, nvml.ErrLibraryNotFound):
+		p.noLibrary = true
+		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend)
+		return nil
+	case err != nil:
+		return fmt.Errorf("caravan-gpu: open %s backend: %w", s.backend, err)
+	}
+	p.noLibrary = false
+	p.client = client
+	p.logger.Info("backend opened", "backend", s.backend, "default_shares", s.shares)
+	return nil
 }
 
-func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
-	return nil, errors.New("caravan-gpu: no devices")
+// decodeConfig decodes the agent's msgpack config; an empty config means
+// all defaults.
+func decodeConfig(c *base.Config, cfg *Config) error {
+	if c == nil || len(c.PluginConfig) == 0 {
+		*cfg = Config{Enabled: true, Backend: BackendNVML, Shares: defaultShares}
+		return nil
+	}
+	if err := base.MsgPackDecode(c.PluginConfig, cfg); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return nil
 }
 
-func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *device.StatsResponse, error) {
-	ch := make(chan *device.StatsResponse)
-	return ch, nil
+func openBackend(s *settings) (nvml.Client, error) {
+	if s.backend == BackendSimulated {
+		return simulated.New(s.simulated), nil
+	}
+	return nvml.New()
+}
+
+// closeLocked releases the backend; p.mu must be held.
+func (p *Plugin) closeLocked() {
+	if p.xidCancel != nil {
+		p.xidCancel()
+		p.xidCancel = nil
+	}
+	if p.client != nil {
+		if err := p.client.Close(); err != nil {
+			p.logger.Warn("closing backend failed", "error", err)
+		}
+		p.client = nil
+	}
+}
+
+// Shutdown releases the backend (NVML Shutdown pairs with Init).
+func (p *Plugin) Shutdown() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+}
+
+// state returns the current settings and client under the read lock.
+func (p *Plugin) state() (*settings, nvml.Client, *healthTracker) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.settings, p.client, p.health
 }

@@ -1,6 +1,46 @@
 # Client plugin block for caravan's fractional-GPU device plugin (owned by the
 # device plugin; see device/README.md). scripts/cluster.sh substitutes
 # @CLUSTER_DIR@ and @NODE@ (client1|client2).
+#
+# The local cluster has no GPU: each client gets two SIMULATED GPUs of four
+# shares each (attribute backend = "simulated" on every device group). Lines
+# "<gpu index or UUID> <xid>" appended to the xid_file raise simulated Xid
+# events, for health checks.
 plugin "caravan-gpu" {
   args = ["device"]
+
+  config {
+    backend            = "simulated"
+    shares             = 4
+    fingerprint_period = "5s"
+
+    health {
+      recovery_period = "20s"
+    }
+
+    simulated {
+      seed     = "@NODE@"
+      xid_file = "@CLUSTER_DIR@/xid-@NODE@"
+
+      gpu {
+        model      = "NVIDIA A100-SXM4-40GB"
+        memory_mib = 40960
+
+        usage {
+          memory_mib = 1024
+          sm_percent = 20
+        }
+      }
+
+      gpu {
+        model      = "NVIDIA A100-SXM4-40GB"
+        memory_mib = 40960
+
+        usage {
+          memory_mib = 1024
+          sm_percent = 20
+        }
+      }
+    }
+  }
 }

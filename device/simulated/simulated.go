@@ -1,0 +1,325 @@
+// Package simulated is the clearly labelled fake-GPU backend of caravan's
+// device plugin: the GPUs a config lists, with usage taken from the task
+// processes that reserved them and Xid events from a script or a file. The
+// local cluster and CI run on it; it is never substituted for a failed NVML.
+package simulated
+
+import (
+	"context"
+	"crypto/sha1"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caravan-nomad/caravan/device/nvml"
+	"github.com/caravan-nomad/caravan/device/procenv"
+)
+
+const (
+	// Backend is the value of the backend attribute of simulated GPUs.
+	Backend = "simulated"
+
+	// EnvMemoryMiB and EnvSMPercent let a task state the usage its
+	// simulated GPU should report for it.
+	EnvMemoryMiB = "CARAVAN_SIMULATED_GPU_MEMORY_MIB"
+	EnvSMPercent = "CARAVAN_SIMULATED_GPU_SM_PERCENT"
+
+	// envReservation and envVisible are read to find task processes; they
+	// mirror the variables the plugin's Reserve sets.
+	envReservation = "CARAVAN_GPU_RESERVATION"
+	envVisible     = "CUDA_VISIBLE_DEVICES"
+
+	defaultDriverVersion = "550.54.15-simulated"
+	defaultCUDAVersion   = "12.4"
+	scanTTL              = 500 * time.Millisecond
+	xidFilePoll          = 500 * time.Millisecond
+)
+
+// Config lists the fake GPUs.
+type Config struct {
+	// Seed makes generated UUIDs differ between nodes (e.g. the node name).
+	Seed          string
+	DriverVersion string
+	// XidFile, when set, is polled for lines "<uuid or index> <xid>"; each
+	// new line raises that Xid on that GPU.
+	XidFile string
+	GPUs    []GPUConfig
+	// ProcRoot is procfs (default /proc); tests point it elsewhere.
+	ProcRoot string
+}
+
+// GPUConfig is one fake GPU.
+type GPUConfig struct {
+	UUID              string
+	Model             string
+	MemoryBytes       uint64
+	ComputeCapability string
+	MIG               []MIGConfig
+	// Usage reported per task process that does not set EnvMemoryMiB /
+	// EnvSMPercent.
+	ProcessMemoryBytes uint64
+	ProcessSMPercent   uint32
+	Xids               []ScriptedXid
+}
+
+// MIGConfig is one MIG instance.
+type MIGConfig struct {
+	Profile     string
+	MemoryBytes uint64
+}
+
+// ScriptedXid raises Xid After the backend starts.
+type ScriptedXid struct {
+	After time.Duration
+	Xid   uint64
+}
+
+// Describe returns the GPUs (and MIG instances) cfg defines, with their
+// UUIDs resolved, in the order NVML would list them.
+func Describe(cfg Config) []nvml.GPU {
+	var out []nvml.GPU
+	for i, g := range cfg.GPUs {
+		uuid := g.UUID
+		if uuid == "" {
+			uuid = "GPU-" + hashUUID(cfg.Seed, strconv.Itoa(i))
+		}
+		cc := g.ComputeCapability
+		if cc == "" {
+			cc = "8.0"
+		}
+		gpu := nvml.GPU{
+			UUID:              uuid,
+			Index:             i,
+			Model:             g.Model,
+			MemoryBytes:       g.MemoryBytes,
+			PCIBusID:          fmt.Sprintf("00000000:%02X:00.0", 0x10+i),
+			ComputeCapability: cc,
+		}
+		out = append(out, gpu)
+		for j, m := range g.MIG {
+			out = append(out, nvml.GPU{
+				UUID:              "MIG-" + hashUUID(uuid, strconv.Itoa(j)),
+				Index:             i,
+				Model:             g.Model,
+				MemoryBytes:       m.MemoryBytes,
+				PCIBusID:          gpu.PCIBusID,
+				ComputeCapability: cc,
+				MIG:               true,
+				ParentUUID:        uuid,
+				MIGProfile:        m.Profile,
+			})
+		}
+	}
+	return out
+}
+
+// hashUUID derives a stable UUID-shaped string from its parts.
+func hashUUID(parts ...string) string {
+	h := sha1.Sum([]byte("caravan-simulated/" + strings.Join(parts, "/")))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// Client implements nvml.Client over the configured fake GPUs.
+type Client struct {
+	cfg     Config
+	gpus    []nvml.GPU
+	byUUID  map[string]int
+	started time.Time
+	now     func() time.Time
+
+	mu       sync.Mutex
+	scanned  time.Time
+	tasks    []taskProcess
+	closedCh chan struct{}
+}
+
+type taskProcess struct {
+	pid       int
+	token     string
+	visible   []string
+	memory    *uint64
+	smPercent *uint32
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) *Client {
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = procenv.DefaultRoot
+	}
+	gpus := Describe(cfg)
+	by := make(map[string]int, len(gpus))
+	for i, g := range gpus {
+		by[g.UUID] = i
+	}
+	return &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now, closedCh: make(chan struct{})}
+}
+
+// System reports the simulated driver.
+func (c *Client) System() (nvml.System, error) {
+	dv := c.cfg.DriverVersion
+	if dv == "" {
+		dv = defaultDriverVersion
+	}
+	return nvml.System{DriverVersion: dv, CUDADriverVersion: defaultCUDAVersion, Backend: Backend}, nil
+}
+
+// GPUs returns the configured GPUs.
+func (c *Client) GPUs() ([]nvml.GPU, error) {
+	return append([]nvml.GPU(nil), c.gpus...), nil
+}
+
+// Close ends Xid watching.
+func (c *Client) Close() error {
+	select {
+	case <-c.closedCh:
+	default:
+		close(c.closedCh)
+	}
+	return nil
+}
+
+// Status reports, for each reservation whose processes list this GPU in
+// CUDA_VISIBLE_DEVICES, one process with the configured (or task-stated)
+// usage.
+func (c *Client) Status(uuid string, sinceMicros uint64) (nvml.Status, error) {
+	i, ok := c.byUUID[uuid]
+	if !ok {
+		return nvml.Status{}, fmt.Errorf("%w: %s", nvml.ErrGPUNotFound, uuid)
+	}
+	gpu := c.gpus[i]
+	gcfg := c.cfg.GPUs[gpu.Index]
+	tasks := c.scan()
+
+	st := nvml.Status{UUID: uuid, MemoryTotalBytes: gpu.MemoryBytes, LastSampleMicros: uint64(c.now().UnixMicro())}
+	var sm uint32
+	for _, t := range tasks {
+		if !contains(t.visible, uuid) {
+			continue
+		}
+		p := nvml.Process{PID: uint32(t.pid), UsedMemoryBytes: gcfg.ProcessMemoryBytes, SMUtilPercent: gcfg.ProcessSMPercent}
+		if t.memory != nil {
+			p.UsedMemoryBytes = *t.memory
+		}
+		if t.smPercent != nil {
+			p.SMUtilPercent = *t.smPercent
+		}
+		st.MemoryUsedBytes += p.UsedMemoryBytes
+		sm += p.SMUtilPercent
+		st.Processes = append(st.Processes, p)
+	}
+	util := min(sm, 100)
+	memUtil := uint32(0)
+	if gpu.MemoryBytes > 0 {
+		memUtil = uint32(min(st.MemoryUsedBytes*100/gpu.MemoryBytes, 100))
+	}
+	power := 60_000 + util*3_000
+	temp := 35 + util/4
+	var ecc uint64
+	st.GPUUtilPercent, st.MemoryUtilPercent = &util, &memUtil
+	if !gpu.MIG {
+		st.PowerMilliwatts, st.TemperatureCelsius, st.ECCUncorrected = &power, &temp, &ecc
+	}
+	return st, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// scan finds task processes (those carrying a caravan reservation) at
+// most every scanTTL, keeping the lowest PID per reservation so that a
+// shell and its children count once.
+func (c *Client) scan() []taskProcess {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.now().Sub(c.scanned) < scanTTL {
+		return c.tasks
+	}
+	c.scanned = c.now()
+	pids, err := procenv.PIDs(c.cfg.ProcRoot)
+	if err != nil {
+		c.tasks = nil
+		return nil
+	}
+	byToken := map[string]taskProcess{}
+	for _, pid := range pids {
+		env, err := procenv.Lookup(c.cfg.ProcRoot, pid, envReservation, envVisible, EnvMemoryMiB, EnvSMPercent)
+		if err != nil || env[envReservation] == "" || env[envVisible] == "" {
+			continue
+		}
+		tok := env[envReservation]
+		if prev, ok := byToken[tok]; ok && prev.pid < pid {
+			continue
+		}
+		t := taskProcess{pid: pid, token: tok, visible: strings.Split(env[envVisible], ",")}
+		if v, err := strconv.ParseUint(env[EnvMemoryMiB], 10, 64); err == nil {
+			b := v << 20
+			t.memory = &b
+		}
+		if v, err := strconv.ParseUint(env[EnvSMPercent], 10, 32); err == nil {
+			p := uint32(min(v, 100))
+			t.smPercent = &p
+		}
+		byToken[tok] = t
+	}
+	c.tasks = c.tasks[:0]
+	for _, t := range byToken {
+		c.tasks = append(c.tasks, t)
+	}
+	return c.tasks
+}
+
+// WatchXid raises the scripted Xids and those appended to XidFile.
+func (c *Client) WatchXid(ctx context.Context) (<-chan nvml.XidEvent, error) {
+	ch := make(chan nvml.XidEvent)
+	var wg sync.WaitGroup
+	send := func(ev nvml.XidEvent) bool {
+		select {
+		case ch <- ev:
+			return true
+		case <-ctx.Done():
+		case <-c.closedCh:
+		}
+		return false
+	}
+	for _, g := range c.gpus {
+		if g.MIG {
+			continue
+		}
+		for _, x := range c.cfg.GPUs[g.Index].Xids {
+			wg.Add(1)
+			go func(uuid string, x ScriptedXid) {
+				defer wg.Done()
+				wait := x.After - time.Since(c.started)
+				t := time.NewTimer(max(wait, 0))
+				defer t.Stop()
+				select {
+				case <-t.C:
+					send(nvml.XidEvent{UUID: uuid, Xid: x.Xid, Time: c.now()})
+				case <-ctx.Done():
+				case <-c.closedCh:
+				}
+			}(g.UUID, x)
+		}
+	}
+	if c.cfg.XidFile != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.tailXidFile(ctx, send)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch, nil
+}
