@@ -1,0 +1,249 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/config"
+	"github.com/caravan-nomad/caravan/planner/service/consul"
+	"github.com/caravan-nomad/caravan/planner/service/httpapi"
+	"github.com/caravan-nomad/caravan/planner/service/manager"
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/source"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
+)
+
+// Version is reported by /v1/health.
+const Version = "0.1.0"
+
+// Agent is one running planner instance.
+type Agent struct {
+	mu  sync.Mutex
+	cfg *config.Config
+	log hclog.Logger
+	clk clock.Clock
+
+	nomad    *nomadapi.Client
+	consul   *consulapi.Client
+	source   *source.Source
+	store    *progress.Store
+	manager  *manager.Manager
+	elector  *consul.Elector
+	api      *httpapi.Server
+	listener net.Listener
+	service  consul.Service
+}
+
+type leaderFunc func() bool
+
+func (f leaderFunc) IsLeader() bool { return f() }
+
+// NewAgent builds an agent from a config. A nil clock means the real one.
+func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, error) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	a := &Agent{cfg: cfg, log: log, clk: clk}
+	nc := cfg.NomadConfig()
+	var err error
+	a.nomad, err = nomadapi.NewClient(nc)
+	if err != nil {
+		return nil, fmt.Errorf("nomad client: %w", err)
+	}
+	if cfg.Consul.Enabled {
+		a.consul, err = consulapi.NewClient(cfg.ConsulConfig())
+		if err != nil {
+			return nil, fmt.Errorf("consul client: %w", err)
+		}
+	}
+	a.source = source.New(source.Config{
+		Client: a.nomad, Clock: clk, Logger: log, Namespace: cfg.Nomad.Namespace,
+		Wait: cfg.Nomad.BlockingWait, Device: cfg.Capacity.Device,
+	})
+	a.store = progress.NewStore(cfg.Progress.MaxSamples)
+
+	a.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("listening for the HTTP API: %w", err)
+	}
+	port := a.listener.Addr().(*net.TCPAddr).Port
+	id := cfg.Consul.ServiceID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%s-%d", cfg.Consul.ServiceName, host, port)
+	}
+	addr := cfg.Consul.ServiceAddress
+	if addr == "" {
+		addr = cfg.BindAddr
+	}
+	a.service = consul.Service{
+		Name: cfg.Consul.ServiceName, ID: id, Address: addr, Port: port,
+		HealthPath: "/v1/health", CheckInterval: cfg.Consul.CheckInterval,
+	}
+	var leader manager.Leader = consul.AlwaysLeader{}
+	if a.consul != nil {
+		a.elector = consul.NewElector(consul.ElectorConfig{
+			Client: a.consul, Key: cfg.Consul.LockKey, ID: id + " http://" + addr + ":" + strconv.Itoa(port),
+			CheckID: a.service.CheckID(), SessionTTL: cfg.Consul.SessionTTL, LockDelay: cfg.Consul.LockDelay,
+			Clock: clk, Logger: log,
+		})
+		leader = a.elector
+	}
+
+	a.manager, err = manager.New(manager.Config{
+		Settings: settings(cfg), Source: a.source, Progress: a.store,
+		Writer: &submit.Writer{Client: a.nomad, Logger: log.Named("submit")},
+		Leader: leader, Clock: clk, Logger: log,
+	})
+	if err != nil {
+		a.listener.Close()
+		return nil, err
+	}
+
+	jwks := cfg.Progress.JWKSURL
+	if jwks == "" {
+		jwks = strings.TrimRight(nc.Address, "/") + "/.well-known/jwks.json"
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	if nc.TLSConfig != nil && strings.HasPrefix(jwks, "https://") {
+		// The JWKS lives on the Nomad API: reuse its TLS settings.
+		hc.Transport = &http.Transport{}
+		if err := nomadapi.ConfigureTLS(hc, nc.TLSConfig); err != nil {
+			a.listener.Close()
+			return nil, fmt.Errorf("TLS for the JWKS endpoint: %w", err)
+		}
+	}
+	verifier := &progress.Verifier{
+		Keys: progress.NewKeySet(jwks, hc, clk), Clock: clk,
+		Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
+	}
+	a.api = &httpapi.Server{
+		ID: id, Version: Version, Rounds: a.manager, Leader: leader, Source: a.source, Logger: log.Named("http"),
+		Progress: &progress.Handler{
+			Verifier: verifier, Store: a.store, Clock: clk, Logger: log.Named("progress"),
+			Authorize: a.authorizeProgress,
+		},
+	}
+	return a, nil
+}
+
+func settings(cfg *config.Config) manager.Settings {
+	p := cfg.Policy
+	return manager.Settings{
+		Policy: p.Name, Interval: p.Interval, Cooldown: p.Cooldown, RestartCost: p.RestartCost,
+		MaxChangesPerRound: p.MaxChangesPerRound, MinGain: p.MinGain, SuspendQuantum: p.SuspendQuantum,
+		DryRun: cfg.DryRun, Device: cfg.Capacity.Device, SharesPerGPU: cfg.Capacity.SharesPerGPU,
+		GPUsPerNode: cfg.Capacity.GPUsPerNode,
+	}
+}
+
+// authorizeProgress lets a verified workload report only for a managed job,
+// and not from an allocation Nomad already considers finished.
+func (a *Agent) authorizeProgress(id progress.Identity) error {
+	snap := a.source.Snapshot()
+	j, ok := snap.Jobs[source.JobKey{Namespace: id.Namespace, ID: id.JobID}]
+	if !ok {
+		return fmt.Errorf("%w: job %s/%s is not managed by the planner", progress.ErrForbidden, id.Namespace, id.JobID)
+	}
+	for _, al := range j.Allocs {
+		if al.ID == id.AllocationID && (al.ClientStatus == "complete" || al.ClientStatus == "failed" || al.ClientStatus == "lost") {
+			return fmt.Errorf("%w: allocation %s is %s", progress.ErrForbidden, id.AllocationID, al.ClientStatus)
+		}
+	}
+	return nil
+}
+
+// Addr is the HTTP API's address.
+func (a *Agent) Addr() string { return a.listener.Addr().String() }
+
+// Reload applies a new config (SIGHUP): log level and the decision settings
+// take effect now; addresses, ports and Consul settings need a restart.
+func (a *Agent) Reload(cfg *config.Config) {
+	a.mu.Lock()
+	old := a.cfg
+	a.cfg = cfg
+	a.mu.Unlock()
+	a.log.SetLevel(hclog.LevelFromString(cfg.LogLevel))
+	if err := a.manager.Reload(settings(cfg)); err != nil {
+		a.log.Error("reload: keeping the old decision settings", "error", err)
+	}
+	if old.Nomad != cfg.Nomad || old.Consul != cfg.Consul || old.BindAddr != cfg.BindAddr || old.Port != cfg.Port ||
+		old.Capacity.Device != cfg.Capacity.Device || old.Progress != cfg.Progress {
+		a.log.Warn("reload: nomad, consul, listener, capacity device and progress settings take effect after a restart")
+	}
+	a.log.Info("config reloaded")
+}
+
+// Run serves until ctx ends, then stops cleanly: health turns 503, the
+// service is deregistered, leadership released, the HTTP server drained.
+func (a *Agent) Run(ctx context.Context) error {
+	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- srv.Serve(a.listener) }()
+	a.log.Info("planner listening", "addr", a.Addr(), "dry_run", a.cfg.DryRun, "policy", a.cfg.Policy.Name)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+				a.log.Error("component stopped", "component", name, "error", err)
+			}
+		}()
+	}
+	run("source", a.source.Run)
+	run("manager", a.manager.Run)
+	if a.consul != nil {
+		run("consul", func(ctx context.Context) error {
+			if err := consul.Register(ctx, a.consul, a.service, a.clk, a.log.Named("consul")); err != nil {
+				return err
+			}
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-a.elector.Changes():
+						a.manager.Kick()
+					}
+				}
+			}()
+			return a.elector.Run(ctx)
+		})
+	}
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-srvErr:
+		err = fmt.Errorf("http server: %w", err)
+	}
+	a.api.SetStopping()
+	cancel()
+	wg.Wait()
+	if a.consul != nil {
+		if derr := consul.Deregister(a.consul, a.service.ID); derr != nil {
+			a.log.Warn("consul deregistration failed", "error", derr)
+		}
+	}
+	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = srv.Shutdown(shutCtx)
+	return err
+}

@@ -1,0 +1,212 @@
+// Package config holds the planner service's configuration: HCL file, flags
+// and the standard NOMAD_* / CONSUL_* environment variables, in that order of
+// precedence (flags win over the file, the file over the environment).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the whole planner service configuration after parsing and
+// defaulting. Durations are parsed; a Config returned by Load is valid.
+type Config struct {
+	// LogLevel is the go-hclog level name (trace, debug, info, warn, error).
+	LogLevel string
+	// BindAddr and Port are where the HTTP API listens.
+	BindAddr string
+	Port     int
+	// DryRun makes the planner log and serve its plan without writing to Nomad.
+	DryRun bool
+
+	Nomad    Nomad
+	Consul   Consul
+	Policy   Policy
+	Capacity Capacity
+	Progress Progress
+}
+
+// Nomad is how the planner reaches Nomad. Empty fields keep the value from
+// the NOMAD_* environment (the nomad/api defaults).
+type Nomad struct {
+	Address       string
+	Region        string
+	Namespace     string // "*" watches every namespace the token can read
+	Token         string
+	CACert        string
+	ClientCert    string
+	ClientKey     string
+	TLSServerName string
+	TLSSkipVerify bool
+	// BlockingWait bounds one long-poll (WaitTime of the blocking query).
+	BlockingWait time.Duration
+}
+
+// Consul is how the planner registers itself and elects a leader. With
+// Enabled false the planner runs alone and is always the leader.
+type Consul struct {
+	Enabled       bool
+	Address       string
+	Token         string
+	Datacenter    string
+	CACert        string
+	ClientCert    string
+	ClientKey     string
+	TLSSkipVerify bool
+	ServiceName   string
+	ServiceID     string
+	// ServiceAddress is advertised in the catalog (defaults to BindAddr).
+	ServiceAddress string
+	CheckInterval  time.Duration
+	LockKey        string
+	SessionTTL     time.Duration
+	LockDelay      time.Duration
+}
+
+// Policy tunes the decision loop.
+type Policy struct {
+	// Name selects the allocation policy (see planner/policy).
+	Name string
+	// Interval between decision rounds.
+	Interval time.Duration
+	// Cooldown is the minimum time between two changes of one job.
+	Cooldown time.Duration
+	// RestartCost is what a change costs a running job (a checkpoint and a
+	// restore); a change must save more remaining time than this.
+	RestartCost time.Duration
+	// MaxChangesPerRound bounds the number of job updates one round submits.
+	MaxChangesPerRound int
+	// MinGain is the smallest predicted saving (seconds) worth a change.
+	MinGain float64
+	// SuspendAfter is how long a job may stay at zero before it is resumed
+	// ahead of higher-gain jobs (time-slicing quantum, Gandiva).
+	SuspendQuantum time.Duration
+}
+
+// Capacity tells the planner how many GPUs (and GPU shares) the cluster has.
+type Capacity struct {
+	// Device is the Nomad device name ("type", "vendor/type" or
+	// "vendor/type/name", matched as a jobspec device block matches) whose
+	// healthy instances are GPU shares; each device group is one GPU.
+	Device string
+	// SharesPerGPU, when positive, says how many shares make one GPU
+	// (default: the instances of the node's largest matching device group).
+	SharesPerGPU int
+	// GPUsPerNode, when positive, gives every ready node that many GPUs
+	// instead of discovering them (for clusters without the device plugin).
+	GPUsPerNode int
+}
+
+// Progress configures the progress ingestion endpoint.
+type Progress struct {
+	// JWKSURL is where Nomad publishes its workload identity keys. Empty
+	// means <nomad address>/.well-known/jwks.json.
+	JWKSURL string
+	// Audience, when set, must appear in the token's aud claim.
+	Audience string
+	// Issuer, when set, must equal the token's iss claim.
+	Issuer string
+	// MaxSamples bounds the samples kept per job.
+	MaxSamples int
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() *Config {
+	return &Config{
+		LogLevel: "info",
+		BindAddr: "127.0.0.1",
+		Port:     8095,
+		Nomad: Nomad{
+			Namespace:    "*",
+			BlockingWait: 5 * time.Minute,
+		},
+		Consul: Consul{
+			Enabled:       true,
+			ServiceName:   "caravan-planner",
+			CheckInterval: 2 * time.Second,
+			LockKey:       "caravan/planner/leader",
+			SessionTTL:    10 * time.Second,
+			LockDelay:     time.Second,
+		},
+		Policy: Policy{
+			Name:               "optimus",
+			Interval:           60 * time.Second,
+			Cooldown:           5 * time.Minute,
+			RestartCost:        30 * time.Second,
+			MaxChangesPerRound: 4,
+			MinGain:            1,
+			SuspendQuantum:     10 * time.Minute,
+		},
+		Capacity: Capacity{Device: "gpu"},
+		Progress: Progress{Audience: "caravan-planner", MaxSamples: 2000},
+	}
+}
+
+// Validate reports every invalid field, naming it.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		bad("port", "must be in 0..65535, got %d", c.Port)
+	}
+	if c.BindAddr == "" {
+		bad("bind_addr", "must not be empty")
+	}
+	if c.Nomad.BlockingWait <= 0 {
+		bad("nomad.blocking_wait", "must be positive")
+	}
+	if c.Consul.Enabled {
+		if c.Consul.ServiceName == "" {
+			bad("consul.service_name", "must not be empty")
+		}
+		if c.Consul.LockKey == "" {
+			bad("consul.lock_key", "must not be empty")
+		}
+		if c.Consul.SessionTTL < 10*time.Second || c.Consul.SessionTTL > 24*time.Hour {
+			bad("consul.session_ttl", "must be between 10s and 24h (Consul's limits), got %s", c.Consul.SessionTTL)
+		}
+		if c.Consul.CheckInterval <= 0 {
+			bad("consul.check_interval", "must be positive")
+		}
+		if c.Consul.LockDelay < 0 {
+			bad("consul.lock_delay", "must not be negative")
+		}
+	}
+	if c.Policy.Interval <= 0 {
+		bad("policy.interval", "must be positive")
+	}
+	if c.Policy.Cooldown < 0 {
+		bad("policy.cooldown", "must not be negative")
+	}
+	if c.Policy.RestartCost < 0 {
+		bad("policy.restart_cost", "must not be negative")
+	}
+	if c.Policy.MaxChangesPerRound < 1 {
+		bad("policy.max_changes_per_round", "must be at least 1, got %d", c.Policy.MaxChangesPerRound)
+	}
+	if c.Policy.MinGain < 0 {
+		bad("policy.min_gain", "must not be negative")
+	}
+	if c.Policy.SuspendQuantum <= 0 {
+		bad("policy.suspend_quantum", "must be positive")
+	}
+	if c.Capacity.SharesPerGPU < 0 {
+		bad("capacity.shares_per_gpu", "must not be negative")
+	}
+	if c.Capacity.GPUsPerNode < 0 {
+		bad("capacity.gpus_per_node", "must not be negative")
+	}
+	if c.Capacity.GPUsPerNode == 0 && c.Capacity.Device == "" {
+		bad("capacity", "set device (discovery) or gpus_per_node (fixed)")
+	}
+	if c.Capacity.GPUsPerNode > 0 && c.Capacity.SharesPerGPU == 0 {
+		bad("capacity.shares_per_gpu", "must be set with gpus_per_node")
+	}
+	if c.Progress.MaxSamples < 10 {
+		bad("progress.max_samples", "must be at least 10, got %d", c.Progress.MaxSamples)
+	}
+	return errors.Join(errs...)
+}

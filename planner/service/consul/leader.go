@@ -1,0 +1,183 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/retry"
+)
+
+// ElectorConfig configures leader election.
+type ElectorConfig struct {
+	Client *consulapi.Client
+	Key    string
+	// ID is written as the lock's value, so anyone can see who leads.
+	ID string
+	// CheckID, when set, ties the session to the service's health check.
+	CheckID    string
+	SessionTTL time.Duration
+	// LockDelay after a session is invalidated; 0 disables it (Consul's
+	// default would be 15s). Writes to Nomad enforce job modify indexes, so a
+	// deposed leader's late write cannot land on a job that changed.
+	LockDelay time.Duration
+	Clock     clock.Clock
+	Logger    hclog.Logger
+}
+
+// Elector campaigns for leadership until its context ends.
+type Elector struct {
+	cfg ElectorConfig
+	log hclog.Logger
+
+	mu      sync.Mutex
+	leader  bool
+	since   time.Time
+	changes chan bool
+}
+
+// NewElector returns an elector; call Run.
+func NewElector(cfg ElectorConfig) *Elector {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Elector{cfg: cfg, log: cfg.Logger.Named("leader"), changes: make(chan bool, 8)}
+}
+
+// IsLeader reports whether this instance holds the lock now.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// Changes receives true when leadership is gained and false when lost.
+func (e *Elector) Changes() <-chan bool { return e.changes }
+
+func (e *Elector) set(v bool) {
+	e.mu.Lock()
+	changed := e.leader != v
+	e.leader = v
+	if changed {
+		e.since = e.cfg.Clock.Now()
+	}
+	e.mu.Unlock()
+	if changed {
+		if v {
+			e.log.Info("acquired leadership", "key", e.cfg.Key)
+		} else {
+			e.log.Warn("lost leadership", "key", e.cfg.Key)
+		}
+		select {
+		case e.changes <- v:
+		default:
+		}
+	}
+}
+
+// Leader reads who holds the lock now ("" if nobody).
+func (e *Elector) Leader(ctx context.Context) (string, error) {
+	pair, _, err := e.cfg.Client.KV().Get(e.cfg.Key, (&consulapi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("reading leader key: %w", err)
+	}
+	if pair == nil || pair.Session == "" {
+		return "", nil
+	}
+	return string(pair.Value), nil
+}
+
+// Run campaigns until ctx ends, then releases the lock. It never returns an
+// error other than ctx.Err(): Consul being unreachable means following, with
+// backoff, until it is back.
+func (e *Elector) Run(ctx context.Context) error {
+	b := retry.New(500*time.Millisecond, 10*time.Second)
+	for ctx.Err() == nil {
+		err := e.campaign(ctx)
+		e.set(false)
+		if ctx.Err() != nil {
+			break
+		}
+		if err != nil {
+			e.log.Warn("leader election failed, backing off", "error", err)
+		}
+		if b.Wait(ctx, e.cfg.Clock) != nil {
+			break
+		}
+	}
+	return ctx.Err()
+}
+
+// campaign acquires the lock once and holds it until it is lost or ctx ends.
+func (e *Elector) campaign(ctx context.Context) error {
+	se := &consulapi.SessionEntry{
+		Name:       "caravan-planner " + e.cfg.ID,
+		TTL:        e.cfg.SessionTTL.String(),
+		Behavior:   consulapi.SessionBehaviorRelease,
+		LockDelay:  e.cfg.LockDelay,
+		NodeChecks: []string{"serfHealth"},
+	}
+	if se.LockDelay <= 0 {
+		se.LockDelay = time.Millisecond // 0 would mean Consul's 15s default
+	}
+	if e.cfg.CheckID != "" {
+		se.ServiceChecks = []consulapi.ServiceCheck{{ID: e.cfg.CheckID}}
+	}
+	lock, err := e.cfg.Client.LockOpts(&consulapi.LockOptions{
+		Key:            e.cfg.Key,
+		Value:          []byte(e.cfg.ID),
+		SessionOpts:    se,
+		SessionTTL:     e.cfg.SessionTTL.String(),
+		MonitorRetries: 3,
+		LockWaitTime:   15 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("building lock: %w", err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			close(stop)
+		case <-done:
+		}
+	}()
+	lost, err := lock.Lock(stop)
+	if err != nil {
+		return fmt.Errorf("acquiring lock %s: %w", e.cfg.Key, err)
+	}
+	if lost == nil { // stopped before acquiring
+		return nil
+	}
+	e.set(true)
+	select {
+	case <-ctx.Done():
+		e.set(false)
+		if err := lock.Unlock(); err != nil && !errors.Is(err, consulapi.ErrLockNotHeld) {
+			e.log.Warn("releasing lock", "error", err)
+		}
+		_ = lock.Destroy()
+		return nil
+	case <-lost:
+		e.set(false)
+		_ = lock.Unlock()
+		return errors.New("lock lost")
+	}
+}
+
+// AlwaysLeader is the elector used without Consul: a single instance that
+// always leads.
+type AlwaysLeader struct{}
+
+func (AlwaysLeader) IsLeader() bool { return true }

@@ -1,0 +1,93 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/service/submit"
+)
+
+// Action statuses.
+const (
+	StatusPlanned  = "planned"
+	StatusApplied  = "applied"
+	StatusDeferred = "deferred"
+	StatusConflict = "conflict"
+	StatusFailed   = "failed"
+	StatusRefused  = "refused"
+)
+
+// apply submits the round's actions when this instance leads and is not in
+// dry-run, at most MaxChangesPerRound of them.
+func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
+	applied := 0
+	for i := range r.Actions {
+		a := &r.Actions[i]
+		switch {
+		case !r.Leader:
+			a.Status = StatusPlanned
+			a.Error = "not the leader: followers only serve reads"
+			continue
+		case s.DryRun:
+			a.Status = StatusPlanned
+			a.Error = "dry-run"
+			m.log.Info("dry-run: would apply", "job", a.Job, "kind", a.Kind, "from", a.From, "to", a.To, "message", a.Message)
+			continue
+		case applied >= s.MaxChangesPerRound:
+			a.Status = StatusDeferred
+			a.Error = fmt.Sprintf("rate limit: %d changes per round", s.MaxChangesPerRound)
+			m.mu.Lock()
+			m.metrics.Deferred++
+			m.mu.Unlock()
+			continue
+		}
+		job := a.job
+		if a.Kind == KindSuspend && job != nil && !job.Spec.Suspendable {
+			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
+			continue
+		}
+		var err error
+		switch a.Kind {
+		case KindStop:
+			if job == nil {
+				err = errors.New("job vanished")
+				break
+			}
+			a.EvalID, err = m.cfg.Writer.Stop(ctx, job.Job, a.jobModifyIndex, a.Reason)
+		default:
+			a.EvalID, err = m.cfg.Writer.Scale(ctx, submit.Scale{
+				Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group, Count: a.To,
+				JobModifyIndex: a.jobModifyIndex, Message: a.Message,
+				Error: a.Kind == KindUserError, Meta: a.eventMeta(r.Policy),
+			})
+		}
+		applied++
+		m.mu.Lock()
+		switch {
+		case err == nil:
+			a.Status = StatusApplied
+			m.metrics.Applied[a.Kind]++
+			mm := m.memFor(a.key)
+			mm.lastChange = r.Time
+			if a.To == 0 {
+				mm.waitingSince, mm.lastResume = r.Time, time.Time{}
+			} else if a.From == 0 {
+				mm.lastResume, mm.waitingSince = r.Time, time.Time{}
+			}
+		case errors.Is(err, submit.ErrConflict):
+			// The job changed (a user's edit, or our own earlier write we
+			// have not seen yet): decide again on the new version.
+			a.Status, a.Error = StatusConflict, err.Error()
+			m.metrics.Conflicts++
+			m.log.Info("job changed under the planner; not overwriting", "job", a.Job, "error", err)
+		default:
+			a.Status, a.Error = StatusFailed, err.Error()
+			m.metrics.WriteErrors++
+			m.log.Warn("submitting decision failed; will decide again next round", "job", a.Job, "error", err)
+		}
+		m.mu.Unlock()
+	}
+}
+

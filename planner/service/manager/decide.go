@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/caravan-nomad/caravan/planner/service/source"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
+)
+
+// Kind is what an action does.
+type Kind string
+
+const (
+	KindScale     Kind = "scale"     // resize a running job
+	KindStart     Kind = "start"     // first workers of a queued job
+	KindSuspend   Kind = "suspend"   // scale to 0 under overload (time-slicing)
+	KindResume    Kind = "resume"    // scale a suspended job back up
+	KindStop      Kind = "stop"      // stop a converged job
+	KindUserError Kind = "user-error-stop"
+)
+
+// Action is one change the planner wants to make to one job.
+type Action struct {
+	Job     string  `json:"job"` // namespace/id
+	Kind    Kind    `json:"kind"`
+	Group   string  `json:"group,omitempty"`
+	From    int     `json:"from"`
+	To      int     `json:"to"`
+	Gain    float64 `json:"gain"`
+	Saving  float64 `json:"saving_seconds,omitempty"`
+	Reason  string  `json:"reason"`
+	Message string  `json:"message"`
+	// Status: planned (dry-run or follower), applied, deferred (rate
+	// limit), conflict (the job changed: decided again next round), failed.
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	EvalID string `json:"eval_id,omitempty"`
+
+	key            source.JobKey
+	jobModifyIndex uint64
+	job            *source.Job // the version the decision was made on
+}
+
+func (a Action) priority() int {
+	switch a.Kind {
+	case KindStop, KindUserError:
+		return 0
+	case KindSuspend:
+		return 1
+	}
+	if a.To < a.From {
+		return 2 // shrinks free capacity before anything grows
+	}
+	return 3
+}
+
+// order sorts actions: stops, then suspends and shrinks (they free
+// capacity), then growth by gain (largest first).
+func order(actions []Action) {
+	sort.SliceStable(actions, func(i, j int) bool {
+		pi, pj := actions[i].priority(), actions[j].priority()
+		if pi != pj {
+			return pi < pj
+		}
+		if actions[i].Gain != actions[j].Gain {
+			return actions[i].Gain > actions[j].Gain
+		}
+		return actions[i].Job < actions[j].Job
+	})
+}
+
+func (a Action) eventMeta(policyName string) map[string]any {
+	action := submit.ActionScale
+	switch a.Kind {
+	case KindSuspend:
+		action = submit.ActionSuspend
+	case KindResume:
+		action = submit.ActionResume
+	case KindUserError:
+		action = submit.ActionUserError
+	case KindStop:
+		action = submit.ActionConverged
+	}
+	m := map[string]any{submit.EventMetaAction: action, submit.EventMetaPolicy: policyName}
+	if a.Gain != 0 && !math.IsInf(a.Gain, 0) && !math.IsNaN(a.Gain) {
+		m[submit.EventMetaGain] = fmt.Sprintf("%.4g", a.Gain)
+	}
+	return m
+}
+
+// scaleMessage is the text of the Nomad scaling event: it names the
+// marginal gain so the UI explains the change.
+func scaleMessage(a Action) string {
+	switch a.Kind {
+	case KindSuspend:
+		return fmt.Sprintf("caravan planner: suspend %d -> 0 (time-slicing under overload): %s", a.From, a.Reason)
+	case KindResume:
+		return fmt.Sprintf("caravan planner: resume 0 -> %d, marginal gain %.3g s per unit share: %s", a.To, a.Gain, a.Reason)
+	case KindUserError:
+		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
+	}
+	msg := fmt.Sprintf("caravan planner: %s %d -> %d, marginal gain %.3g s per unit share", a.Kind, a.From, a.To, a.Gain)
+	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
+		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)
+	}
+	return msg + ": " + a.Reason
+}

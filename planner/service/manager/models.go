@@ -1,0 +1,155 @@
+package manager
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/source"
+)
+
+// maxLossPoints bounds the points one convergence fit uses.
+const maxLossPoints = 300
+
+// shape is a resource shape a speed was observed at.
+type shape struct{ workers, ps, nodes int }
+
+// Fit is what the planner knows about one job's progress: the latest
+// report, the fitted models and the predictions derived from them.
+type Fit struct {
+	Step          int64     `json:"step"`
+	Loss          float64   `json:"loss"`
+	LastReport    time.Time `json:"last_report,omitzero"`
+	StepsPerSec   float64   `json:"steps_per_sec"`
+	SamplesPerSec float64   `json:"samples_per_sec"`
+	Batch         float64   `json:"batch_size,omitempty"`
+
+	Convergence    *model.Convergence `json:"convergence,omitempty"`
+	ConvergenceErr string             `json:"convergence_error,omitempty"`
+	Speed          *model.Speed       `json:"speed,omitempty"`
+	SpeedErr       string             `json:"speed_error,omitempty"`
+	SpeedSamples   []model.SpeedSample `json:"speed_samples,omitempty"`
+
+	// RemainingSteps and where the estimate came from (fit, prior, hint,
+	// none); +Inf is reported as -1 in JSON.
+	RemainingSteps  float64 `json:"remaining_steps"`
+	RemainingSource string  `json:"remaining_source"`
+	// Converged is true when the job reached its target loss or stopped
+	// improving by more than its threshold.
+	Converged bool `json:"converged"`
+	// Finished is true when a task reported done.
+	Finished bool `json:"finished"`
+}
+
+// fitLoss fits the convergence model to a job's records.
+func fitLoss(recs []progress.Record) (pts []model.LossPoint, c *model.Convergence, err error) {
+	byStep := map[int64]float64{}
+	for _, r := range recs {
+		byStep[r.Step] = r.Loss // newest wins
+	}
+	steps := make([]int64, 0, len(byStep))
+	for s := range byStep {
+		steps = append(steps, s)
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i] < steps[j] })
+	if len(steps) > maxLossPoints {
+		// Keep an even spread plus the newest points.
+		keep := make([]int64, 0, maxLossPoints)
+		stride := float64(len(steps)) / float64(maxLossPoints)
+		for i := 0; i < maxLossPoints; i++ {
+			keep = append(keep, steps[int(float64(i)*stride)])
+		}
+		keep[len(keep)-1] = steps[len(steps)-1]
+		steps = keep
+	}
+	for _, s := range steps {
+		pts = append(pts, model.LossPoint{Step: float64(s), Loss: byStep[s]})
+	}
+	fit, err := model.FitConvergence(pts, model.ConvergenceFitOptions{})
+	if err != nil {
+		return pts, nil, err
+	}
+	return pts, &fit, nil
+}
+
+// remaining predicts a job's remaining steps the way model.Progress does:
+// from the fit, else a prior from a finished job of the same kind, else the
+// user's hint.
+func remaining(spec source.Spec, done float64, fit, prior *model.Convergence) (float64, model.Source) {
+	delta := spec.ConvergeDelta
+	if delta <= 0 {
+		delta = 1e-3
+	}
+	total := func(c model.Convergence) float64 {
+		if spec.TargetLoss > 0 {
+			if k := c.StepsToLoss(spec.TargetLoss); !math.IsInf(k, 1) {
+				return k
+			}
+		}
+		return c.StepsToConverge(delta, 1000)
+	}
+	switch {
+	case fit != nil:
+		return math.Max(total(*fit)-done, 0), model.SourceFit
+	case prior != nil:
+		return math.Max(total(*prior)-done, 0), model.SourcePrior
+	case spec.TotalSteps > 0:
+		return math.Max(spec.TotalSteps-done, 0), model.SourceHint
+	}
+	return math.Inf(1), model.SourceNone
+}
+
+// speedModel turns observed speeds into a policy.SpeedModel: with two or
+// more distinct shapes, Optimus's fitted form; with one, linear scaling from
+// that point (the honest cold start); with none, nil (the policy then
+// assumes linear scaling itself).
+func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (policy.SpeedModel, *model.Speed, []model.SpeedSample, error) {
+	if len(obs) == 0 {
+		return nil, nil, nil, nil
+	}
+	if batch <= 0 {
+		batch = 1
+	}
+	samples := make([]model.SpeedSample, 0, len(obs))
+	for s, r := range obs {
+		samples = append(samples, model.SpeedSample{Workers: s.workers, PS: s.ps, Nodes: s.nodes, Batch: batch, StepsPerSec: r})
+	}
+	sort.Slice(samples, func(i, j int) bool {
+		a, b := samples[i], samples[j]
+		if a.Workers != b.Workers {
+			return a.Workers < b.Workers
+		}
+		if a.PS != b.PS {
+			return a.PS < b.PS
+		}
+		return a.Nodes < b.Nodes
+	})
+	distinct := map[int]bool{}
+	for _, s := range samples {
+		distinct[s.Workers] = true
+	}
+	linear := func(w0 int, r0 float64) policy.SpeedModel {
+		return policy.SpeedFunc(func(s policy.Shape) float64 {
+			if s.Workers <= 0 {
+				return 0
+			}
+			return r0 * float64(s.Workers) / float64(w0)
+		})
+	}
+	if len(distinct) < 2 {
+		s := samples[len(samples)-1]
+		return linear(s.Workers, s.StepsPerSec), nil, samples, nil
+	}
+	sp, err := model.FitSpeed(form, samples)
+	if err != nil {
+		s := samples[len(samples)-1]
+		return linear(s.Workers, s.StepsPerSec), nil, samples, fmt.Errorf("speed fit: %w", err)
+	}
+	return policy.SpeedFunc(func(s policy.Shape) float64 {
+		return sp.StepsPerSecond(s.Workers, s.PS, s.Nodes, batch)
+	}), &sp, samples, nil
+}

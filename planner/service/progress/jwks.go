@@ -1,0 +1,152 @@
+package progress
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+)
+
+// jwk is the subset of a JSON Web Key that Nomad publishes.
+type jwk struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Alg string `json:"alg"`
+	Use string `json:"use"`
+	Crv string `json:"crv"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	X   string `json:"x"`
+}
+
+// publicKey is one parsed key of the set.
+type publicKey struct {
+	alg string // RS256 or EdDSA
+	key crypto.PublicKey
+}
+
+// ErrUnknownKey is returned when a token names a key the set does not hold,
+// even after a refresh.
+var ErrUnknownKey = errors.New("unknown signing key")
+
+// KeySet fetches Nomad's JWKS (/.well-known/jwks.json) and caches it. An
+// unknown key ID triggers a refresh (Nomad rotates keys), at most once per
+// MinRefresh so forged key IDs cannot make the planner hammer Nomad.
+type KeySet struct {
+	URL        string
+	HTTP       *http.Client
+	Clock      clock.Clock
+	MinRefresh time.Duration
+
+	mu      sync.Mutex
+	keys    map[string]publicKey
+	fetched time.Time
+}
+
+// NewKeySet returns a KeySet for url.
+func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: 10 * time.Second}
+}
+
+// Key returns the key with the given ID, refreshing the set if needed.
+func (ks *KeySet) Key(ctx context.Context, kid string) (publicKey, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if k, ok := ks.keys[kid]; ok {
+		return k, nil
+	}
+	now := ks.Clock.Now()
+	if ks.keys != nil && now.Sub(ks.fetched) < ks.MinRefresh {
+		return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+	}
+	keys, err := ks.fetch(ctx)
+	if err != nil {
+		return publicKey{}, err
+	}
+	ks.keys, ks.fetched = keys, now
+	if k, ok := ks.keys[kid]; ok {
+		return k, nil
+	}
+	return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+}
+
+func (ks *KeySet) fetch(ctx context.Context) (map[string]publicKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ks.URL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetching JWKS: %w", err)
+	}
+	resp, err := ks.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetching JWKS: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetching JWKS from %s: HTTP %d", ks.URL, resp.StatusCode)
+	}
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return nil, fmt.Errorf("decoding JWKS: %w", err)
+	}
+	keys := make(map[string]publicKey, len(set.Keys))
+	for _, k := range set.Keys {
+		pk, err := parseJWK(k)
+		if err != nil {
+			continue // a key type we do not use; others may still verify
+		}
+		keys[k.Kid] = pk
+	}
+	return keys, nil
+}
+
+func parseJWK(k jwk) (publicKey, error) {
+	b64 := base64.RawURLEncoding
+	switch k.Kty {
+	case "RSA":
+		n, err := b64.DecodeString(k.N)
+		if err != nil {
+			return publicKey{}, fmt.Errorf("jwk %q: modulus: %w", k.Kid, err)
+		}
+		e, err := b64.DecodeString(k.E)
+		if err != nil {
+			return publicKey{}, fmt.Errorf("jwk %q: exponent: %w", k.Kid, err)
+		}
+		eInt := new(big.Int).SetBytes(e)
+		if !eInt.IsInt64() || eInt.Int64() < 3 || eInt.Int64() > 1<<31 {
+			return publicKey{}, fmt.Errorf("jwk %q: bad exponent", k.Kid)
+		}
+		pub := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(eInt.Int64())}
+		if pub.N.BitLen() < 2048 {
+			return publicKey{}, fmt.Errorf("jwk %q: RSA key shorter than 2048 bits", k.Kid)
+		}
+		return publicKey{alg: "RS256", key: pub}, nil
+	case "OKP":
+		if k.Crv != "Ed25519" {
+			return publicKey{}, fmt.Errorf("jwk %q: curve %q not supported", k.Kid, k.Crv)
+		}
+		x, err := b64.DecodeString(k.X)
+		if err != nil || len(x) != ed25519.PublicKeySize {
+			return publicKey{}, fmt.Errorf("jwk %q: bad Ed25519 key", k.Kid)
+		}
+		return publicKey{alg: "EdDSA", key: ed25519.PublicKey(x)}, nil
+	}
+	return publicKey{}, fmt.Errorf("jwk %q: key type %q not supported", k.Kid, k.Kty)
+}

@@ -1,0 +1,117 @@
+package source
+
+import (
+	"strings"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+// JobKey identifies a job across namespaces.
+type JobKey struct {
+	Namespace string
+	ID        string
+}
+
+func (k JobKey) String() string { return k.Namespace + "/" + k.ID }
+
+// Job is a managed (opted-in) job as last read from Nomad.
+type Job struct {
+	Key JobKey
+	// Job is the full job; Job.JobModifyIndex is the index every write
+	// based on this read must enforce.
+	Job *nomadapi.Job
+	// Spec is the parsed planner meta; SpecErr says why it is unusable.
+	Spec    Spec
+	SpecErr error
+	// Allocs are the job's allocations, newest first.
+	Allocs []*nomadapi.AllocationListStub
+}
+
+// Count returns the desired count of a task group (0 if absent).
+func (j *Job) Count(group string) int {
+	for _, tg := range j.Job.TaskGroups {
+		if tg.Name != nil && *tg.Name == group && tg.Count != nil {
+			return *tg.Count
+		}
+	}
+	return 0
+}
+
+// Stopped reports whether the job was stopped (by a user or the planner).
+func (j *Job) Stopped() bool { return j.Job.Stop != nil && *j.Job.Stop }
+
+// Node is a client node as the planner sees it for capacity.
+type Node struct {
+	ID    string
+	Name  string
+	Ready bool // ready, eligible and not draining
+	// Shares counts the healthy instances of the configured device; GPUs the
+	// device groups (physical GPUs) holding them, and SharesPerGPU the most
+	// instances one group has.
+	Shares       int
+	GPUs         int
+	SharesPerGPU int
+}
+
+// Snapshot is a consistent copy of what the source has seen.
+type Snapshot struct {
+	Jobs  map[JobKey]*Job
+	Nodes []Node
+	// Synced is true once jobs, allocations and nodes were each read once.
+	Synced bool
+	// Err is the last error talking to Nomad (nil once a call succeeds).
+	Err error
+}
+
+// Capacity sums the shares of ready nodes.
+func (s Snapshot) Capacity() int {
+	n := 0
+	for _, node := range s.Nodes {
+		if node.Ready {
+			n += node.Shares
+		}
+	}
+	return n
+}
+
+// MatchDevice reports whether a node device matches a device name the way a
+// jobspec's device block does: "type", "vendor/type" or "vendor/type/name".
+func MatchDevice(name string, d *nomadapi.NodeDeviceResource) bool {
+	parts := strings.Split(name, "/")
+	switch len(parts) {
+	case 1:
+		return parts[0] == d.Type
+	case 2:
+		return parts[0] == d.Vendor && parts[1] == d.Type
+	case 3:
+		return parts[0] == d.Vendor && parts[1] == d.Type && parts[2] == d.Name
+	}
+	return false
+}
+
+func nodeFromStub(n *nomadapi.NodeListStub, device string) Node {
+	node := Node{
+		ID:    n.ID,
+		Name:  n.Name,
+		Ready: n.Status == "ready" && !n.Drain && n.SchedulingEligibility == "eligible",
+	}
+	if n.NodeResources != nil {
+		for _, d := range n.NodeResources.Devices {
+			if !MatchDevice(device, d) {
+				continue
+			}
+			healthy := 0
+			for _, inst := range d.Instances {
+				if inst.Healthy {
+					healthy++
+				}
+			}
+			if healthy > 0 {
+				node.Shares += healthy
+				node.GPUs++
+				node.SharesPerGPU = max(node.SharesPerGPU, len(d.Instances))
+			}
+		}
+	}
+	return node
+}

@@ -1,0 +1,125 @@
+// Package submit writes the planner's decisions to Nomad: Jobs().Scale for
+// count changes (the message names the marginal gain, so the UI's scaling
+// events explain each one) and full registrations for changes a scale cannot
+// express. Every write enforces the job modify index the decision was based
+// on, so a concurrent edit by a user (or a deposed leader's late write) is
+// never overwritten: Nomad refuses the write and the planner decides again on
+// the new version.
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+// ErrConflict means the job changed since the planner read it.
+var ErrConflict = errors.New("job changed since it was read")
+
+// Meta keys the planner puts on its scaling events, so any instance (a new
+// leader after a failover) can tell why a job is at zero.
+const (
+	EventMetaAction = "caravan_action"
+	EventMetaGain   = "caravan_gain"
+	EventMetaPolicy = "caravan_policy"
+)
+
+// Actions recorded in EventMetaAction.
+const (
+	ActionScale     = "scale"
+	ActionSuspend   = "suspend"
+	ActionResume    = "resume"
+	ActionUserError = "user-error-stop"
+	ActionConverged = "converged-stop"
+)
+
+// Scale is one count change of one task group.
+type Scale struct {
+	Namespace, JobID, Group string
+	Count                   int
+	// JobModifyIndex is the index of the job version the decision was based
+	// on; the write fails with ErrConflict if the job changed since.
+	JobModifyIndex uint64
+	Message        string
+	Error          bool
+	Meta           map[string]any
+}
+
+// Writer submits decisions. It is the only code in the planner that writes
+// to Nomad.
+type Writer struct {
+	Client *nomadapi.Client
+	Logger hclog.Logger
+}
+
+func isConflict(err error) bool {
+	var ue nomadapi.UnexpectedResponseError
+	// Nomad reports a failed index check only as text; the api package
+	// exports the prefix for exactly this test.
+	return errors.As(err, &ue) && strings.Contains(ue.Body(), nomadapi.RegisterEnforceIndexErrPrefix)
+}
+
+// Scale submits a scale request. It returns the new evaluation ID.
+func (w *Writer) Scale(ctx context.Context, s Scale) (string, error) {
+	if s.JobModifyIndex == 0 {
+		return "", fmt.Errorf("scaling %s/%s: refusing to scale without a job modify index", s.Namespace, s.JobID)
+	}
+	count := int64(s.Count)
+	req := &nomadapi.ScalingRequest{
+		Count:          &count,
+		Target:         map[string]string{"Job": s.JobID, "Group": s.Group},
+		Message:        s.Message,
+		Error:          s.Error,
+		Meta:           s.Meta,
+		JobModifyIndex: s.JobModifyIndex,
+	}
+	q := (&nomadapi.WriteOptions{Namespace: s.Namespace}).WithContext(ctx)
+	resp, _, err := w.Client.Jobs().ScaleWithRequest(s.JobID, req, q)
+	if err != nil {
+		if isConflict(err) {
+			return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
+		}
+		return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
+	}
+	w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
+	return resp.EvalID, nil
+}
+
+// Register submits a full job registration built from a job the planner
+// read (and copied) at modifyIndex, for changes a scale cannot express
+// (several groups at once, GPU shares per worker, placement affinities).
+func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (string, error) {
+	if modifyIndex == 0 {
+		return "", fmt.Errorf("registering %s: refusing to register without a job modify index", *job.ID)
+	}
+	ns := ""
+	if job.Namespace != nil {
+		ns = *job.Namespace
+	}
+	q := (&nomadapi.WriteOptions{Namespace: ns}).WithContext(ctx)
+	resp, _, err := w.Client.Jobs().RegisterOpts(job, &nomadapi.RegisterOptions{EnforceIndex: true, ModifyIndex: modifyIndex}, q)
+	if err != nil {
+		if isConflict(err) {
+			return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ErrConflict)
+		}
+		return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, err)
+	}
+	w.Logger.Info("registered job update", "job", ns+"/"+*job.ID, "eval_id", resp.EvalID, "reason", reason)
+	return resp.EvalID, nil
+}
+
+// Stop stops a job (as `nomad job stop` does, without purging it), enforcing
+// the modify index; the driver takes a final checkpoint as tasks stop.
+func (w *Writer) Stop(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (string, error) {
+	cp, err := CopyJob(job)
+	if err != nil {
+		return "", err
+	}
+	stop := true
+	cp.Stop = &stop
+	return w.Register(ctx, cp, modifyIndex, reason)
+}
