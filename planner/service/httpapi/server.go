@@ -183,4 +183,3 @@ func (s *Server) countProgress(h http.Handler) http.Handler {
 		s.mu.Unlock()
 	})
 }
-

@@ -90,4 +90,3 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		m.mu.Unlock()
 	}
 }
-

@@ -13,11 +13,11 @@ import (
 type Kind string
 
 const (
-	KindScale     Kind = "scale"     // resize a running job
-	KindStart     Kind = "start"     // first workers of a queued job
-	KindSuspend   Kind = "suspend"   // scale to 0 under overload (time-slicing)
-	KindResume    Kind = "resume"    // scale a suspended job back up
-	KindStop      Kind = "stop"      // stop a converged job
+	KindScale     Kind = "scale"   // resize a running job
+	KindStart     Kind = "start"   // first workers of a queued job
+	KindSuspend   Kind = "suspend" // scale to 0 under overload (time-slicing)
+	KindResume    Kind = "resume"  // scale a suspended job back up
+	KindStop      Kind = "stop"    // stop a converged job
 	KindUserError Kind = "user-error-stop"
 )
 

@@ -184,20 +184,20 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // JobView is one managed job as the API shows it.
 type JobView struct {
-	Namespace string           `json:"namespace"`
-	ID        string           `json:"id"`
-	State     State            `json:"state"`
-	Detail    string           `json:"detail,omitempty"`
-	Group     string           `json:"worker_group,omitempty"`
-	Workers   int              `json:"workers"`
-	Running   int              `json:"running"`
-	PS        int              `json:"ps,omitempty"`
-	Spec      source.Spec      `json:"spec"`
-	Fit       Fit              `json:"model"`
-	Failures  failures.Report  `json:"failures"`
-	Predicted map[int]float64  `json:"predicted_remaining_seconds,omitempty"` // by worker count; -1 = never
-	Plan      *policy.JobPlan  `json:"plan,omitempty"`
-	Index     uint64           `json:"job_modify_index"`
+	Namespace string          `json:"namespace"`
+	ID        string          `json:"id"`
+	State     State           `json:"state"`
+	Detail    string          `json:"detail,omitempty"`
+	Group     string          `json:"worker_group,omitempty"`
+	Workers   int             `json:"workers"`
+	Running   int             `json:"running"`
+	PS        int             `json:"ps,omitempty"`
+	Spec      source.Spec     `json:"spec"`
+	Fit       Fit             `json:"model"`
+	Failures  failures.Report `json:"failures"`
+	Predicted map[int]float64 `json:"predicted_remaining_seconds,omitempty"` // by worker count; -1 = never
+	Plan      *policy.JobPlan `json:"plan,omitempty"`
+	Index     uint64          `json:"job_modify_index"`
 }
 
 // Round is the outcome of one decision round.

@@ -28,10 +28,10 @@ type Fit struct {
 	SamplesPerSec float64   `json:"samples_per_sec"`
 	Batch         float64   `json:"batch_size,omitempty"`
 
-	Convergence    *model.Convergence `json:"convergence,omitempty"`
-	ConvergenceErr string             `json:"convergence_error,omitempty"`
-	Speed          *model.Speed       `json:"speed,omitempty"`
-	SpeedErr       string             `json:"speed_error,omitempty"`
+	Convergence    *model.Convergence  `json:"convergence,omitempty"`
+	ConvergenceErr string              `json:"convergence_error,omitempty"`
+	Speed          *model.Speed        `json:"speed,omitempty"`
+	SpeedErr       string              `json:"speed_error,omitempty"`
 	SpeedSamples   []model.SpeedSample `json:"speed_samples,omitempty"`
 
 	// RemainingSteps and where the estimate came from (fit, prior, hint,

@@ -1,0 +1,386 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/source"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
+)
+
+type leaderFlag bool
+
+func (l *leaderFlag) IsLeader() bool { return bool(*l) }
+
+type harness struct {
+	t      *testing.T
+	nomad  *fakenomad.Server
+	src    *source.Source
+	store  *progress.Store
+	clk    *clock.Fake
+	mgr    *Manager
+	leader *leaderFlag
+	writer Writer
+}
+
+func defaultSettings() Settings {
+	return Settings{
+		Policy: "optimus", Interval: time.Minute, Cooldown: 2 * time.Minute, RestartCost: 30 * time.Second,
+		MaxChangesPerRound: 4, MinGain: 1, SuspendQuantum: 10 * time.Minute,
+		Device: "gpu", SharesPerGPU: 4, GPUsPerNode: 1,
+	}
+}
+
+func newHarness(t *testing.T, s Settings, nodes int) *harness {
+	t.Helper()
+	h := &harness{t: t, nomad: fakenomad.New(), clk: clock.NewFake(time.Now()), store: progress.NewStore(1000)}
+	t.Cleanup(h.nomad.Close)
+	var stubs []*nomadapi.NodeListStub
+	for i := 0; i < nodes; i++ {
+		stubs = append(stubs, &nomadapi.NodeListStub{ID: fmt.Sprintf("node-%d", i), Name: fmt.Sprintf("client%d", i+1),
+			Status: "ready", SchedulingEligibility: "eligible"})
+	}
+	h.nomad.SetNodes(stubs)
+	h.src = source.New(source.Config{Client: h.nomad.Client(), Clock: clock.Real{}, Wait: 200 * time.Millisecond, Device: "gpu",
+		MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.src.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	l := leaderFlag(true)
+	h.leader = &l
+	h.writer = &submit.Writer{Client: h.nomad.Client(), Logger: hclog.NewNullLogger()}
+	var err error
+	h.mgr, err = New(Config{Settings: s, Source: h.src, Progress: h.store, Writer: writerFunc{h}, Leader: h.leader, Clock: h.clk})
+	must.NoError(t, err)
+	return h
+}
+
+// writerFunc lets a test swap the writer after construction.
+type writerFunc struct{ h *harness }
+
+func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (string, error) { return w.h.writer.Scale(ctx, s) }
+func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (string, error) {
+	return w.h.writer.Stop(ctx, j, idx, reason)
+}
+
+// sync waits until the source reflects the fake's current job versions.
+func (h *harness) sync() {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		snap := h.src.Snapshot()
+		ok := snap.Synced
+		for _, w := range []string{"a", "b", "c"} {
+			j := h.nomad.Job("default", w)
+			sj, seen := snap.Jobs[source.JobKey{Namespace: "default", ID: w}]
+			if j == nil {
+				ok = ok && !seen
+				continue
+			}
+			ok = ok && seen && *sj.Job.JobModifyIndex == *j.JobModifyIndex
+		}
+		if ok {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatal("source did not catch up with the fake nomad")
+}
+
+func (h *harness) round() *Round {
+	h.t.Helper()
+	h.sync()
+	r, err := h.mgr.RunRound(context.Background())
+	must.NoError(h.t, err)
+	return r
+}
+
+func count(t *testing.T, n *fakenomad.Server, id string) int {
+	t.Helper()
+	return *n.Job("default", id).TaskGroups[0].Count
+}
+
+func TestManager_ScalesUpByMarginalGain(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status)
+	must.Eq(t, KindScale, a.Kind)
+	must.Eq(t, 4, a.To) // 2 GPUs x 4 shares / 2 shares per worker
+	must.Eq(t, 4, count(t, h.nomad, "a"))
+	evs := h.nomad.Events("default", "a", "worker")
+	must.SliceLen(t, 1, evs)
+	must.StrContains(t, evs[0].Message, "marginal gain")
+	must.Eq(t, any(submit.ActionScale), evs[0].Meta[submit.EventMetaAction])
+
+	// The next round sees the new count and writes nothing more.
+	r = h.round()
+	must.SliceEmpty(t, r.Actions)
+	must.SliceLen(t, 1, h.nomad.WritesSnapshot())
+}
+
+func TestManager_DryRunAndFollowerNeverWrite(t *testing.T) {
+	cases := []struct {
+		name   string
+		dry    bool
+		leader bool
+		want   string
+	}{
+		{"dry-run leader", true, true, "dry-run"},
+		{"follower", false, false, "not the leader"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := defaultSettings()
+			s.DryRun = tc.dry
+			h := newHarness(t, s, 2)
+			*h.leader = leaderFlag(tc.leader)
+			h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+			r := h.round()
+			must.SliceLen(t, 1, r.Actions)
+			must.Eq(t, StatusPlanned, r.Actions[0].Status)
+			must.StrContains(t, r.Actions[0].Error, tc.want)
+			must.SliceEmpty(t, h.nomad.WritesSnapshot())
+			must.Eq(t, 1, count(t, h.nomad, "a"))
+		})
+	}
+}
+
+// userEditWriter edits the job as a user would just before the planner's
+// write lands.
+type userEditWriter struct {
+	h     *harness
+	inner Writer
+}
+
+func (w userEditWriter) Scale(ctx context.Context, s submit.Scale) (string, error) {
+	j := w.h.nomad.Job(s.Namespace, s.JobID)
+	j.Meta["owner_note"] = "edited by a user"
+	w.h.nomad.PutJob(j)
+	return w.inner.Scale(ctx, s)
+}
+func (w userEditWriter) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (string, error) {
+	return w.inner.Stop(ctx, j, idx, reason)
+}
+
+func TestManager_NeverOverwritesConcurrentUserEdit(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	inner := h.writer
+	h.writer = userEditWriter{h: h, inner: inner}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, StatusConflict, r.Actions[0].Status)
+	must.Eq(t, 1, count(t, h.nomad, "a"))
+	must.Eq(t, "edited by a user", h.nomad.Job("default", "a").Meta["owner_note"])
+	must.Eq(t, uint64(1), h.mgr.MetricsSnapshot().Conflicts)
+
+	// Next round decides on the user's version and keeps the edit.
+	h.writer = inner
+	r = h.round()
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	j := h.nomad.Job("default", "a")
+	must.Eq(t, 4, *j.TaskGroups[0].Count)
+	must.Eq(t, "edited by a user", j.Meta["owner_note"])
+}
+
+func TestManager_TimeSlicesUnderOverload(t *testing.T) {
+	s := defaultSettings()
+	s.Cooldown = time.Minute
+	s.SuspendQuantum = 5 * time.Minute
+	h := newHarness(t, s, 1) // one GPU: 4 shares, room for one 2x2-share job
+	gang := map[string]string{"caravan_min_workers": "2", "caravan_max_workers": "2", "caravan_gang": "true"}
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 2, gang))
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 0, gang))
+
+	// Within a's quantum, b waits.
+	r := h.round()
+	must.SliceEmpty(t, r.Actions)
+	must.Eq(t, StateQueued, findJob(t, r, "b").State)
+
+	// After the quantum, a is suspended and b starts.
+	h.clk.Advance(6 * time.Minute)
+	r = h.round()
+	must.SliceLen(t, 2, r.Actions)
+	must.Eq(t, KindSuspend, r.Actions[0].Kind) // capacity is freed first
+	must.Eq(t, "default/a", r.Actions[0].Job)
+	must.Eq(t, KindStart, r.Actions[1].Kind)
+	must.Eq(t, 0, count(t, h.nomad, "a"))
+	must.Eq(t, 2, count(t, h.nomad, "b"))
+	evs := h.nomad.Events("default", "a", "worker")
+	must.Eq(t, any(submit.ActionSuspend), evs[len(evs)-1].Meta[submit.EventMetaAction])
+
+	r = h.round()
+	must.Eq(t, StateSuspended, findJob(t, r, "a").State)
+	must.SliceEmpty(t, r.Actions)
+
+	// After b's quantum, a resumes.
+	h.clk.Advance(6 * time.Minute)
+	r = h.round()
+	kinds := []Kind{}
+	for _, a := range r.Actions {
+		kinds = append(kinds, a.Kind)
+	}
+	must.Eq(t, []Kind{KindSuspend, KindResume}, kinds)
+	must.Eq(t, 2, count(t, h.nomad, "a"))
+	must.Eq(t, 0, count(t, h.nomad, "b"))
+}
+
+func TestManager_SuspendedStateSurvivesLeaderChange(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, nil))
+	// An earlier leader suspended a (recorded in its scaling event) and a
+	// user paused b by hand.
+	h.nomad.AddEvent("default", "a", "worker", nomadapi.ScalingEvent{Count: ptr(int64(0)), Message: "suspend",
+		Meta: map[string]any{submit.EventMetaAction: submit.ActionSuspend}, Time: uint64(time.Now().Add(-time.Hour).UnixNano())})
+	j := fakenomad.TrainingJob("b", 2, nil)
+	h.nomad.PutJob(j)
+	j = h.nomad.Job("default", "b")
+	zero := 0
+	j.TaskGroups[0].Count = &zero
+	h.nomad.PutJob(j)
+	r := h.round()
+	must.Eq(t, StateSuspended, findJob(t, r, "a").State)
+	must.Eq(t, StatePaused, findJob(t, r, "b").State)
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, KindResume, r.Actions[0].Kind)
+	must.Eq(t, 0, count(t, h.nomad, "b")) // a user's pause is respected
+}
+
+func TestManager_StopsRerunsOfUserErrors(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))
+	var allocs []*nomadapi.AllocationListStub
+	for i := 0; i < 3; i++ {
+		allocs = append(allocs, &nomadapi.AllocationListStub{
+			ID: fmt.Sprintf("alloc-%d", i), Namespace: "default", JobID: "a", TaskGroup: "worker",
+			ClientStatus: "failed", DesiredStatus: "run",
+			TaskStates: map[string]*nomadapi.TaskState{"train": {Events: []*nomadapi.TaskEvent{
+				{Type: nomadapi.TaskStarted, Time: int64(i)}, {Type: nomadapi.TaskTerminated, ExitCode: 1, Time: int64(i) + 1},
+			}}},
+		})
+	}
+	h.nomad.SetAllocs(allocs)
+	deadlineAllocs(t, h, 3)
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, KindUserError, r.Actions[0].Kind)
+	must.Eq(t, 0, count(t, h.nomad, "a"))
+	evs := h.nomad.Events("default", "a", "worker")
+	must.True(t, evs[len(evs)-1].Error)
+	must.StrContains(t, evs[len(evs)-1].Message, "user errors")
+
+	r = h.round()
+	must.Eq(t, StateHeld, findJob(t, r, "a").State)
+	must.SliceEmpty(t, r.Actions)
+}
+
+func TestManager_StopsConvergedJob(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{
+		"caravan_max_workers": "1", "caravan_stop_on_converge": "true", "caravan_target_loss": "0.5"}))
+	k := progress.JobKey{Namespace: "default", ID: "a"}
+	for i := 1; i <= 20; i++ {
+		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3},
+			Time: h.clk.Now(), AllocationID: "x"})
+	}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, KindStop, r.Actions[0].Kind)
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	j := h.nomad.Job("default", "a")
+	must.True(t, *j.Stop)
+	r = h.round()
+	must.Eq(t, StateStopped, findJob(t, r, "a").State)
+	must.SliceEmpty(t, r.Actions)
+}
+
+func TestManager_RateLimitDefersChanges(t *testing.T) {
+	s := defaultSettings()
+	s.MaxChangesPerRound = 1
+	h := newHarness(t, s, 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	r := h.round()
+	must.SliceLen(t, 2, r.Actions)
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	must.Eq(t, StatusDeferred, r.Actions[1].Status)
+	must.SliceLen(t, 1, h.nomad.WritesSnapshot())
+	r = h.round()
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	must.SliceLen(t, 2, h.nomad.WritesSnapshot())
+}
+
+// failingWriter loses every write, as when Nomad is unreachable.
+type failingWriter struct{}
+
+func (failingWriter) Scale(context.Context, submit.Scale) (string, error) {
+	return "", fmt.Errorf("dial tcp 127.0.0.1:4646: connection refused")
+}
+func (failingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (string, error) {
+	return "", fmt.Errorf("dial tcp 127.0.0.1:4646: connection refused")
+}
+
+func TestManager_KeepsWorkingWhileNomadIsDown(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	inner := h.writer
+	h.writer = failingWriter{}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, StatusFailed, r.Actions[0].Status)
+	must.Eq(t, uint64(1), h.mgr.MetricsSnapshot().WriteErrors)
+
+	// Nomad down entirely: the round reports the error, writes nothing,
+	// and the service carries on.
+	h.nomad.SetDown(true)
+	h.writer = inner
+	r, _ = h.mgr.RunRound(context.Background())
+	for _, a := range r.Actions {
+		must.NotEq(t, StatusApplied, a.Status)
+	}
+	h.nomad.SetDown(false)
+	r = h.round()
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	r = h.round()
+	must.SliceEmpty(t, r.Actions)
+	must.SliceLen(t, 1, h.nomad.WritesSnapshot()) // exactly one write: no duplicates
+}
+
+func deadlineAllocs(t *testing.T, h *harness, n int) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]; ok && len(j.Allocs) == n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("allocations not seen")
+}
+
+func findJob(t *testing.T, r *Round, id string) JobView {
+	t.Helper()
+	for _, j := range r.Jobs {
+		if j.ID == id {
+			return j
+		}
+	}
+	t.Fatalf("job %s not in round (jobs: %v)", id, r.Jobs)
+	return JobView{}
+}
+
+func ptr[T any](v T) *T { return &v }
+
