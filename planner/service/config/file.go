@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -91,11 +92,11 @@ func ParseFile(c *Config, path string) error {
 func Parse(c *Config, filename string, src []byte) error {
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return fmt.Errorf("parsing config: %w", diags)
+		return fmt.Errorf("parsing config: %w", withSource(diags, src))
 	}
 	var fc fileConfig
 	if diags := gohcl.DecodeBody(f.Body, nil, &fc); diags.HasErrors() {
-		return fmt.Errorf("decoding config: %w", diags)
+		return fmt.Errorf("decoding config: %w", withSource(diags, src))
 	}
 	return fc.apply(c, filename)
 }
@@ -173,4 +174,29 @@ func set[T any](src *T, dst *T) {
 	if src != nil {
 		*dst = *src
 	}
+}
+
+// sourceError is an HCL diagnostic with the offending source line, so the
+// message names the field even when HCL's own text does not.
+type sourceError struct {
+	diags hcl.Diagnostics
+	lines []string
+}
+
+func (e sourceError) Error() string {
+	var parts []string
+	for _, d := range e.diags {
+		msg := d.Error()
+		if d.Subject != nil && d.Subject.Start.Line >= 1 && d.Subject.Start.Line <= len(e.lines) {
+			msg += fmt.Sprintf(" (in %q)", strings.TrimSpace(e.lines[d.Subject.Start.Line-1]))
+		}
+		parts = append(parts, msg)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e sourceError) Unwrap() error { return e.diags }
+
+func withSource(diags hcl.Diagnostics, src []byte) error {
+	return sourceError{diags: diags, lines: strings.Split(string(src), "\n")}
 }

@@ -66,26 +66,30 @@ const (
 	EnvURL          = "CARAVAN_PLANNER_URL"
 )
 
-// TokenFromEnv finds the task's workload identity: $NOMAD_TOKEN_planner, the
-// file $NOMAD_SECRETS_DIR/nomad_planner.jwt, then $NOMAD_TOKEN and
-// $NOMAD_SECRETS_DIR/nomad_token. It returns "" when none is present.
+// TokenFromEnv finds the task's workload identity: the file
+// $NOMAD_SECRETS_DIR/nomad_planner.jwt (kept fresh when the identity has a
+// ttl), $NOMAD_TOKEN_planner, then the default identity ($NOMAD_TOKEN or
+// $NOMAD_SECRETS_DIR/nomad_token). It returns "" when none is present.
 func TokenFromEnv() string {
-	if v := os.Getenv(EnvToken); v != "" {
+	secrets := os.Getenv("NOMAD_SECRETS_DIR")
+	read := func(name string) string {
+		if secrets == "" {
+			return ""
+		}
+		b, err := os.ReadFile(secrets + "/" + name)
+		if err != nil {
+			return ""
+		}
+		return string(bytes.TrimSpace(b))
+	}
+	if v := read("nomad_planner.jwt"); v != "" {
 		return v
 	}
-	secrets := os.Getenv("NOMAD_SECRETS_DIR")
-	if secrets != "" {
-		if b, err := os.ReadFile(secrets + "/nomad_planner.jwt"); err == nil && len(bytes.TrimSpace(b)) > 0 {
-			return string(bytes.TrimSpace(b))
-		}
+	if v := os.Getenv(EnvToken); v != "" {
+		return v
 	}
 	if v := os.Getenv(EnvDefaultToken); v != "" {
 		return v
 	}
-	if secrets != "" {
-		if b, err := os.ReadFile(secrets + "/nomad_token"); err == nil {
-			return string(bytes.TrimSpace(b))
-		}
-	}
-	return ""
+	return read("nomad_token")
 }

@@ -1,0 +1,47 @@
+package failures
+
+import (
+	"testing"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+)
+
+func alloc(status string, events ...*nomadapi.TaskEvent) *nomadapi.AllocationListStub {
+	return &nomadapi.AllocationListStub{ID: "a1", ClientStatus: status,
+		TaskStates: map[string]*nomadapi.TaskState{"train": {Events: events}}}
+}
+
+func ev(typ string, code, signal int, details map[string]string) *nomadapi.TaskEvent {
+	return &nomadapi.TaskEvent{Type: typ, ExitCode: code, Signal: signal, Details: details}
+}
+
+func TestClassify(t *testing.T) {
+	started := ev(nomadapi.TaskStarted, 0, 0, nil)
+	cases := []struct {
+		name        string
+		alloc       *nomadapi.AllocationListStub
+		user, infra int
+	}{
+		{"clean exit", alloc("complete", started, ev(nomadapi.TaskTerminated, 0, 0, nil)), 0, 0},
+		{"python exception", alloc("failed", started, ev(nomadapi.TaskTerminated, 1, 0, nil)), 1, 0},
+		{"command not found", alloc("failed", started, ev(nomadapi.TaskTerminated, 127, 0, nil)), 1, 0},
+		{"segfault", alloc("failed", started, ev(nomadapi.TaskTerminated, 0, 11, nil)), 1, 0},
+		{"oom", alloc("failed", started, ev(nomadapi.TaskTerminated, 137, 9, map[string]string{"oom_killed": "true"})), 1, 0},
+		{"tempfail", alloc("failed", started, ev(nomadapi.TaskTerminated, ExitTempFail, 0, nil)), 0, 1},
+		{"unexplained sigkill", alloc("failed", started, ev(nomadapi.TaskTerminated, 137, 9, nil)), 0, 1},
+		{"killed on purpose", alloc("complete", started, ev(nomadapi.TaskKilling, 0, 0, nil), ev(nomadapi.TaskTerminated, 143, 15, nil)), 0, 0},
+		{"driver failure", alloc("failed", ev(nomadapi.TaskDriverFailure, 0, 0, nil)), 0, 1},
+		{"bad config", alloc("failed", ev(nomadapi.TaskFailedValidation, 0, 0, nil)), 1, 0},
+		{"node lost", alloc("lost", started), 0, 1},
+		{"restarts count", alloc("running", started, ev(nomadapi.TaskTerminated, 1, 0, nil), ev(nomadapi.TaskRestarting, 0, 0, nil),
+			started, ev(nomadapi.TaskTerminated, 2, 0, nil)), 2, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Classify([]*nomadapi.AllocationListStub{tc.alloc})
+			must.Eq(t, tc.user, r.User)
+			must.Eq(t, tc.infra, r.Infrastructure)
+		})
+	}
+}

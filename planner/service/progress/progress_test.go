@@ -1,0 +1,274 @@
+package progress
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+)
+
+var b64 = base64.RawURLEncoding
+
+// fakeJWKS serves a key set like Nomad's /.well-known/jwks.json and signs
+// tokens with its keys.
+type fakeJWKS struct {
+	*httptest.Server
+	rsaKey  *rsa.PrivateKey
+	edKey   ed25519.PrivateKey
+	fetches atomic.Int32
+}
+
+func newFakeJWKS(t *testing.T) *fakeJWKS {
+	t.Helper()
+	f := &fakeJWKS{}
+	var err error
+	f.rsaKey, err = rsa.GenerateKey(rand.Reader, 2048)
+	must.NoError(t, err)
+	_, f.edKey, err = ed25519.GenerateKey(rand.Reader)
+	must.NoError(t, err)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.fetches.Add(1)
+		pub := f.edKey.Public().(ed25519.PublicKey)
+		set := map[string]any{"keys": []map[string]string{
+			{"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig",
+				"n": b64.EncodeToString(f.rsaKey.N.Bytes()), "e": b64.EncodeToString(big.NewInt(int64(f.rsaKey.E)).Bytes())},
+			{"kty": "OKP", "crv": "Ed25519", "kid": "ed-1", "alg": "EdDSA", "use": "sig", "x": b64.EncodeToString(pub)},
+		}}
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeJWKS) sign(t *testing.T, alg, kid string, claims map[string]any) string {
+	t.Helper()
+	hdr, _ := json.Marshal(map[string]string{"alg": alg, "kid": kid, "typ": "JWT"})
+	body, _ := json.Marshal(claims)
+	signing := b64.EncodeToString(hdr) + "." + b64.EncodeToString(body)
+	var sig []byte
+	switch alg {
+	case "RS256":
+		sum := sha256.Sum256([]byte(signing))
+		var err error
+		sig, err = rsa.SignPKCS1v15(rand.Reader, f.rsaKey, crypto.SHA256, sum[:])
+		must.NoError(t, err)
+	case "EdDSA":
+		sig = ed25519.Sign(f.edKey, []byte(signing))
+	}
+	return signing + "." + b64.EncodeToString(sig)
+}
+
+func workload(job string, now time.Time) map[string]any {
+	return map[string]any{
+		"nomad_namespace": "default", "nomad_job_id": job, "nomad_allocation_id": "alloc-1", "nomad_task": "train",
+		"aud": []string{"caravan-planner"}, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+	}
+}
+
+func newVerifier(f *fakeJWKS, clk clock.Clock) *Verifier {
+	return &Verifier{Keys: NewKeySet(f.URL, nil, clk), Clock: clk, Audience: "caravan-planner"}
+}
+
+func TestVerifier(t *testing.T) {
+	f := newFakeJWKS(t)
+	now := time.Now()
+	clk := clock.NewFake(now)
+	v := newVerifier(f, clk)
+	with := func(mut func(map[string]any)) map[string]any {
+		c := workload("train-a", now)
+		mut(c)
+		return c
+	}
+	cases := []struct {
+		name  string
+		token func() string
+		err   string
+	}{
+		{"rs256", func() string { return f.sign(t, "RS256", "rsa-1", workload("train-a", now)) }, ""},
+		{"eddsa", func() string { return f.sign(t, "EdDSA", "ed-1", workload("train-a", now)) }, ""},
+		{"aud as string", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["aud"] = "caravan-planner" }))
+		}, ""},
+		{"wrong audience", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["aud"] = []string{"nomadproject.io"} }))
+		}, "audience"},
+		{"expired", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["exp"] = now.Add(-time.Hour).Unix() }))
+		}, "expired"},
+		{"not yet valid", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["nbf"] = now.Add(time.Hour).Unix() }))
+		}, "not valid before"},
+		{"no job claim", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { delete(c, "nomad_job_id") }))
+		}, "not a workload identity"},
+		{"unknown key", func() string { return f.sign(t, "RS256", "rsa-2", workload("train-a", now)) }, "unknown signing key"},
+		{"alg confusion", func() string { return f.sign(t, "EdDSA", "rsa-1", workload("train-a", now)) }, "does not match"},
+		{"tampered payload", func() string {
+			tok := f.sign(t, "RS256", "rsa-1", workload("train-a", now))
+			parts := strings.Split(tok, ".")
+			other, _ := json.Marshal(workload("train-b", now))
+			return parts[0] + "." + b64.EncodeToString(other) + "." + parts[2]
+		}, "bad token signature"},
+		{"garbage", func() string { return "not-a-jwt" }, "compact JWS"},
+		{"alg none", func() string {
+			hdr, _ := json.Marshal(map[string]string{"alg": "none", "kid": "rsa-1"})
+			body, _ := json.Marshal(workload("train-a", now))
+			return b64.EncodeToString(hdr) + "." + b64.EncodeToString(body) + "."
+		}, "does not match"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := v.Verify(context.Background(), tc.token())
+			if tc.err == "" {
+				must.NoError(t, err)
+				must.Eq(t, Identity{Namespace: "default", JobID: "train-a", AllocationID: "alloc-1", Task: "train"}, id)
+				return
+			}
+			must.ErrorIs(t, err, ErrUnauthenticated)
+			must.StrContains(t, err.Error(), tc.err)
+		})
+	}
+}
+
+func TestKeySet_UnknownKeyRefreshIsRateLimited(t *testing.T) {
+	f := newFakeJWKS(t)
+	clk := clock.NewFake(time.Now())
+	ks := NewKeySet(f.URL, nil, clk)
+	_, err := ks.Key(context.Background(), "rsa-1")
+	must.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		_, err = ks.Key(context.Background(), "forged")
+		must.ErrorIs(t, err, ErrUnknownKey)
+	}
+	must.Eq(t, int32(1), f.fetches.Load())
+	clk.Advance(11 * time.Second)
+	_, err = ks.Key(context.Background(), "forged")
+	must.ErrorIs(t, err, ErrUnknownKey)
+	must.Eq(t, int32(2), f.fetches.Load())
+}
+
+func TestHandler(t *testing.T) {
+	f := newFakeJWKS(t)
+	now := time.Now()
+	clk := clock.NewFake(now)
+	store := NewStore(100)
+	h := &Handler{
+		Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger(),
+		Authorize: func(id Identity) error {
+			if id.JobID != "train-a" {
+				return errors.New("job " + id.JobID + " is not managed: " + ErrForbidden.Error())
+			}
+			return nil
+		},
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	good := f.sign(t, "RS256", "rsa-1", workload("train-a", now))
+	unmanaged := f.sign(t, "RS256", "rsa-1", workload("other", now))
+	post := func(token, ctype, body string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		must.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ok := `{"step": 100, "loss": 0.5, "samples_per_sec": 320}`
+	cases := []struct {
+		name, token, ctype, body string
+		code                     int
+	}{
+		{"accepted", good, "application/json", ok, 204},
+		{"no token", "", "application/json", ok, 401},
+		{"bad token", "abc.def.ghi", "application/json", ok, 401},
+		{"other job", unmanaged, "application/json", ok, 403},
+		{"bad json", good, "application/json", `{"step": "ten"}`, 400},
+		{"unknown field", good, "application/json", `{"step": 1, "loss": 1, "samples_per_sec": 1, "job": "x"}`, 400},
+		{"negative loss", good, "application/json", `{"step": 1, "loss": -1, "samples_per_sec": 1}`, 400},
+		{"wrong content type", good, "text/plain", ok, 415},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			must.Eq(t, tc.code, post(tc.token, tc.ctype, tc.body))
+		})
+	}
+	recs := store.Records(JobKey{Namespace: "default", ID: "train-a"})
+	must.SliceLen(t, 1, recs)
+	must.Eq(t, int64(100), recs[0].Step)
+	must.Eq(t, "alloc-1", recs[0].AllocationID)
+	must.SliceEmpty(t, store.Records(JobKey{Namespace: "default", ID: "other"}))
+
+	resp, err := http.Get(srv.URL + Path)
+	must.NoError(t, err)
+	resp.Body.Close()
+	must.Eq(t, 405, resp.StatusCode)
+}
+
+func TestReport(t *testing.T) {
+	f := newFakeJWKS(t)
+	now := time.Now()
+	clk := clock.NewFake(now)
+	store := NewStore(100)
+	srv := httptest.NewServer(&Handler{Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger()})
+	defer srv.Close()
+	tok := f.sign(t, "EdDSA", "ed-1", workload("train-a", now))
+	must.NoError(t, Report(context.Background(), nil, srv.URL, tok, Sample{Step: 5, Loss: 2.5, SamplesPerSec: 10}))
+	must.NoError(t, Report(context.Background(), nil, srv.URL+Path, tok, Sample{Step: 6, Loss: 2.4, SamplesPerSec: 10}))
+	must.SliceLen(t, 2, store.Records(JobKey{Namespace: "default", ID: "train-a"}))
+	err := Report(context.Background(), nil, srv.URL, "bad", Sample{Step: 7, Loss: 2.3})
+	must.ErrorIs(t, err, ErrRejected)
+	err = Report(context.Background(), nil, srv.URL, tok, Sample{Step: -1})
+	must.ErrorIs(t, err, ErrBadSample)
+}
+
+func TestStoreRate(t *testing.T) {
+	s := NewStore(100)
+	k := JobKey{Namespace: "default", ID: "a"}
+	t0 := time.Unix(1000, 0)
+	// Two data-parallel workers share the global step.
+	for i := 0; i <= 10; i++ {
+		for _, alloc := range []string{"w1", "w2"} {
+			s.Add(k, Record{Sample: Sample{Step: int64(i * 50), Loss: 1, SamplesPerSec: 100}, Time: t0.Add(time.Duration(i) * time.Second), AllocationID: alloc})
+		}
+	}
+	steps, samples, reporters, ok := s.Rate(k, t0)
+	must.True(t, ok)
+	must.Eq(t, 50.0, steps)
+	must.Eq(t, 200.0, samples)
+	must.Eq(t, 2, reporters)
+	_, _, _, ok = s.Rate(k, t0.Add(time.Hour))
+	must.False(t, ok)
+}
+
+func TestStoreBounded(t *testing.T) {
+	s := NewStore(40)
+	k := JobKey{Namespace: "default", ID: "a"}
+	for i := 0; i < 1000; i++ {
+		s.Add(k, Record{Sample: Sample{Step: int64(i)}})
+	}
+	recs := s.Records(k)
+	must.LessEq(t, 40, len(recs))
+	must.Eq(t, int64(999), recs[len(recs)-1].Step)
+}
