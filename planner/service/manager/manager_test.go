@@ -68,7 +68,9 @@ func newHarness(t *testing.T, s Settings, nodes int) *harness {
 // writerFunc lets a test swap the writer after construction.
 type writerFunc struct{ h *harness }
 
-func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (string, error) { return w.h.writer.Scale(ctx, s) }
+func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (string, error) {
+	return w.h.writer.Scale(ctx, s)
+}
 func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (string, error) {
 	return w.h.writer.Stop(ctx, j, idx, reason)
 }
@@ -383,4 +385,3 @@ func findJob(t *testing.T, r *Round, id string) JobView {
 }
 
 func ptr[T any](v T) *T { return &v }
-
