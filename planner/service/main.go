@@ -19,9 +19,13 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/config"
 )
 
-// Main runs `caravan planner [-config planner.hcl] [flags]`. SIGHUP reloads
+// Main runs `caravan planner [-config planner.hcl] [flags]`, or
+// `caravan planner report ...` (one progress report from a task). SIGHUP reloads
 // the config files; SIGINT and SIGTERM stop cleanly.
 func Main(args []string) int {
+	if len(args) > 0 && args[0] == "report" {
+		return reportMain(args[1:], os.Getenv, os.Stderr)
+	}
 	flags, err := config.ParseFlags(args, os.Stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

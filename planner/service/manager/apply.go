@@ -82,6 +82,10 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.Status, a.Error = StatusConflict, err.Error()
 			m.metrics.Conflicts++
 			m.log.Info("job changed under the planner; not overwriting", "job", a.Job, "error", err)
+		case errors.Is(err, submit.ErrRejected):
+			a.Status, a.Error = StatusRefused, err.Error()
+			m.metrics.WriteErrors++
+			m.log.Info("nomad refused the update now; deciding again next round", "job", a.Job, "error", err)
 		default:
 			a.Status, a.Error = StatusFailed, err.Error()
 			m.metrics.WriteErrors++

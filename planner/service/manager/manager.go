@@ -336,7 +336,7 @@ func runningAllocs(j *source.Job, group string) (n int, nodes map[string]int) {
 func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*Round, error) {
 	now := m.cfg.Clock.Now()
 	leader := m.cfg.Leader == nil || m.cfg.Leader.IsLeader()
-	r := &Round{Time: now, Leader: leader, DryRun: s.DryRun, Policy: pol.Name()}
+	r := &Round{Time: now, Leader: leader, DryRun: s.DryRun, Policy: pol.Name(), Jobs: []JobView{}, Actions: []Action{}}
 	snap := m.cfg.Source.Snapshot()
 	if !snap.Synced {
 		r.Skipped = "waiting for the first read of Nomad"
@@ -519,6 +519,9 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 				r.Jobs[i] = *c.view
 			}
 		}
+	}
+	if actions == nil {
+		actions = []Action{}
 	}
 	order(actions)
 	for i := range actions {

@@ -85,8 +85,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var s Sample
+	// Unknown fields are ignored (a trainer may send its own job/alloc
+	// fields): which job a sample belongs to comes only from the token.
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("decoding progress sample: %v", err))
 		return

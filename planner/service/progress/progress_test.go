@@ -205,7 +205,7 @@ func TestHandler(t *testing.T) {
 		{"bad token", "abc.def.ghi", "application/json", ok, 401},
 		{"other job", unmanaged, "application/json", ok, 403},
 		{"bad json", good, "application/json", `{"step": "ten"}`, 400},
-		{"unknown field", good, "application/json", `{"step": 1, "loss": 1, "samples_per_sec": 1, "job": "x"}`, 400},
+		{"job field ignored", good, "application/json", `{"step": 200, "loss": 0.4, "samples_per_sec": 1, "job": "other"}`, 204},
 		{"negative loss", good, "application/json", `{"step": 1, "loss": -1, "samples_per_sec": 1}`, 400},
 		{"wrong content type", good, "text/plain", ok, 415},
 	}
@@ -215,7 +215,7 @@ func TestHandler(t *testing.T) {
 		})
 	}
 	recs := store.Records(JobKey{Namespace: "default", ID: "train-a"})
-	must.SliceLen(t, 1, recs)
+	must.SliceLen(t, 2, recs)
 	must.Eq(t, int64(100), recs[0].Step)
 	must.Eq(t, "alloc-1", recs[0].AllocationID)
 	must.SliceEmpty(t, store.Records(JobKey{Namespace: "default", ID: "other"}))

@@ -62,23 +62,23 @@ const (
 
 // Spec is what a managed job's meta says about it.
 type Spec struct {
-	WorkerGroup    string
-	PSGroup        string
-	MinWorkers     int
-	MaxWorkers     int
-	MinPS          int
-	MaxPS          int
-	Gang           bool
-	TargetLoss     float64 // 0: none
-	ConvergeDelta  float64 // 0: none
-	StopOnConverge bool
-	Priority       int
-	Suspendable    bool
-	TotalSteps     float64 // 0: unknown
-	Kind           string
-	SpeedModel     string
-	MaxUserFails   int
-	GPUShares      int
+	WorkerGroup    string  `json:"worker_group"`
+	PSGroup        string  `json:"ps_group,omitempty"`
+	MinWorkers     int     `json:"min_workers"`
+	MaxWorkers     int     `json:"max_workers"`
+	MinPS          int     `json:"min_ps,omitempty"`
+	MaxPS          int     `json:"max_ps,omitempty"`
+	Gang           bool    `json:"gang"`
+	TargetLoss     float64 `json:"target_loss,omitempty"`
+	ConvergeDelta  float64 `json:"converge_delta,omitempty"`
+	StopOnConverge bool    `json:"stop_on_converge"`
+	Priority       int     `json:"priority"`
+	Suspendable    bool    `json:"suspendable"`
+	TotalSteps     float64 `json:"total_steps,omitempty"`
+	Kind           string  `json:"kind,omitempty"`
+	SpeedModel     string  `json:"speed_model"`
+	MaxUserFails   int     `json:"max_user_failures"`
+	GPUShares      int     `json:"gpu_shares,omitempty"`
 }
 
 // Enabled reports whether a job's meta opts it in.

@@ -20,6 +20,11 @@ import (
 // ErrConflict means the job changed since the planner read it.
 var ErrConflict = errors.New("job changed since it was read")
 
+// ErrRejected means Nomad refused the write as invalid now (HTTP 4xx, e.g.
+// "job scaling blocked due to active deployment"): retrying the same write
+// at once will not help; the next round decides again.
+var ErrRejected = errors.New("nomad rejected the update")
+
 // Meta keys the planner puts on its scaling events, so any instance (a new
 // leader after a failover) can tell why a job is at zero.
 const (
@@ -56,6 +61,11 @@ type Writer struct {
 	Logger hclog.Logger
 }
 
+func isRejected(err error) bool {
+	var ue nomadapi.UnexpectedResponseError
+	return errors.As(err, &ue) && ue.StatusCode() >= 400 && ue.StatusCode() < 500
+}
+
 func isConflict(err error) bool {
 	var ue nomadapi.UnexpectedResponseError
 	// Nomad reports a failed index check only as text; the api package
@@ -83,6 +93,9 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (string, error) {
 		if isConflict(err) {
 			return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
 		}
+		if isRejected(err) {
+			return "", fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
+		}
 		return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
 	}
 	w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
@@ -105,6 +118,9 @@ func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex ui
 	if err != nil {
 		if isConflict(err) {
 			return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ErrConflict)
+		}
+		if isRejected(err) {
+			return "", fmt.Errorf("registering %s/%s: %w: %w", ns, *job.ID, ErrRejected, err)
 		}
 		return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, err)
 	}
