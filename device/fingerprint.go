@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -89,10 +90,17 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 			health.recordStatus(e.gpu.UUID, err)
 		}
 	} else {
-		inv = buildInventory(s, sys, gpus)
+		inv = buildInventory(s, sys, gpus, p.inv)
 		p.mu.Lock()
 		p.inv = inv
 		p.mu.Unlock()
+		for _, g := range gpus {
+			var problem error
+			if g.Problem != "" {
+				problem = errors.New(g.Problem)
+			}
+			health.recordStatus(g.UUID, problem)
+		}
 		for _, o := range s.overrides {
 			if !inventoryMatches(gpus, o) {
 				p.logger.Warn("share override matches no GPU", "field", o.field, "gpu", o.String())
@@ -122,6 +130,7 @@ func (p *Plugin) groups(inv *inventory, health *healthTracker) []*device.DeviceG
 	for _, e := range entries {
 		healthy, desc := health.health(now, e.gpu.UUID, e.gpu.ParentUUID)
 		devs := make([]*device.Device, e.shares)
+		loc := &device.DeviceLocality{PciBusID: e.gpu.PCIBusID}
 		for i := range devs {
 			id := shareID(e.gpu.UUID, i)
 			p.advertised[id] = true
@@ -129,7 +138,7 @@ func (p *Plugin) groups(inv *inventory, health *healthTracker) []*device.DeviceG
 				ID:         id,
 				Healthy:    healthy,
 				HealthDesc: desc,
-				HwLocality: &device.DeviceLocality{PciBusID: e.gpu.PCIBusID},
+				HwLocality: loc,
 			}
 		}
 		out = append(out, &device.DeviceGroup{

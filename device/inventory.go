@@ -25,7 +25,8 @@ type gpuEntry struct {
 
 // buildInventory keeps the schedulable units of gpus: MIG instances, and
 // physical GPUs that are not split into MIG instances.
-func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU) *inventory {
+// A GPU with a Problem keeps what the previous inventory knew of it.
+func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU, prev *inventory) *inventory {
 	hasMIG := map[string]bool{}
 	for _, g := range gpus {
 		if g.MIG {
@@ -36,6 +37,13 @@ func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU) *inventory {
 	for _, g := range gpus {
 		if !g.MIG && hasMIG[g.UUID] {
 			continue
+		}
+		if g.Problem != "" && prev != nil {
+			if old, _, ok := prev.lookup(g.UUID); ok {
+				problem := g.Problem
+				g = old.gpu
+				g.Problem = problem
+			}
 		}
 		n := s.sharesFor(g)
 		e := &gpuEntry{gpu: g, shares: n, memoryPerShare: g.MemoryBytes / uint64(n)}

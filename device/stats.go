@@ -96,15 +96,36 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		m.setSince(e.gpu.UUID, st.LastSampleMicros)
 		byShare, unattributed := p.attribute(m, e, st)
 		gpuStats := gpuStatValues(st, unattributed)
+		// Shares of one reservation report the same values, as do free
+		// shares: render each once (allocations grow with reservations,
+		// not shares).
+		var free *device.DeviceStats
+		rendered := map[*usage]*device.DeviceStats{}
+		idle := map[*reservation]*usage{}
 		for i := 0; i < e.shares; i++ {
 			id := shareID(e.gpu.UUID, i)
 			u := byShare[id]
 			if u == nil {
 				if r := p.reservations.forShare(id); r != nil {
-					u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID)}
+					if u = idle[r]; u == nil {
+						u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID)}
+						idle[r] = u
+					}
 				}
 			}
-			g.InstanceStats[id] = shareStats(e, u, gpuStats, now)
+			if u == nil {
+				if free == nil {
+					free = shareStats(e, nil, gpuStats, now)
+				}
+				g.InstanceStats[id] = free
+				continue
+			}
+			ds, ok := rendered[u]
+			if !ok {
+				ds = shareStats(e, u, gpuStats, now)
+				rendered[u] = ds
+			}
+			g.InstanceStats[id] = ds
 		}
 		groups = append(groups, g)
 	}

@@ -42,6 +42,7 @@ type fakeGPUs struct {
 	procs   map[int][]gonvml.ProcessInfo
 	samples map[int][]gonvml.ProcessUtilizationSample
 	failing map[int]gonvml.Return
+	visible int
 	events  chan gonvml.EventData
 }
 
@@ -58,6 +59,20 @@ func newFakeGPUs(t testing.TB) *fakeGPUs {
 		dev := d.(*server.Device)
 		f.devs = append(f.devs, dev)
 		f.instrument(i, dev)
+	}
+	f.visible = len(f.devs)
+	f.srv.DeviceGetCountFunc = func() (int, gonvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.visible, gonvml.SUCCESS
+	}
+	f.srv.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if i < 0 || i >= f.visible {
+			return nil, gonvml.ERROR_INVALID_ARGUMENT
+		}
+		return f.devs[i], gonvml.SUCCESS
 	}
 	f.srv.EventSetCreateFunc = func() (gonvml.EventSet, gonvml.Return) {
 		return &mock.EventSet{
@@ -85,6 +100,14 @@ func (f *fakeGPUs) instrument(i int, dev *server.Device) {
 			return gonvml.Memory{}, ret
 		}
 		return mem()
+	}
+	// The mock leaves the bus ID empty; real NVML fills it.
+	dev.GetPciInfoFunc = func() (gonvml.PciInfo, gonvml.Return) {
+		var pci gonvml.PciInfo
+		for j, c := range []byte(dev.PciBusID) {
+			pci.BusId[j] = int8(c)
+		}
+		return pci, gonvml.SUCCESS
 	}
 	dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) {
 		return gonvml.Utilization{Gpu: 55, Memory: 20}, gonvml.SUCCESS
@@ -115,6 +138,14 @@ func (f *fakeGPUs) instrument(i int, dev *server.Device) {
 }
 
 func (f *fakeGPUs) uuid(i int) string { return f.devs[i].UUID }
+
+// setVisible makes NVML list only the first n GPUs, as when GPUs fail or
+// are removed.
+func (f *fakeGPUs) setVisible(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.visible = n
+}
 
 func (f *fakeGPUs) setProcs(i int, procs []gonvml.ProcessInfo, samples []gonvml.ProcessUtilizationSample) {
 	f.mu.Lock()

@@ -152,15 +152,20 @@ func describe(dev gonvml.Device) (GPU, error) {
 	if ret != gonvml.SUCCESS {
 		return GPU{}, fmt.Errorf("uuid: %w", ret)
 	}
+	g := GPU{UUID: uuid}
+	var problems []string
 	name, ret := dev.GetName()
 	if ret != gonvml.SUCCESS {
-		return GPU{}, fmt.Errorf("name: %w", ret)
+		problems = append(problems, "name: "+ret.Error())
 	}
+	g.Model = name
 	mem, ret := dev.GetMemoryInfo()
 	if ret != gonvml.SUCCESS {
-		return GPU{}, fmt.Errorf("memory: %w", ret)
+		problems = append(problems, "memory: "+ret.Error())
 	}
-	return GPU{UUID: uuid, Model: name, MemoryBytes: mem.Total}, nil
+	g.MemoryBytes = mem.Total
+	g.Problem = strings.Join(problems, "; ")
+	return g, nil
 }
 
 // migProfile extracts "1g.10gb" from a MIG device name such as

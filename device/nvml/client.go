@@ -53,6 +53,9 @@ type GPU struct {
 	MIG        bool
 	ParentUUID string
 	MIGProfile string
+	// Problem is set when the GPU answered to its UUID but not to other
+	// queries: it is listed, so it can be reported unhealthy.
+	Problem string
 }
 
 // Status is one stats sample of a GPU or MIG instance.
