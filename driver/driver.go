@@ -1,17 +1,33 @@
-// Package driver is caravan's checkpointing Nomad task driver.
+// Package driver is caravan's checkpointing Nomad task driver: it runs
+// processes through Nomad's shared executor, like raw_exec, and adds a
+// checkpoint protocol (see README.md and driver/protocol) so a training task
+// survives suspend (scale to 0), resume, migration and node drains.
 package driver
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
 	"time"
 
-	log "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/consul-template/signals"
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/client/lib/cgroupslib"
+	"github.com/hashicorp/nomad/client/lib/cpustats"
+	"github.com/hashicorp/nomad/drivers/shared/eventer"
+	"github.com/hashicorp/nomad/drivers/shared/executor"
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/drivers"
+	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
+	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
@@ -19,68 +35,677 @@ const (
 	// PluginName is the name jobspecs use in `driver = "..."`; it must equal
 	// the plugin's file name in the client's plugin_dir.
 	PluginName = "caravan"
+
+	// fingerprintPeriod is the interval between fingerprints.
+	fingerprintPeriod = 30 * time.Second
+
+	// commitTimeout bounds one commit to the store.
+	commitTimeout = 15 * time.Minute
 )
 
 var (
+	// pluginInfo is the response returned for the PluginInfo RPC.
 	pluginInfo = &base.PluginInfoResponse{
 		Type:              base.PluginTypeDriver,
 		PluginApiVersions: []string{drivers.ApiVersion010},
 		PluginVersion:     version.Version,
 		Name:              PluginName,
 	}
+
+	// configSpec is the plugin configuration schema.
 	configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
-		"checkpoint_store":  hclspec.NewAttr("checkpoint_store", "string", false),
-		"checkpoint_retain": hclspec.NewDefault(hclspec.NewAttr("checkpoint_retain", "number", false), hclspec.NewLiteral("3")),
+		"checkpoint_store": hclspec.NewAttr("checkpoint_store", "string", false),
+		"checkpoint_retain": hclspec.NewDefault(
+			hclspec.NewAttr("checkpoint_retain", "number", false),
+			hclspec.NewLiteral("3"),
+		),
+		"checkpoint_chunk_size": hclspec.NewDefault(
+			hclspec.NewAttr("checkpoint_chunk_size", "number", false),
+			hclspec.NewLiteral("0"),
+		),
+		"checkpoint_gc_interval": hclspec.NewDefault(
+			hclspec.NewAttr("checkpoint_gc_interval", "string", false),
+			hclspec.NewLiteral(`"10m"`),
+		),
 	})
-	taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{})
-	capabilities   = &drivers.Capabilities{SendSignals: true, Exec: false, FSIsolation: drivers.FSIsolationNone}
-	errNotYet      = errors.New("caravan driver: not implemented yet")
+
+	// taskConfigSpec is the schema of a task's config block.
+	taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+		"command":            hclspec.NewAttr("command", "string", true),
+		"args":               hclspec.NewAttr("args", "list(string)", false),
+		"work_dir":           hclspec.NewAttr("work_dir", "string", false),
+		"oom_score_adj":      hclspec.NewAttr("oom_score_adj", "number", false),
+		"cgroup_v2_override": hclspec.NewAttr("cgroup_v2_override", "string", false),
+		"cgroup_v1_override": hclspec.NewAttr("cgroup_v1_override", "list(map(string))", false),
+		"checkpoint": hclspec.NewBlock("checkpoint", false, hclspec.NewObject(map[string]*hclspec.Spec{
+			"signal": hclspec.NewDefault(
+				hclspec.NewAttr("signal", "string", false),
+				hclspec.NewLiteral(`"SIGUSR1"`),
+			),
+			"interval": hclspec.NewAttr("interval", "string", false),
+			"timeout": hclspec.NewDefault(
+				hclspec.NewAttr("timeout", "string", false),
+				hclspec.NewLiteral(`"5m"`),
+			),
+			"on_restore_error": hclspec.NewDefault(
+				hclspec.NewAttr("on_restore_error", "string", false),
+				hclspec.NewLiteral(`"fail"`),
+			),
+		})),
+	})
+
+	// capabilities: the same as raw_exec. No filesystem isolation, no
+	// volume mounts (Nomad refuses jobs that ask for them).
+	capabilities = &drivers.Capabilities{
+		SendSignals: true,
+		Exec:        true,
+		FSIsolation: fsisolation.None,
+		NetIsolationModes: []drivers.NetIsolationMode{
+			drivers.NetIsolationModeHost,
+			drivers.NetIsolationModeGroup,
+		},
+		MountConfigs: drivers.MountConfigSupportNone,
+	}
+
+	errNoStore = errors.New("the caravan plugin has no checkpoint_store configured")
 )
 
-// Driver is the task driver.
+// Driver is the caravan task driver.
 type Driver struct {
+	// eventer multiplexes task events to every TaskEvents caller.
+	eventer *eventer.Eventer
+
+	// configLock guards config, nomadConfig and compute.
+	configLock  sync.RWMutex
+	config      *Config
+	nomadConfig *base.ClientDriverConfig
+	compute     cpustats.Compute
+
+	// storeLock guards the lazily opened checkpoint store.
+	storeLock sync.Mutex
+	store     *store.Store
+
+	// gcKeys receives keys with new commits, for the GC loop.
+	gcKeys chan store.Key
+	gcOnce sync.Once
+
+	tasks  *taskStore
 	ctx    context.Context
-	logger log.Logger
+	logger hclog.Logger
 }
 
 // NewDriver returns the driver.
-func NewDriver(ctx context.Context, logger log.Logger) *Driver {
-	return &Driver{ctx: ctx, logger: logger.Named(PluginName)}
+func NewDriver(ctx context.Context, logger hclog.Logger) *Driver {
+	logger = logger.Named(PluginName)
+	return &Driver{
+		eventer: eventer.NewEventer(ctx, logger),
+		config:  &Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"},
+		gcKeys:  make(chan store.Key, 1),
+		tasks:   newTaskStore(),
+		ctx:     ctx,
+		logger:  logger,
+	}
 }
 
 func (d *Driver) PluginInfo() (*base.PluginInfoResponse, error) { return pluginInfo, nil }
 func (d *Driver) ConfigSchema() (*hclspec.Spec, error)          { return configSpec, nil }
-func (d *Driver) SetConfig(*base.Config) error                  { return nil }
 func (d *Driver) TaskConfigSchema() (*hclspec.Spec, error)      { return taskConfigSpec, nil }
 func (d *Driver) Capabilities() (*drivers.Capabilities, error)  { return capabilities, nil }
 
-func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, error) {
-	ch := make(chan *drivers.Fingerprint, 1)
-	ch <- &drivers.Fingerprint{
-		Health:            drivers.HealthStateHealthy,
-		HealthDescription: drivers.DriverHealthy,
-		Attributes:        map[string]*pstructs.Attribute{"driver.caravan.version": pstructs.NewStringAttribute(version.Version)},
+func (d *Driver) SetConfig(cfg *base.Config) error {
+	config := Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"}
+	if len(cfg.PluginConfig) != 0 {
+		if err := base.MsgPackDecode(cfg.PluginConfig, &config); err != nil {
+			return err
+		}
 	}
+	if err := config.validate(); err != nil {
+		return fmt.Errorf("invalid caravan plugin config: %w", err)
+	}
+
+	d.configLock.Lock()
+	d.config = &config
+	if cfg.AgentConfig != nil {
+		d.nomadConfig = cfg.AgentConfig.Driver
+		d.compute = cfg.AgentConfig.Compute()
+	}
+	d.configLock.Unlock()
+
+	d.storeLock.Lock()
+	d.store = nil // reopened with the new options on next use
+	d.storeLock.Unlock()
+
+	if config.gcInterval > 0 {
+		d.gcOnce.Do(func() { go d.gcLoop(config.gcInterval) })
+	}
+	return nil
+}
+
+func (d *Driver) getConfig() (*Config, *base.ClientDriverConfig, cpustats.Compute) {
+	d.configLock.RLock()
+	defer d.configLock.RUnlock()
+	return d.config, d.nomadConfig, d.compute
+}
+
+// checkpointStore opens the store on first use and keeps it; an unreachable
+// store is retried on the next call.
+func (d *Driver) checkpointStore() (*store.Store, error) {
+	config, _, _ := d.getConfig()
+	d.storeLock.Lock()
+	defer d.storeLock.Unlock()
+	if d.store != nil {
+		return d.store, nil
+	}
+	if config.CheckpointStore == "" {
+		return nil, errNoStore
+	}
+	s, err := store.Open(config.CheckpointStore, store.Options{
+		Retain:    config.CheckpointRetain,
+		ChunkSize: config.CheckpointChunkSize,
+		Logger:    d.logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint store %s: %w", config.CheckpointStore, err)
+	}
+	d.store = s
+	return s, nil
+}
+
+// gcLoop sweeps unreferenced chunks every interval, if anything was
+// committed since the last sweep.
+func (d *Driver) gcLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var pending *store.Key
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case k := <-d.gcKeys:
+			pending = &k
+		case <-t.C:
+			if pending == nil {
+				continue
+			}
+			st, err := d.checkpointStore()
+			if err == nil {
+				err = st.GC(*pending)
+			}
+			if err != nil {
+				d.logger.Warn("checkpoint store garbage collection failed", "error", err)
+				continue
+			}
+			pending = nil
+		}
+	}
+}
+
+func (d *Driver) noteCommit(k store.Key) {
+	select {
+	case d.gcKeys <- k:
+	default:
+	}
+}
+
+func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, error) {
+	ch := make(chan *drivers.Fingerprint)
+	go d.handleFingerprint(ctx, ch)
 	return ch, nil
 }
 
-func (d *Driver) RecoverTask(*drivers.TaskHandle) error { return errNotYet }
-func (d *Driver) StartTask(*drivers.TaskConfig) (*drivers.TaskHandle, *drivers.DriverNetwork, error) {
-	return nil, nil, errNotYet
+func (d *Driver) handleFingerprint(ctx context.Context, ch chan<- *drivers.Fingerprint) {
+	defer close(ch)
+	ticker := time.NewTimer(0)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.ctx.Done():
+			return
+		case <-ticker.C:
+			ticker.Reset(fingerprintPeriod)
+			select {
+			case ch <- d.buildFingerprint():
+			case <-ctx.Done():
+				return
+			case <-d.ctx.Done():
+				return
+			}
+		}
+	}
 }
-func (d *Driver) WaitTask(context.Context, string) (<-chan *drivers.ExitResult, error) {
-	return nil, errNotYet
+
+// buildFingerprint reports the driver healthy (tasks without checkpoints run
+// regardless) and whether the checkpoint store is reachable, as the
+// attribute driver.caravan.checkpoint_store jobs can constrain on.
+func (d *Driver) buildFingerprint() *drivers.Fingerprint {
+	attrs := map[string]*pstructs.Attribute{
+		"driver.caravan":         pstructs.NewBoolAttribute(true),
+		"driver.caravan.version": pstructs.NewStringAttribute(version.Version),
+	}
+	desc := drivers.DriverHealthy
+	if _, err := d.checkpointStore(); err != nil {
+		attrs["driver.caravan.checkpoint_store"] = pstructs.NewBoolAttribute(false)
+		desc = fmt.Sprintf("%s (checkpoints unavailable: %v)", drivers.DriverHealthy, err)
+	} else {
+		attrs["driver.caravan.checkpoint_store"] = pstructs.NewBoolAttribute(true)
+	}
+	return &drivers.Fingerprint{Attributes: attrs, Health: drivers.HealthStateHealthy, HealthDescription: desc}
 }
-func (d *Driver) StopTask(string, time.Duration, string) error    { return errNotYet }
-func (d *Driver) DestroyTask(string, bool) error                  { return nil }
-func (d *Driver) InspectTask(string) (*drivers.TaskStatus, error) { return nil, errNotYet }
-func (d *Driver) TaskStats(context.Context, string, time.Duration) (<-chan *drivers.TaskResourceUsage, error) {
-	return nil, errNotYet
+
+func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
+	if handle == nil {
+		return errors.New("handle cannot be nil")
+	}
+	if handle.Config == nil {
+		return errors.New("handle has no task config")
+	}
+	// Already attached (a second RecoverTask for the same task): nothing to do.
+	if _, ok := d.tasks.Get(handle.Config.ID); ok {
+		d.logger.Trace("nothing to recover; task already exists", "task_id", handle.Config.ID)
+		return nil
+	}
+	if handle.Version != taskHandleVersion {
+		return fmt.Errorf("cannot recover task %s: handle version %d, this driver understands %d",
+			handle.Config.ID, handle.Version, taskHandleVersion)
+	}
+
+	var taskState TaskState
+	if err := handle.GetDriverState(&taskState); err != nil {
+		return fmt.Errorf("failed to decode task state from handle: %w", err)
+	}
+	if taskState.TaskConfig == nil || taskState.DriverConfig == nil {
+		return errors.New("task state is missing its task config")
+	}
+	plugRC, err := pstructs.ReattachConfigToGoPlugin(taskState.ReattachConfig)
+	if err != nil {
+		return fmt.Errorf("failed to build ReattachConfig from task state: %w", err)
+	}
+	_, _, compute := d.getConfig()
+	logger := d.logger.With("task_name", handle.Config.Name, "alloc_id", handle.Config.AllocID)
+	exec, pluginClient, err := executor.ReattachToExecutor(plugRC, logger, compute)
+	if err != nil {
+		return fmt.Errorf("failed to reattach to executor: %w", err)
+	}
+
+	h := &taskHandle{
+		exec:         exec,
+		pid:          taskState.Pid,
+		pluginClient: pluginClient,
+		taskConfig:   taskState.TaskConfig,
+		procState:    drivers.TaskStateRunning,
+		startedAt:    taskState.StartedAt,
+		exitResult:   &drivers.ExitResult{},
+		logger:       logger,
+		doneCh:       make(chan struct{}),
+	}
+	if cs := taskState.Checkpoint; cs != nil {
+		tc := taskState.DriverConfig
+		if tc.Checkpoint == nil {
+			return errors.New("task state has checkpoint state but no checkpoint config")
+		}
+		if err := tc.Checkpoint.validate(); err != nil { // restores parsed durations
+			return err
+		}
+		h.ckpt = d.newCheckpointer(taskState.TaskConfig, tc.Checkpoint, cs, h, logger)
+		// The last sequence committed may be newer than the one restored at
+		// start: ask the store.
+		h.ckpt.lastSeq.Store(cs.RestoredSequence)
+		h.ckpt.lastGen.Store(cs.RestoredGeneration)
+		if st, err := d.checkpointStore(); err == nil {
+			if m, err := st.Latest(cs.Key); err == nil {
+				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
+				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence {
+					h.ckpt.lastSeq.Store(seq)
+				}
+			}
+		}
+	}
+
+	d.tasks.Set(taskState.TaskConfig.ID, h)
+	go h.run()
+	if h.ckpt != nil {
+		go h.ckpt.periodic(d.ctx)
+	}
+	return nil
 }
+
+func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, cs *CheckpointState, h *taskHandle, logger hclog.Logger) *checkpointer {
+	return &checkpointer{
+		logger:  logger.Named("checkpoint"),
+		store:   d.checkpointStore,
+		key:     cs.Key,
+		dir:     cs.Dir,
+		node:    nodeName(cfg),
+		allocID: cfg.AllocID,
+		cfg:     cc,
+		sig:     signals.SignalLookup[cc.Signal],
+		signal:  h.exec.Signal,
+		exited:  h.doneCh,
+		events:  newTaskEmitter(d.eventer, cfg),
+		onSaved: d.noteCommit,
+		sem:     make(chan struct{}, 1),
+	}
+}
+
+func nodeName(cfg *drivers.TaskConfig) string {
+	if cfg.NodeName != "" {
+		return cfg.NodeName
+	}
+	if n := cfg.Env["NOMAD_NODE_NAME"]; n != "" { // not set by Nomad today; kept for tests
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+func (d *Driver) buildEnvList(cfg *drivers.TaskConfig, extra map[string]string) []string {
+	env := make([]string, 0, len(cfg.Env)+len(extra))
+	for k, v := range cfg.Env {
+		if _, ok := extra[k]; !ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env
+}
+
+func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drivers.DriverNetwork, error) {
+	if _, ok := d.tasks.Get(cfg.ID); ok {
+		return nil, nil, fmt.Errorf("task with ID %q already started", cfg.ID)
+	}
+	var tc TaskConfig
+	if err := cfg.DecodeDriverConfig(&tc); err != nil {
+		return nil, nil, fmt.Errorf("failed to decode driver config: %w", err)
+	}
+	tc.OverrideCgroupV2 = cgroupslib.CustomPathCG2(tc.OverrideCgroupV2)
+	if err := tc.validate(); err != nil {
+		return nil, nil, fmt.Errorf("invalid caravan task config: %w", err)
+	}
+	_, nomadConfig, compute := d.getConfig()
+	if nomadConfig == nil {
+		return nil, nil, errors.New("driver has no agent configuration yet (SetConfig not called)")
+	}
+	if len(cfg.Mounts) > 0 {
+		return nil, nil, errors.New("the caravan driver has no filesystem isolation and cannot mount volumes")
+	}
+
+	logger := d.logger.With("task_name", cfg.Name, "alloc_id", cfg.AllocID)
+	events := newTaskEmitter(d.eventer, cfg)
+
+	// Restore before the process starts, so it finds its checkpoint.
+	var ckptState *CheckpointState
+	var ckptEnv map[string]string
+	if tc.Checkpoint != nil {
+		if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
+			return nil, nil, fmt.Errorf("task has a checkpoint block but %w (plugin config)", errNoStore)
+		}
+		key, err := checkpointKey(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := d.prepareCheckpoint(cfg, &tc, key, events)
+		if err != nil {
+			return nil, nil, err
+		}
+		ckptState, ckptEnv = &r.state, r.env
+	}
+
+	handle := drivers.NewTaskHandle(taskHandleVersion)
+	handle.Config = cfg
+
+	executorConfig := &executor.ExecutorConfig{
+		LogFile:  filepath.Join(cfg.TaskDir().Dir, "executor.out"),
+		LogLevel: "debug",
+		Compute:  compute,
+	}
+	exec, pluginClient, err := executor.CreateExecutor(logger, nomadConfig, executorConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to create executor: %w", err)
+	}
+
+	execCmd := &executor.ExecCommand{
+		Cmd:              tc.Command,
+		Args:             tc.Args,
+		Env:              d.buildEnvList(cfg, ckptEnv),
+		User:             cfg.User,
+		TaskDir:          cfg.TaskDir().Dir,
+		WorkDir:          tc.WorkDir,
+		StdoutPath:       cfg.StdoutPath,
+		StderrPath:       cfg.StderrPath,
+		NetworkIsolation: cfg.NetworkIsolation,
+		Resources:        cfg.Resources.Copy(),
+		OverrideCgroupV2: tc.OverrideCgroupV2,
+		OverrideCgroupV1: tc.OverrideCgroupV1,
+		OOMScoreAdj:      int32(tc.OOMScoreAdj),
+	}
+	ps, err := exec.Launch(execCmd)
+	if err != nil {
+		pluginClient.Kill()
+		return nil, nil, fmt.Errorf("failed to launch command with executor: %w", err)
+	}
+
+	h := &taskHandle{
+		exec:         exec,
+		pid:          ps.Pid,
+		pluginClient: pluginClient,
+		taskConfig:   cfg,
+		procState:    drivers.TaskStateRunning,
+		startedAt:    time.Now().Round(time.Millisecond),
+		logger:       logger,
+		doneCh:       make(chan struct{}),
+	}
+	if ckptState != nil {
+		h.ckpt = d.newCheckpointer(cfg, tc.Checkpoint, ckptState, h, logger)
+		h.ckpt.lastSeq.Store(ckptState.RestoredSequence)
+		h.ckpt.lastGen.Store(ckptState.RestoredGeneration)
+	}
+
+	driverState := TaskState{
+		ReattachConfig: pstructs.ReattachConfigFromGoPlugin(pluginClient.ReattachConfig()),
+		Pid:            ps.Pid,
+		TaskConfig:     cfg,
+		DriverConfig:   &tc,
+		StartedAt:      h.startedAt,
+		Checkpoint:     ckptState,
+	}
+	if err := handle.SetDriverState(&driverState); err != nil {
+		_ = exec.Shutdown("", 0)
+		pluginClient.Kill()
+		return nil, nil, fmt.Errorf("failed to set driver state: %w", err)
+	}
+
+	d.tasks.Set(cfg.ID, h)
+	go h.run()
+	if h.ckpt != nil {
+		go h.ckpt.periodic(d.ctx)
+	}
+	logger.Info("task started", "pid", ps.Pid, "checkpoints", h.ckpt != nil)
+	return handle, nil, nil
+}
+
+func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *drivers.ExitResult, error) {
+	handle, ok := d.tasks.Get(taskID)
+	if !ok {
+		return nil, drivers.ErrTaskNotFound
+	}
+	ch := make(chan *drivers.ExitResult)
+	go d.handleWait(ctx, handle, ch)
+	return ch, nil
+}
+
+func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *drivers.ExitResult) {
+	defer close(ch)
+	var result *drivers.ExitResult
+	ps, err := handle.exec.Wait(ctx)
+	if err != nil {
+		result = &drivers.ExitResult{Err: fmt.Errorf("executor: error waiting on process: %w", err)}
+		if ps == nil {
+			result.ExitCode = -1
+		}
+	} else {
+		result = &drivers.ExitResult{ExitCode: ps.ExitCode, Signal: ps.Signal, OOMKilled: ps.OOMKilled}
+	}
+	select {
+	case <-ctx.Done():
+	case <-d.ctx.Done():
+	case ch <- result:
+	}
+}
+
+// StopTask checkpoints a checkpointing task before stopping it: it sends
+// the checkpoint signal, waits for the marker (bounded by the kill timeout,
+// less a fifth kept for the kill signal), commits, then stops the process
+// with the kill signal and whatever remains of the timeout. A marker the
+// task writes while exiting (SIGTERM-style frameworks) is committed after.
+func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) error {
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return drivers.ErrTaskNotFound
+	}
+	start := time.Now()
+	if h.ckpt != nil && h.IsRunning() {
+		reserve := timeout / 5
+		waitCtx, cancel := context.WithTimeout(d.ctx, timeout-reserve)
+		if h.ckpt.acquire(waitCtx) {
+			commitCtx, cancelCommit := context.WithTimeout(d.ctx, commitTimeout)
+			_ = h.ckpt.checkpoint(waitCtx, commitCtx, reasonStop)
+			cancelCommit()
+			h.ckpt.release()
+		} else {
+			h.ckpt.failed(reasonStop, errors.New("an earlier checkpoint was still in progress at the kill timeout"))
+		}
+		cancel()
+	}
+
+	grace := max(timeout-time.Since(start), 0)
+	select {
+	case <-h.doneCh:
+		grace = 0 // already exited (e.g. on a SIGTERM-style checkpoint signal)
+	default:
+	}
+	if err := h.exec.Shutdown(signal, grace); err != nil {
+		select {
+		case <-h.doneCh:
+		default:
+			if !h.pluginClient.Exited() {
+				return fmt.Errorf("executor Shutdown failed: %w", err)
+			}
+		}
+	}
+	<-h.doneCh
+
+	if h.ckpt != nil {
+		ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
+		if h.ckpt.acquire(ctx) {
+			_ = h.ckpt.commitIfNew(ctx, reasonExit)
+			h.ckpt.release()
+		}
+		cancel()
+	}
+	h.pluginClient.Kill()
+	return nil
+}
+
+func (d *Driver) DestroyTask(taskID string, force bool) error {
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return drivers.ErrTaskNotFound
+	}
+	if h.IsRunning() && !force {
+		return errors.New("cannot destroy running task")
+	}
+	if !h.pluginClient.Exited() {
+		if err := h.exec.Shutdown("", 0); err != nil {
+			h.logger.Error("destroying executor failed", "error", err)
+		}
+		h.pluginClient.Kill()
+	}
+	d.tasks.Delete(taskID)
+	return nil
+}
+
+func (d *Driver) InspectTask(taskID string) (*drivers.TaskStatus, error) {
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return nil, drivers.ErrTaskNotFound
+	}
+	return h.TaskStatus(), nil
+}
+
+func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Duration) (<-chan *drivers.TaskResourceUsage, error) {
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return nil, drivers.ErrTaskNotFound
+	}
+	return h.exec.Stats(ctx, interval)
+}
+
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *drivers.TaskEvent, error) {
-	return make(chan *drivers.TaskEvent), nil
+	return d.eventer.TaskEvents(ctx)
 }
-func (d *Driver) SignalTask(string, string) error { return errNotYet }
-func (d *Driver) ExecTask(string, []string, time.Duration) (*drivers.ExecTaskResult, error) {
-	return nil, errNotYet
+
+// SignalTask forwards a signal to the task. The task's checkpoint signal
+// (`nomad alloc signal -s SIGUSR1 ALLOC TASK`) takes an on-demand
+// checkpoint: the driver signals, waits for the marker and commits in the
+// background, and reports the outcome as a task event.
+func (d *Driver) SignalTask(taskID string, signal string) error {
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return drivers.ErrTaskNotFound
+	}
+	sig, ok := signals.SignalLookup[signal]
+	if !ok {
+		return fmt.Errorf("unknown signal %q", signal)
+	}
+	if h.ckpt != nil && signal == h.ckpt.cfg.Signal {
+		if !h.IsRunning() {
+			return errors.New("task is not running")
+		}
+		h.ckpt.onDemand(d.ctx)
+		return nil
+	}
+	return h.exec.Signal(sig)
 }
+
+func (d *Driver) ExecTask(taskID string, cmd []string, timeout time.Duration) (*drivers.ExecTaskResult, error) {
+	if len(cmd) == 0 {
+		return nil, errors.New("error cmd must have at least one value")
+	}
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return nil, drivers.ErrTaskNotFound
+	}
+	out, exitCode, err := h.exec.Exec(time.Now().Add(timeout), cmd[0], cmd[1:])
+	if err != nil {
+		return nil, err
+	}
+	return &drivers.ExecTaskResult{Stdout: out, ExitResult: &drivers.ExitResult{ExitCode: exitCode}}, nil
+}
+
+var _ drivers.ExecTaskStreamingRawDriver = (*Driver)(nil)
+
+func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, command []string, tty bool, stream drivers.ExecTaskStream) error {
+	if len(command) == 0 {
+		return errors.New("error cmd must have at least one value")
+	}
+	h, ok := d.tasks.Get(taskID)
+	if !ok {
+		return drivers.ErrTaskNotFound
+	}
+	return h.exec.ExecStreaming(ctx, command, tty, stream)
+}
+
+// parseSeq reads the marker sequence the driver stores in manifest meta.
+func parseSeq(meta map[string]string) (uint64, bool) {
+	var n uint64
+	_, err := fmt.Sscan(meta["sequence"], &n)
+	return n, err == nil
+}
+
+// ensure the protocol package stays the single source of env names.
+var _ = protocol.EnvDir

@@ -1,0 +1,247 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// Why a checkpoint was taken (event annotation and manifest meta).
+const (
+	reasonStop     = "stop"
+	reasonPeriodic = "periodic"
+	reasonOnDemand = "on demand"
+	reasonExit     = "exit"
+)
+
+// markerPoll is how often the checkpoint directory is polled for a new
+// marker while a checkpoint is pending.
+const markerPoll = 50 * time.Millisecond
+
+var (
+	// errTaskExited means the task exited without writing a new marker.
+	errTaskExited = errors.New("task exited before marking a checkpoint complete")
+	// errNoNewMarker means there was nothing new to commit.
+	errNoNewMarker = errors.New("no new checkpoint marker")
+)
+
+// checkpointer runs the checkpoint protocol for one task: signal, wait for a
+// marker with a new sequence, commit the directory to the store, emit an
+// event. One checkpoint runs at a time.
+type checkpointer struct {
+	logger  hclog.Logger
+	store   func() (*store.Store, error)
+	key     store.Key
+	dir     string
+	node    string
+	allocID string
+	cfg     *CheckpointConfig
+	sig     os.Signal
+	signal  func(os.Signal) error
+	exited  <-chan struct{}
+	events  *taskEmitter
+	onSaved func(store.Key) // tells the GC loop a commit happened
+
+	sem     chan struct{} // capacity 1: the checkpoint in flight
+	lastSeq atomic.Uint64 // sequence of the last marker committed or restored
+	lastGen atomic.Uint64 // generation of the last checkpoint committed or restored
+}
+
+// acquire waits for the checkpoint slot until ctx is done.
+func (c *checkpointer) acquire(ctx context.Context) bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *checkpointer) tryAcquire() bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *checkpointer) release() { <-c.sem }
+
+// checkpoint asks the task for a checkpoint and commits it. waitCtx bounds
+// the wait for the marker, commitCtx the commit. The caller holds the slot.
+func (c *checkpointer) checkpoint(waitCtx, commitCtx context.Context, reason string) error {
+	base := c.lastSeq.Load()
+	start := time.Now()
+	if err := c.signal(c.sig); err != nil {
+		select {
+		case <-c.exited:
+		default:
+			err = fmt.Errorf("send %s: %w", c.cfg.Signal, err)
+			c.failed(reason, err)
+			return err
+		}
+	}
+	m, err := c.waitMarker(waitCtx, base)
+	if err != nil {
+		c.failed(reason, err)
+		return err
+	}
+	return c.commit(commitCtx, m, reason, time.Since(start))
+}
+
+// waitMarker polls for a marker with a sequence above base until ctx is
+// done or the task exits (then it looks once more).
+func (c *checkpointer) waitMarker(ctx context.Context, base uint64) (*protocol.Marker, error) {
+	t := time.NewTicker(markerPoll)
+	defer t.Stop()
+	var lastErr error
+	for {
+		m, err := protocol.ReadMarker(c.dir)
+		switch {
+		case err == nil && m.Sequence > base:
+			return m, nil
+		case err == nil:
+			lastErr = fmt.Errorf("marker sequence %d is not above %d", m.Sequence, base)
+		case !errors.Is(err, protocol.ErrNoMarker):
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Errorf("timed out waiting for %s with a sequence above %d", protocol.MarkerName, base)
+			if lastErr != nil {
+				msg = fmt.Errorf("%w (last: %w)", msg, lastErr)
+			}
+			return nil, msg
+		case <-c.exited:
+			m, err := protocol.ReadMarker(c.dir)
+			if err == nil && m.Sequence > base {
+				return m, nil
+			}
+			return nil, errTaskExited
+		case <-t.C:
+		}
+	}
+}
+
+// commitIfNew commits a marker the task wrote on its own (e.g. on its kill
+// signal). The caller holds the slot.
+func (c *checkpointer) commitIfNew(ctx context.Context, reason string) error {
+	m, err := protocol.ReadMarker(c.dir)
+	if err != nil || m.Sequence <= c.lastSeq.Load() {
+		return errNoNewMarker
+	}
+	return c.commit(ctx, m, reason, 0)
+}
+
+func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason string, waited time.Duration) error {
+	st, err := c.store()
+	if err != nil {
+		c.failed(reason, err)
+		return err
+	}
+	meta := maps.Clone(m.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta["sequence"] = strconv.FormatUint(m.Sequence, 10)
+	meta["alloc_id"] = c.allocID
+	meta["reason"] = reason
+	step := ""
+	if m.Step != nil {
+		step = strconv.FormatUint(*m.Step, 10)
+		meta["step"] = step
+	}
+	man, stats, err := st.Commit(ctx, c.key, c.dir, c.node, meta)
+	if err != nil {
+		err = fmt.Errorf("commit to store: %w", err)
+		c.failed(reason, err)
+		return err
+	}
+	c.lastSeq.Store(m.Sequence)
+	c.lastGen.Store(man.Generation)
+	if c.onSaved != nil {
+		c.onSaved(c.key)
+	}
+	c.logger.Info("checkpoint saved", "key", c.key.String(), "generation", man.Generation, "sequence", m.Sequence,
+		"step", step, "bytes", stats.Bytes, "new_bytes", stats.NewBytes, "commit_duration", stats.Duration,
+		"task_duration", waited, "reason", reason)
+	ann := map[string]string{
+		annotationGeneration: strconv.FormatUint(man.Generation, 10),
+		annotationBytes:      strconv.FormatInt(stats.Bytes, 10),
+		annotationNewBytes:   strconv.FormatInt(stats.NewBytes, 10),
+		annotationDuration:   stats.Duration.String(),
+		annotationReason:     reason,
+	}
+	at := ""
+	if step != "" {
+		ann[annotationStep] = step
+		at = " at step " + step
+	}
+	c.events.emit(ann, "Checkpoint saved (%s): generation %d%s, %s (%s new) in %s",
+		reason, man.Generation, at, humanBytes(stats.Bytes), humanBytes(stats.NewBytes),
+		stats.Duration.Round(time.Millisecond))
+	return nil
+}
+
+func (c *checkpointer) failed(reason string, err error) {
+	kept := "no earlier checkpoint"
+	if g := c.lastGen.Load(); g > 0 {
+		kept = fmt.Sprintf("generation %d kept", g)
+	}
+	c.logger.Warn("checkpoint failed", "key", c.key.String(), "reason", reason, "error", err)
+	c.events.emit(map[string]string{annotationReason: reason},
+		"Checkpoint failed (%s): %v; %s", reason, err, kept)
+}
+
+// onDemand starts a checkpoint in the background (the checkpoint signal
+// sent through `nomad alloc signal`). A request while one is in flight is
+// folded into it.
+func (c *checkpointer) onDemand(parent context.Context) {
+	if !c.tryAcquire() {
+		c.logger.Info("checkpoint already in progress; request folded into it", "key", c.key.String())
+		return
+	}
+	go func() {
+		defer c.release()
+		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
+		defer cancel()
+		_ = c.checkpoint(ctx, parent, reasonOnDemand)
+	}()
+}
+
+// periodic takes a checkpoint every interval until the task exits or ctx
+// is done.
+func (c *checkpointer) periodic(ctx context.Context) {
+	if c.cfg.interval <= 0 {
+		return
+	}
+	t := time.NewTicker(c.cfg.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.exited:
+			return
+		case <-t.C:
+			if !c.tryAcquire() {
+				continue // one is in flight already
+			}
+			wctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+			_ = c.checkpoint(wctx, ctx, reasonPeriodic)
+			cancel()
+			c.release()
+		}
+	}
+}

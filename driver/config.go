@@ -1,0 +1,146 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/consul-template/signals"
+	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
+)
+
+// Config is the plugin configuration (the client's `plugin "caravan"
+// { config { ... } }` block), set by the SetConfig RPC.
+type Config struct {
+	// CheckpointStore is the checkpoint store's root directory: local disk
+	// for one node, a shared mount (NFS, ...) every client reaches for
+	// migration. Empty disables checkpointing: tasks with a checkpoint
+	// block are refused.
+	CheckpointStore string `codec:"checkpoint_store"`
+	// CheckpointRetain is the number of generations kept per task.
+	CheckpointRetain int `codec:"checkpoint_retain"`
+	// CheckpointChunkSize is the store's chunk size in bytes (0: 4 MiB).
+	CheckpointChunkSize int `codec:"checkpoint_chunk_size"`
+	// CheckpointGCInterval is how often unreferenced chunks are swept.
+	CheckpointGCInterval string `codec:"checkpoint_gc_interval"`
+
+	gcInterval time.Duration
+}
+
+func (c *Config) validate() error {
+	if c.CheckpointStore != "" && !filepath.IsAbs(c.CheckpointStore) {
+		return fmt.Errorf("checkpoint_store: %q must be an absolute path", c.CheckpointStore)
+	}
+	if c.CheckpointRetain < 1 {
+		return fmt.Errorf("checkpoint_retain: must be at least 1, got %d", c.CheckpointRetain)
+	}
+	if c.CheckpointChunkSize < 0 {
+		return fmt.Errorf("checkpoint_chunk_size: must not be negative, got %d", c.CheckpointChunkSize)
+	}
+	d, err := time.ParseDuration(c.CheckpointGCInterval)
+	if err != nil || d < 0 {
+		return fmt.Errorf("checkpoint_gc_interval: %q is not a duration >= 0", c.CheckpointGCInterval)
+	}
+	c.gcInterval = d
+	return nil
+}
+
+// TaskConfig is the driver configuration of a task (the task's `config`
+// block).
+type TaskConfig struct {
+	Command          string             `codec:"command"`
+	Args             []string           `codec:"args"`
+	WorkDir          string             `codec:"work_dir"`
+	OOMScoreAdj      int                `codec:"oom_score_adj"`
+	OverrideCgroupV2 string             `codec:"cgroup_v2_override"`
+	OverrideCgroupV1 hclutils.MapStrStr `codec:"cgroup_v1_override"`
+	// Checkpoint enables the checkpoint protocol; nil runs the task like
+	// raw_exec.
+	Checkpoint *CheckpointConfig `codec:"checkpoint"`
+}
+
+// Restore-error policies (checkpoint.on_restore_error).
+const (
+	// OnRestoreErrorFail fails the task when the store cannot be read, so
+	// Nomad's restart policy retries instead of silently starting over.
+	OnRestoreErrorFail = "fail"
+	// OnRestoreErrorStartFresh starts the task without a checkpoint (and
+	// says so in an event) when the store cannot be read.
+	OnRestoreErrorStartFresh = "start_fresh"
+)
+
+// CheckpointConfig is the task's `checkpoint { ... }` block.
+type CheckpointConfig struct {
+	// Signal asks the task to checkpoint (default SIGUSR1). A SIGTERM-style
+	// signal works too, for frameworks that save and exit on it.
+	Signal string `codec:"signal"`
+	// Interval is the period of automatic checkpoints ("" or "0": none).
+	Interval string `codec:"interval"`
+	// Timeout bounds the wait for the task's marker on periodic and
+	// on-demand checkpoints (on stop the task's kill_timeout bounds it).
+	Timeout string `codec:"timeout"`
+	// OnRestoreError is OnRestoreErrorFail or OnRestoreErrorStartFresh.
+	OnRestoreError string `codec:"on_restore_error"`
+
+	interval, timeout time.Duration
+}
+
+func (t *TaskConfig) validate() error {
+	if t.Command == "" {
+		return errors.New("command: must not be empty")
+	}
+	if len(t.OverrideCgroupV1) > 0 && t.OverrideCgroupV2 != "" {
+		return errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set")
+	}
+	if t.OOMScoreAdj < 0 {
+		return fmt.Errorf("oom_score_adj: must not be negative, got %d", t.OOMScoreAdj)
+	}
+	if t.WorkDir != "" && !filepath.IsAbs(t.WorkDir) {
+		return fmt.Errorf("work_dir: %q must be an absolute path", t.WorkDir)
+	}
+	if t.Checkpoint != nil {
+		return t.Checkpoint.validate()
+	}
+	return nil
+}
+
+func (c *CheckpointConfig) validate() error {
+	if _, ok := signals.SignalLookup[c.Signal]; !ok {
+		return fmt.Errorf("checkpoint.signal: unknown signal %q", c.Signal)
+	}
+	if c.Signal == "SIGKILL" || c.Signal == "SIGSTOP" {
+		return fmt.Errorf("checkpoint.signal: %s cannot be caught by the task", c.Signal)
+	}
+	var err error
+	if c.interval, err = parseDuration(c.Interval); err != nil {
+		return fmt.Errorf("checkpoint.interval: %w", err)
+	}
+	if c.timeout, err = parseDuration(c.Timeout); err != nil {
+		return fmt.Errorf("checkpoint.timeout: %w", err)
+	}
+	if c.timeout == 0 {
+		return errors.New("checkpoint.timeout: must be positive")
+	}
+	switch c.OnRestoreError {
+	case OnRestoreErrorFail, OnRestoreErrorStartFresh:
+	default:
+		return fmt.Errorf("checkpoint.on_restore_error: %q must be %q or %q",
+			c.OnRestoreError, OnRestoreErrorFail, OnRestoreErrorStartFresh)
+	}
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q must not be negative", s)
+	}
+	return d, nil
+}

@@ -1,0 +1,62 @@
+package driver
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/drivers/shared/eventer"
+	"github.com/hashicorp/nomad/plugins/drivers"
+)
+
+// Task events are coarse (Nomad keeps the last 10 per task): one per
+// checkpoint saved, failed, restored or fallen back.
+const (
+	annotationGeneration = "generation"
+	annotationBytes      = "bytes"
+	annotationNewBytes   = "new_bytes"
+	annotationDuration   = "duration"
+	annotationStep       = "step"
+	annotationNode       = "node"
+	annotationAge        = "age"
+	annotationReason     = "reason"
+)
+
+// taskEmitter emits events for one task.
+type taskEmitter struct {
+	eventer *eventer.Eventer
+	taskID  string
+	name    string
+	allocID string
+}
+
+func newTaskEmitter(e *eventer.Eventer, cfg *drivers.TaskConfig) *taskEmitter {
+	return &taskEmitter{eventer: e, taskID: cfg.ID, name: cfg.Name, allocID: cfg.AllocID}
+}
+
+func (e *taskEmitter) emit(annotations map[string]string, format string, args ...any) {
+	if e == nil || e.eventer == nil {
+		return
+	}
+	_ = e.eventer.EmitEvent(&drivers.TaskEvent{
+		TaskID:      e.taskID,
+		TaskName:    e.name,
+		AllocID:     e.allocID,
+		Timestamp:   time.Now(),
+		Message:     fmt.Sprintf(format, args...),
+		Annotations: annotations,
+	})
+}
+
+// humanBytes renders a byte count the way Nomad's UI does (KiB, MiB, ...).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,208 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/client/lib/cgroupslib"
+	"github.com/hashicorp/nomad/client/lib/numalib"
+	"github.com/hashicorp/nomad/helper/testlog"
+	"github.com/hashicorp/nomad/helper/uuid"
+	nstructs "github.com/hashicorp/nomad/nomad/structs"
+	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/drivers"
+	dtestutil "github.com/hashicorp/nomad/plugins/drivers/testutils"
+	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
+
+	"github.com/caravan-nomad/caravan/trainer"
+)
+
+// TestMain lets the test binary act as the trainer task (`driver.test
+// trainer ...`); the executor's own init() makes it act as `executor` too.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "trainer" {
+		os.Exit(trainer.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+var topology = numalib.Scan(numalib.PlatformScanners(false))
+
+// testDriver is a driver behind Nomad's driver harness (the real gRPC
+// plugin boundary), with its event stream.
+type testDriver struct {
+	*dtestutil.DriverHarness
+	d      *Driver
+	events <-chan *drivers.TaskEvent
+	cancel context.CancelFunc
+	killed bool
+}
+
+// newTestDriver starts a driver whose store is storeDir ("" for none).
+func newTestDriver(t *testing.T, storeDir string) *testDriver {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	d := NewDriver(ctx, testlog.HCLogger(t))
+	h := dtestutil.NewDriverHarness(t, d)
+	var data []byte
+	must.NoError(t, base.MsgPackEncode(&data, &Config{
+		CheckpointStore: storeDir, CheckpointRetain: 3, CheckpointChunkSize: 4096, CheckpointGCInterval: "0s",
+	}))
+	must.NoError(t, h.SetConfig(&base.Config{
+		PluginConfig: data,
+		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},
+	}))
+	evs, err := h.TaskEvents(ctx)
+	must.NoError(t, err)
+	td := &testDriver{DriverHarness: h, d: d, events: evs, cancel: cancel}
+	t.Cleanup(func() {
+		if !td.killed {
+			// Leave no executor or task process behind.
+			td.d.tasks.lock.RLock()
+			ids := make([]string, 0, len(td.d.tasks.store))
+			for id := range td.d.tasks.store {
+				ids = append(ids, id)
+			}
+			td.d.tasks.lock.RUnlock()
+			for _, id := range ids {
+				_ = td.d.DestroyTask(id, true)
+			}
+		}
+		h.Kill()
+		cancel()
+	})
+	return td
+}
+
+// kill simulates the plugin process dying: the gRPC server goes and the
+// driver's context is cancelled, but the executors (separate processes) live.
+func (td *testDriver) kill() {
+	td.killed = true
+	td.Kill()
+	td.cancel()
+}
+
+func testResources(allocID, task string) *drivers.Resources {
+	return &drivers.Resources{
+		NomadResources: &nstructs.AllocatedTaskResources{
+			Memory: nstructs.AllocatedMemoryResources{MemoryMB: 256},
+			Cpu:    nstructs.AllocatedCpuResources{CpuShares: 100},
+		},
+		LinuxResources: &drivers.LinuxResources{
+			MemoryLimitBytes: 256 << 20,
+			CPUShares:        100,
+			CpusetCgroupPath: cgroupslib.LinuxResourcesPath(allocID, task, false),
+		},
+	}
+}
+
+// newTask builds a task of job "train", group "g", task "t", alloc index 0,
+// on node, with its alloc dir and logs, and the given driver config.
+func newTask(t *testing.T, td *testDriver, node string, tc *TaskConfig) *drivers.TaskConfig {
+	t.Helper()
+	allocID := uuid.Generate()
+	cfg := &drivers.TaskConfig{
+		ID:            uuid.Generate(),
+		AllocID:       allocID,
+		Name:          "t",
+		JobName:       "train",
+		JobID:         "train",
+		TaskGroupName: "g",
+		Namespace:     "default",
+		NodeName:      node,
+		Env:           map[string]string{"NOMAD_ALLOC_INDEX": "0", "NOMAD_ALLOC_NAME": "train.g[0]"},
+		Resources:     testResources(allocID, "t"),
+	}
+	cleanup := td.MkAllocDir(cfg, true)
+	t.Cleanup(cleanup)
+	td.MakeTaskCgroup(allocID, "t")
+	must.NoError(t, cfg.EncodeConcreteDriverConfig(tc))
+	return cfg
+}
+
+// trainerTask runs the test binary as `caravan trainer`.
+func trainerTask(ckpt *CheckpointConfig, args ...string) *TaskConfig {
+	return &TaskConfig{Command: os.Args[0], Args: append([]string{"trainer"}, args...), Checkpoint: ckpt}
+}
+
+func defaultCheckpoint() *CheckpointConfig {
+	return &CheckpointConfig{Signal: "SIGUSR1", Timeout: "20s", OnRestoreError: OnRestoreErrorFail}
+}
+
+// stdout reads the task's stdout log so far.
+func stdout(t *testing.T, cfg *drivers.TaskConfig) string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(cfg.TaskDir().LogDir, cfg.Name+".stdout.0"))
+	return string(b)
+}
+
+func waitStdout(t *testing.T, cfg *drivers.TaskConfig, substr string) {
+	t.Helper()
+	must.Wait(t, wait.InitialSuccess(
+		wait.BoolFunc(func() bool { return strings.Contains(stdout(t, cfg), substr) }),
+		wait.Timeout(60*time.Second), wait.Gap(20*time.Millisecond),
+	), must.Sprintf("waiting for %q in stdout %q", substr, stdout(t, cfg)))
+}
+
+// waitEvent returns the first event whose message contains substr.
+func (td *testDriver) waitEvent(t *testing.T, substr string) *drivers.TaskEvent {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	var seen []string
+	for {
+		select {
+		case ev := <-td.events:
+			seen = append(seen, ev.Message)
+			if strings.Contains(ev.Message, substr) {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no event containing %q; saw %q", substr, seen)
+			return nil
+		}
+	}
+}
+
+func (td *testDriver) waitExit(t *testing.T, taskID string) *drivers.ExitResult {
+	t.Helper()
+	ch, err := td.WaitTask(context.Background(), taskID)
+	must.NoError(t, err)
+	select {
+	case res := <-ch:
+		return res
+	case <-time.After(120 * time.Second):
+		t.Fatalf("task %s did not exit", taskID)
+		return nil
+	}
+}
+
+var hashRe = regexp.MustCompile(`final step=(\d+) .* params_sha256=([0-9a-f]{64})`)
+
+func finalHash(t *testing.T, out string) string {
+	t.Helper()
+	m := hashRe.FindStringSubmatch(out)
+	must.SliceLen(t, 3, m, must.Sprintf("no final line in %q", out))
+	return m[2]
+}
+
+// referenceHash is the final parameter hash of an uninterrupted run of
+// trainerArgs(steps, ...).
+func referenceHash(t *testing.T, steps uint64) string {
+	t.Helper()
+	c := trainer.DefaultConfig()
+	c.Samples, c.Steps, c.LogEvery = 512, steps, 0
+	res, err := trainer.Run(context.Background(), c, trainer.Options{})
+	must.NoError(t, err)
+	return res.Hash
+}
+
+func trainerArgs(steps uint64, delay string) []string {
+	return []string{"-samples", "512", "-steps", fmt.Sprint(steps), "-log-every", "50", "-step-delay", delay}
+}

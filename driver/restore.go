@@ -1,0 +1,137 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/nomad/helper/users"
+	"github.com/hashicorp/nomad/plugins/drivers"
+
+	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// checkpointDirName is the checkpoint directory inside the task's local dir
+// ($NOMAD_TASK_DIR/checkpoint).
+const checkpointDirName = "checkpoint"
+
+// restoreTimeout bounds restoring a checkpoint in StartTask.
+const restoreTimeout = 15 * time.Minute
+
+// restored is the outcome of prepareCheckpoint.
+type restored struct {
+	state CheckpointState
+	env   map[string]string
+}
+
+// prepareCheckpoint creates the task's checkpoint directory and restores the
+// newest verifying checkpoint of key into it. A store that cannot be read
+// fails the task unless the task chose on_restore_error = "start_fresh".
+func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key store.Key, events *taskEmitter) (*restored, error) {
+	dir := filepath.Join(cfg.TaskDir().LocalDir, checkpointDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create checkpoint dir: %w", err)
+	}
+	if cfg.User != "" {
+		uid, gid, _, err := users.LookupUnix(cfg.User)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint dir: look up user %q: %w", cfg.User, err)
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, fmt.Errorf("checkpoint dir: chown to %q: %w", cfg.User, err)
+		}
+	}
+	r := &restored{state: CheckpointState{Dir: dir, Key: key}}
+	r.env = map[string]string{
+		protocol.EnvDir:        dir,
+		protocol.EnvSignal:     tc.Checkpoint.Signal,
+		protocol.EnvGeneration: "0",
+		protocol.EnvSequence:   "0",
+	}
+
+	restoreErr := func(err error) (*restored, error) {
+		if tc.Checkpoint.OnRestoreError == OnRestoreErrorStartFresh {
+			events.emit(map[string]string{annotationReason: "restore"},
+				"Checkpoint restore failed, starting fresh (on_restore_error = %q): %v", OnRestoreErrorStartFresh, err)
+			if err := emptyDir(dir); err != nil {
+				return nil, err
+			}
+			return r, nil
+		}
+		return nil, fmt.Errorf("restore checkpoint %s (set checkpoint.on_restore_error = %q to start fresh instead): %w",
+			key, OnRestoreErrorStartFresh, err)
+	}
+
+	st, err := d.checkpointStore()
+	if err != nil {
+		return restoreErr(err)
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, restoreTimeout)
+	defer cancel()
+	res, err := st.Restore(ctx, key, dir)
+	switch {
+	case errors.Is(err, store.ErrNoCheckpoint) && !errors.Is(err, store.ErrCorrupt):
+		d.logger.Info("no checkpoint to restore; starting fresh", "key", key.String(), "task_id", cfg.ID)
+		// A fresh start is fresh: drop what an earlier attempt of this
+		// allocation left behind but never committed.
+		if err := emptyDir(dir); err != nil {
+			return nil, err
+		}
+		return r, nil
+	case err != nil:
+		return restoreErr(err)
+	}
+
+	man := res.Manifest
+	if len(res.FellBack) > 0 {
+		events.emit(map[string]string{annotationGeneration: strconv.FormatUint(man.Generation, 10)},
+			"Checkpoint generation %v failed verification, fell back to generation %d", res.FellBack, man.Generation)
+	}
+	r.state.RestoredGeneration = man.Generation
+	r.env[protocol.EnvGeneration] = strconv.FormatUint(man.Generation, 10)
+	r.env[protocol.EnvRestoredFrom] = man.Node
+	ann := map[string]string{
+		annotationGeneration: strconv.FormatUint(man.Generation, 10),
+		annotationNode:       man.Node,
+		annotationBytes:      strconv.FormatInt(man.TotalBytes, 10),
+		annotationDuration:   res.Duration.String(),
+	}
+	at := ""
+	if m, err := protocol.ReadMarker(dir); err == nil {
+		r.state.RestoredSequence = m.Sequence
+		r.env[protocol.EnvSequence] = strconv.FormatUint(m.Sequence, 10)
+		if m.Step != nil {
+			s := strconv.FormatUint(*m.Step, 10)
+			r.env[protocol.EnvStep], ann[annotationStep], at = s, s, " (step "+s+")"
+		}
+	} else if v, ok := man.Meta["sequence"]; ok {
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			r.state.RestoredSequence = n
+			r.env[protocol.EnvSequence] = v
+		}
+	}
+	age := time.Since(man.Created).Round(time.Second)
+	ann[annotationAge] = age.String()
+	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
+		man.Generation, at, man.Node, age, humanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
+	return r, nil
+}
+
+// emptyDir removes dir's contents, keeping dir (and its owner).
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("empty checkpoint dir: %w", err)
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("empty checkpoint dir: %w", err)
+		}
+	}
+	return nil
+}
