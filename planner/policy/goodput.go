@@ -1,31 +1,49 @@
 package policy
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"sort"
 )
 
 // Goodput is caravan's best policy. It keeps Optimus's marginal-gain greedy
-// but changes what is optimised and in which order:
+// with a heap, and changes what a unit is worth so that the greedy
+// minimises average job completion time rather than the sum of remaining
+// times:
 //
-//   - The job's SpeedModel is expected to predict goodput (throughput times
-//     statistical efficiency, from the gradient noise the job reports), so a
-//     worker that only buys a larger, less efficient batch is worth little.
-//   - Restart-cost awareness: a plan that changes a running job's allocation
-//     adds the job's RestartCost to its predicted remaining time, so the
-//     greedy only reshapes a job when the saving pays for the restart, and a
-//     step may grant several workers at once (lookahead) so a worthwhile
-//     jump is not hidden behind a first step that does not pay yet.
-//   - Admission is shortest-predicted-remaining-time first (at the minimum
-//     size, restart cost included for jobs that would have to start), which
-//     minimises average completion time when jobs outnumber GPUs; ties by
-//     priority and arrival.
-//   - Fractional GPUs (Worker.GPUMilli < 1000) are packed onto shared
-//     physical GPUs by the placement step.
+//   - Objective (heSRPT, Berg et al., SIGMETRICS'20): for malleable jobs
+//     with concave speedup, the allocation minimising mean response time
+//     serves every job but gives more to jobs with less remaining work, by
+//     rank rather than by size. We maximise sum_j c_j * speedup_j(w_j) where
+//     jobs are ranked by predicted remaining time at their minimum size and
+//     c = sqrt(2i-1) for the i-th longest job (heSRPT's weights for a
+//     square-root speedup). Optimus's gain, the absolute seconds saved,
+//     instead favours long jobs: a GPU saves more seconds on a 12-hour job
+//     than on a 10-minute one.
+//   - Goodput: the job's SpeedModel is expected to predict goodput
+//     (throughput times statistical efficiency, from the gradient noise the
+//     job reports), so a worker that only buys a larger, less efficient
+//     batch is worth little.
+//   - Restart cost: starting a job costs its RestartCost before progress;
+//     reshaping a running job discounts its rate by Pollux's restart factor
+//     (the share of its lifetime that stays productive after one more
+//     restart), so jobs reshaped often must gain more to be reshaped again.
+//     Keeping the current size is always a candidate step.
+//   - Steps may grant up to two nodes' worth of workers at once, so a jump
+//     that only pays once it crosses a node boundary is not hidden behind a
+//     first step that does not pay yet.
+//   - Admission is part of the same greedy: a job's first step is its
+//     minimum (a gang).
+//   - Placement is pack-aware: a job that fragmentation would spread over
+//     more nodes than its size needs gets the size whose actual placement
+//     predicts the best rate. Fractional GPUs (Worker.GPUMilli < 1000) are
+//     packed onto shared physical GPUs.
+//   - Priority: a job with a higher Priority is served before any job with
+//     a lower one; the objective orders jobs within a priority.
 type Goodput struct {
 	// Lookahead bounds how many workers one greedy step may grant; 0 means
-	// the largest node's GPU count.
+	// twice the largest node's GPU count.
 	Lookahead int
 }
 
@@ -35,56 +53,150 @@ func NewGoodput() *Goodput { return &Goodput{} }
 // Name implements Policy.
 func (*Goodput) Name() string { return "goodput" }
 
+type goodputRound struct {
+	in     Input
+	cap    totals
+	free   totals
+	gpn    int
+	look   int
+	sizes  []size
+	weight []float64 // heSRPT weight / single-size rate, per job
+	t1     []float64 // predicted remaining seconds at the minimum size
+}
+
+// effRate is the job's predicted progress rate with w workers and ps
+// parameter servers, net of the restart the shape change would cost.
+func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
+	if w <= 0 {
+		return 0
+	}
+	r := j.rate(w, ps, nodesFor(w, j.Worker, g.gpn))
+	if r <= 0 {
+		return 0
+	}
+	rc := j.restartCost()
+	switch {
+	case sameShape(j, w, ps):
+	case j.Current.Workers == 0:
+		// Starting (or resuming) costs one restart before any progress.
+		r = j.remaining() / (j.remaining()/r + rc)
+	default:
+		age := j.Age.Seconds()
+		r *= math.Max(age-float64(j.Restarts)*rc, 0) / (age + rc)
+	}
+	return r
+}
+
+func (g *goodputRound) value(i, w, ps int) float64 {
+	return g.weight[i] * g.effRate(&g.in.Jobs[i], w, ps)
+}
+
+func (g *goodputRound) best(i, rank int) *step {
+	j := &g.in.Jobs[i]
+	s := g.sizes[i]
+	out := &step{job: i, rank: rank, prio: j.Priority}
+	base := g.value(i, s.w, s.ps)
+	wshare := g.cap.share(j.Worker)
+	consider := func(b, ps int) {
+		d := b - s.w
+		if d <= 0 || b > j.maxWorkers() || !g.free.fits(j.Worker, d) || !g.free.fits(j.PSDem, ps-s.ps) {
+			return
+		}
+		gain := (g.value(i, b, ps) - base) / (float64(d)*wshare + float64(ps-s.ps)*g.cap.share(j.PSDem))
+		if gain > 0 && (!out.valid || gain > out.gain) {
+			*out = step{job: i, dw: d, dps: ps - s.ps, gain: gain, rank: rank, prio: j.Priority, what: "worker", valid: true}
+		}
+	}
+	lo, ps := s.w+1, s.ps
+	if s.w == 0 {
+		lo, ps = j.minWorkers(), j.MinPS
+	}
+	for b := lo; b < lo+g.look; b++ {
+		consider(b, ps)
+	}
+	if c := j.Current.Workers; c >= lo+g.look && j.Current.PS >= ps {
+		consider(c, j.Current.PS)
+	}
+	if s.w > 0 && s.ps < j.MaxPS && g.free.fits(j.PSDem, 1) {
+		gain := (g.value(i, s.w, s.ps+1) - base) / g.cap.share(j.PSDem)
+		if gain > 0 && (!out.valid || gain > out.gain) {
+			*out = step{job: i, dps: 1, gain: gain, rank: rank, prio: j.Priority, what: "parameter server", valid: true}
+		}
+	}
+	return out
+}
+
+// weights ranks jobs by predicted remaining time at their minimum size
+// (longest first) and sets heSRPT's weight c_i = sqrt(2i-1), divided by the
+// job's rate at its minimum so that c multiplies a speedup.
+func (g *goodputRound) weights() {
+	n := len(g.in.Jobs)
+	g.weight = make([]float64, n)
+	g.t1 = make([]float64, n)
+	r1 := make([]float64, n)
+	idx := make([]int, n)
+	for i := range g.in.Jobs {
+		j := &g.in.Jobs[i]
+		r1[i] = j.rate(j.minWorkers(), j.MinPS, nodesFor(j.minWorkers(), j.Worker, g.gpn))
+		g.t1[i] = math.Inf(1)
+		if r1[i] > 0 {
+			g.t1[i] = j.remaining() / r1[i]
+		}
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return g.t1[idx[a]] > g.t1[idx[b]] })
+	for pos, i := range idx {
+		if r1[i] > 0 {
+			g.weight[i] = math.Sqrt(float64(2*pos+1)) / r1[i]
+		}
+	}
+}
+
 // Allocate implements Policy.
 func (gp *Goodput) Allocate(in Input) (Plan, error) {
 	if err := Validate(in); err != nil {
 		return Plan{}, err
 	}
 	gpn := maxGPUsPerNode(in.Cluster)
-	g := &greedyCtx{in: in, cap: clusterTotals(in.Cluster), gpn: gpn, lookahead: gp.Lookahead}
-	if g.lookahead <= 0 {
-		g.lookahead = gpn
+	g := &goodputRound{in: in, cap: clusterTotals(in.Cluster), gpn: gpn, look: gp.Lookahead}
+	g.free = g.cap
+	if g.look <= 0 {
+		g.look = 2 * gpn
 	}
-	g.remaining = func(j *Job, _ int, w, ps int) float64 {
-		r := j.rate(w, ps, nodesFor(w, j.Worker, gpn))
-		if r <= 0 {
-			return math.Inf(1)
-		}
-		t := j.remaining() / r
-		if !sameShape(j, w, ps) {
-			t += j.restartCost()
-		}
-		return t
-	}
-	// Admission order: shortest predicted remaining time at the minimum size.
-	order := fifoOrder(in.Jobs)
-	rank := make([]int, len(in.Jobs))
-	for r, i := range order {
-		rank[i] = r
-	}
-	key := make([]float64, len(in.Jobs))
-	for i := range in.Jobs {
-		j := &in.Jobs[i]
-		key[i] = g.remaining(j, i, j.minWorkers(), j.MinPS)
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ja, jb := &in.Jobs[order[a]], &in.Jobs[order[b]]
-		if ja.Priority != jb.Priority {
-			return ja.Priority > jb.Priority
-		}
-		if key[order[a]] != key[order[b]] {
-			return key[order[a]] < key[order[b]]
-		}
-		return rank[order[a]] < rank[order[b]]
-	})
 	g.sizes = make([]size, len(in.Jobs))
-	g.free = admit(in, order, g.sizes)
-	g.run(order)
-	for i := range g.sizes {
-		s := &g.sizes[i]
-		if s.w > 0 && s.gain == 0 {
-			s.reason = fmt.Sprintf("admitted (predicted %.0f s left at minimum); more workers would not pay for a restart", key[i])
+	g.weights()
+	order := fifoOrder(in.Jobs)
+	h := make(stepHeap, 0, len(order))
+	for r, i := range order {
+		g.sizes[i].reason = fmt.Sprintf("queued: jobs predicted to finish sooner come first (%.0f s left at minimum size)", g.t1[i])
+		if st := g.best(i, r); st.valid {
+			heap.Push(&h, st)
 		}
 	}
-	return finish(gp.Name(), in, g.sizes, order), nil
+	for h.Len() > 0 {
+		st := heap.Pop(&h).(*step)
+		j := &in.Jobs[st.job]
+		if !g.free.fits(j.Worker, st.dw) || !g.free.fits(j.PSDem, st.dps) {
+			if nst := g.best(st.job, st.rank); nst.valid {
+				heap.Push(&h, nst)
+			}
+			continue
+		}
+		g.free.sub(j.Worker, st.dw)
+		g.free.sub(j.PSDem, st.dps)
+		s := &g.sizes[st.job]
+		s.w += st.dw
+		s.ps += st.dps
+		s.gain = st.gain
+		left := math.Inf(1)
+		if r := j.rate(s.w, s.ps, nodesFor(s.w, j.Worker, gpn)); r > 0 {
+			left = j.remaining() / r
+		}
+		s.reason = fmt.Sprintf("goodput: %d workers, %d ps, predicted %.0f s left; last step +%d %s gained %.3g weighted speedup per dominant share",
+			s.w, s.ps, left, max(st.dw, st.dps), st.what, st.gain)
+		if nst := g.best(st.job, st.rank); nst.valid {
+			heap.Push(&h, nst)
+		}
+	}
+	return finishOpts(gp.Name(), in, g.sizes, order, true), nil
 }

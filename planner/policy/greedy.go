@@ -13,6 +13,7 @@ type step struct {
 	job      int
 	dw, dps  int
 	gain     float64
+	prio     int // job priority; higher always first
 	rank     int // admission rank; lower wins ties (determinism)
 	what     string
 	valid    bool
@@ -23,6 +24,9 @@ type stepHeap []*step
 
 func (h stepHeap) Len() int { return len(h) }
 func (h stepHeap) Less(a, b int) bool {
+	if h[a].prio != h[b].prio {
+		return h[a].prio > h[b].prio
+	}
 	if h[a].gain != h[b].gain {
 		return h[a].gain > h[b].gain
 	}
@@ -68,7 +72,7 @@ func (g *greedyCtx) best(i, rank int) *step {
 		return &step{job: i, rank: rank}
 	}
 	cur := g.remaining(j, i, s.w, s.ps)
-	out := &step{job: i, rank: rank}
+	out := &step{job: i, rank: rank, prio: j.Priority}
 	wshare := g.cap.share(j.Worker)
 	for d := 1; d <= g.lookahead && s.w+d <= j.maxWorkers(); d++ {
 		if !g.free.fits(j.Worker, d) {
@@ -80,14 +84,14 @@ func (g *greedyCtx) best(i, rank int) *step {
 			gain = math.MaxFloat64 / 4
 		}
 		if gain > 0 && (!out.valid || gain > out.gain) {
-			*out = step{job: i, dw: d, gain: gain, rank: rank, what: "worker", valid: true}
+			*out = step{job: i, dw: d, gain: gain, rank: rank, prio: j.Priority, what: "worker", valid: true}
 		}
 	}
 	if s.ps < j.MaxPS && g.free.fits(j.PSDem, 1) {
 		t := g.remaining(j, i, s.w, s.ps+1)
 		gain := (cur - t) / g.cap.share(j.PSDem)
 		if gain > 0 && (!out.valid || gain > out.gain) {
-			*out = step{job: i, dps: 1, gain: gain, rank: rank, what: "parameter server", valid: true}
+			*out = step{job: i, dps: 1, gain: gain, rank: rank, prio: j.Priority, what: "parameter server", valid: true}
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 )
@@ -171,7 +172,13 @@ func (p *placer) reserve(j *Job, a Allocation) bool {
 		p.take(st.i, j.PSDem, st.s)
 	}
 	if !ok {
-		for i, ns := range saved {
+		idx := make([]int, 0, len(saved))
+		for i := range saved {
+			idx = append(idx, i)
+		}
+		sort.Ints(idx)
+		for _, i := range idx {
+			ns := saved[i]
 			cur := p.nodes[i]
 			ns.bucket, ns.pos = cur.bucket, cur.pos
 			p.nodes[i] = ns
@@ -366,11 +373,7 @@ func (p *placer) placePS(j *Job, ps int, out map[int]*NodeAlloc) int {
 		return 0
 	}
 	placed := 0
-	idx := make([]int, 0, len(out))
-	for i := range out {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
+	idx := sortedNodes(out)
 	for progress := true; placed < ps && progress; {
 		progress = false
 		for _, i := range idx {
@@ -402,7 +405,8 @@ func (p *placer) placePS(j *Job, ps int, out map[int]*NodeAlloc) int {
 
 // release gives a placement back (used when a gang cannot be completed).
 func (p *placer) release(j *Job, out map[int]*NodeAlloc) {
-	for i, na := range out {
+	for _, i := range sortedNodes(out) {
+		na := out[i]
 		ns := &p.nodes[i]
 		ns.cpu += j.Worker.CPUMHz*na.Workers + j.PSDem.CPUMHz*na.PS
 		ns.mem += j.Worker.MemoryMB*na.Workers + j.PSDem.MemoryMB*na.PS
@@ -437,4 +441,40 @@ func toPlacement(out map[int]*NodeAlloc) []NodeAlloc {
 	}
 	sort.Slice(pl, func(a, b int) bool { return pl[a].Node < pl[b].Node })
 	return pl
+}
+
+// repack re-places a job that landed on more nodes than its size needs:
+// it tries smaller sizes (down to the job's minimum, at most one node's
+// worth fewer) and keeps the one whose actual node count predicts the best
+// rate. s.w is updated to the chosen size.
+func (p *placer) repack(j *Job, s *size, out map[int]*NodeAlloc) map[int]*NodeAlloc {
+	bestW, bestRate := s.w, j.rate(s.w, s.ps, len(out))
+	p.release(j, out)
+	for w := s.w - 1; w >= max(j.minWorkers(), s.w-p.maxGPUs); w-- {
+		o := p.placeWorkers(j, w)
+		got := 0
+		for _, na := range o {
+			got += na.Workers
+		}
+		if got == w {
+			if r := j.rate(w, s.ps, len(o)); r > bestRate {
+				bestW, bestRate = w, r
+			}
+		}
+		p.release(j, o)
+	}
+	if bestW != s.w {
+		s.reason += fmt.Sprintf("; %d workers instead of %d to avoid spreading over nodes", bestW, s.w)
+		s.w = bestW
+	}
+	return p.placeWorkers(j, s.w)
+}
+
+func sortedNodes(out map[int]*NodeAlloc) []int {
+	idx := make([]int, 0, len(out))
+	for i := range out {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	return idx
 }

@@ -20,7 +20,8 @@ const (
 	fixedBatch batchMode = iota
 	// adaptiveBatch picks the batch that maximises the job's predicted
 	// goodput for its allocation (AdaptDL/Pollux-style jobs), from the
-	// job's own fitted speed model and its current gradient statistics.
+	// speed model fitted to what jobs of its kind measured and its current
+	// gradient statistics.
 	adaptiveBatch
 )
 
@@ -50,10 +51,9 @@ type simJob struct {
 	gpuSeconds float64
 
 	// What the job has observed (for fitted models).
-	profile         map[profileKey][2]float64 // step, sync
+	profile          map[profileKey][2]float64 // step, sync
 	gradSqr, gradVar float64
-	fit             *model.Speed
-	fitDirty        bool
+	pool             *appPool
 }
 
 func newSimJob(spec workload.Job, app *Application, mode batchMode) *simJob {
@@ -116,7 +116,11 @@ func (j *simJob) updateBatch() {
 	a := j.app
 	bsz := j.targetBsz
 	if bsz == 0 {
-		sp := j.speedFit()
+		var sp *model.Speed
+		if j.pool != nil {
+			j.pool.update([]*simJob{j})
+			sp = j.pool.fit(a.Name)
+		}
 		if sp == nil {
 			bsz = math.Max(a.InitBatch, a.MinLocalBsz*float64(r))
 		} else {
@@ -152,27 +156,6 @@ func (j *simJob) observe(step, sync float64) {
 		return
 	}
 	j.profile[k] = [2]float64{step, sync}
-	j.fitDirty = true
-}
-
-// speedFit is the job's all-reduce speed model fitted to what it has
-// measured (nil before the first measurement).
-func (j *simJob) speedFit() *model.Speed {
-	if !j.fitDirty {
-		return j.fit
-	}
-	j.fitDirty = false
-	samples := make([]model.SpeedSample, 0, len(j.profile))
-	for k, v := range j.profile {
-		samples = append(samples, model.SpeedSample{Workers: k.reps, Nodes: k.nodes, Batch: k.bsz * float64(k.reps), StepsPerSec: 1 / v[0]})
-	}
-	sortSamples(samples)
-	sp, err := model.FitSpeed(model.AllReduce, withPrior(samples))
-	if err != nil {
-		return j.fit
-	}
-	j.fit = &sp
-	return j.fit
 }
 
 // step advances the job by seconds of simulated time starting at now.

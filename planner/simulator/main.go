@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
@@ -113,7 +114,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%-20s %-12s %10.0f %10.0f %10.0f %8d\n", j.Name, j.Application, j.Submitted, j.Completed, j.JCT, j.Restarts)
 		}
 	}
+	byApp := map[string][2]float64{}
+	for _, j := range res.Jobs {
+		v := byApp[j.Application]
+		byApp[j.Application] = [2]float64{v[0] + j.JCT, v[1] + 1}
+	}
+	for _, a := range sortedKeys(byApp) {
+		fmt.Fprintf(stdout, "  %-12s %3.0f jobs  average JCT %7.0f s\n", a, byApp[a][1], byApp[a][0]/byApp[a][1])
+	}
 	fmt.Fprintf(stdout, "policy %s workload %s: %d jobs, average JCT %.0f s (%.3f h), makespan %.0f s, GPU utilisation %.2f, restarts %d, %d rounds, policy time %s\n",
 		res.Policy, *wl, len(res.Jobs), res.AvgJCT, res.AvgJCT/3600, res.Makespan, res.GPUUtil, res.Restarts, res.Rounds, res.DecideTime)
 	return 0
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

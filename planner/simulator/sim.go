@@ -77,6 +77,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	if policyName == policy.Best {
 		mode = adaptiveBatch
 	}
+	pool := newAppPool()
 	sj := make([]*simJob, len(jobs))
 	for i, j := range jobs {
 		app, ok := apps[j.Application]
@@ -84,6 +85,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			return Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
 		}
 		sj[i] = newSimJob(j, app, mode)
+		sj[i].pool = pool
 	}
 	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
 	for n := range cluster.Nodes {
@@ -93,7 +95,6 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	for n, node := range cluster.Nodes {
 		nodeIndex[node.ID] = n
 	}
-	pool := newAppPool()
 	res := Result{Policy: policyName}
 	var gpuSeconds float64
 	now := 0.0
@@ -241,15 +242,12 @@ func policyJob(name string, j *simJob, now float64, pool *appPool) policy.Job {
 		for k := range j.profile {
 			maxProfiled = max(maxProfiled, k.reps)
 		}
+		maxProfiled = max(maxProfiled, pool.maxReps[a.Name])
 		pj.Max = min(max(2*maxProfiled, 1), 64, int(a.MaxBatch/a.MinLocalBsz))
 		if a.Name == "ncf" {
 			pj.Max = 1
 		}
-		sp := j.speedFit()
-		if sp == nil {
-			sp = pool.fit(a.Name)
-		}
-		if sp != nil {
+		if sp := pool.fit(a.Name); sp != nil {
 			pj.Speed = goodputSpeed(j, sp)
 			pj.Remaining = math.Max(a.Progress(a.MaxEpochs)-j.progress, 1e-9)
 		}
@@ -312,16 +310,22 @@ func goodputSpeed(j *simJob, sp *model.Speed) policy.SpeedModel {
 	})
 }
 
-// appPool pools what running jobs measured, per application: the cold-start
-// prior for a job that has not run yet ("finished jobs of the same kind").
+// appPool pools what jobs measured, per application (model kind), and fits
+// one all-reduce speed model per kind. The goodput policy's jobs use it to
+// choose their batch size and the policy uses it to predict goodput: jobs of
+// one kind share a model, so a job that has not run yet starts from what
+// its kind has shown (the cold-start prior), and the exploration cap (at
+// most twice the largest size the kind has been measured at) grows as the
+// kind is measured at larger sizes.
 type appPool struct {
 	samples map[string]map[profileKey][2]float64
+	maxReps map[string]int
 	fits    map[string]*model.Speed
 	dirty   map[string]bool
 }
 
 func newAppPool() *appPool {
-	return &appPool{samples: map[string]map[profileKey][2]float64{}, fits: map[string]*model.Speed{}, dirty: map[string]bool{}}
+	return &appPool{maxReps: map[string]int{}, samples: map[string]map[profileKey][2]float64{}, fits: map[string]*model.Speed{}, dirty: map[string]bool{}}
 }
 
 func (p *appPool) update(jobs []*simJob) {
@@ -332,6 +336,7 @@ func (p *appPool) update(jobs []*simJob) {
 			p.samples[j.app.Name] = m
 		}
 		for k, v := range j.profile {
+			p.maxReps[j.app.Name] = max(p.maxReps[j.app.Name], k.reps)
 			if _, ok := m[k]; !ok {
 				m[k] = v
 				p.dirty[j.app.Name] = true
@@ -377,4 +382,3 @@ func withPrior(samples []model.SpeedSample) []model.SpeedSample {
 	prior.StepsPerSec = s.StepsPerSec / 1.5
 	return append(samples, prior)
 }
-
