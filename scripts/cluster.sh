@@ -211,7 +211,7 @@ cmd_down() {
     local deadline=$((SECONDS + 60))
     while (( SECONDS < deadline )); do
       local live
-      live=$("$bin/nomad" operator api '/v1/allocations?filter=ClientStatus%20in%20%5B%22running%22%2C%22pending%22%5D' 2>/dev/null || echo err)
+      live=$("$bin/nomad" operator api '/v1/allocations?filter=ClientStatus%20%3D%3D%20%22running%22%20or%20ClientStatus%20%3D%3D%20%22pending%22' 2>/dev/null || echo err)
       [[ $live == "[]" || $live == err ]] && break
       sleep 0.5
     done

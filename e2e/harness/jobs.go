@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -65,14 +67,18 @@ func (c *C) RunJob(t testing.TB, path string, vars ...string) string {
 // are no longer running, so the next test starts from a quiet cluster.
 func (c *C) StopJob(t testing.TB, jobID string) {
 	t.Helper()
-	if _, err := c.CLI(t, "job", "stop", "-purge", "-detach", jobID); err != nil {
+	if _, _, err := c.Nomad.Jobs().Deregister(jobID, true, nil); err != nil {
+		var resp nomadapi.UnexpectedResponseError
+		if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
+			return
+		}
 		t.Logf("harness: stopping %s: %v", jobID, err)
 		return
 	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		allocs, _, err := c.Nomad.Allocations().List(&nomadapi.QueryOptions{
-			Filter: fmt.Sprintf(`JobID == %q and ClientStatus in ["running", "pending"]`, jobID),
+			Filter: fmt.Sprintf(`JobID == %q and (ClientStatus == "running" or ClientStatus == "pending")`, jobID),
 		})
 		if err == nil && len(allocs) == 0 {
 			return

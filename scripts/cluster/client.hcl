@@ -37,6 +37,8 @@ client {
   options {
     # Without this list the client probes cloud metadata addresses.
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
+    # No Docker engine, QEMU or Java here: skip their drivers.
+    "driver.denylist" = "docker,qemu,java"
   }
 }
 

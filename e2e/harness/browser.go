@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumPath is where Debian's chromium package installs the browser;
+// CARAVAN_CHROMIUM overrides it.
+const ChromiumPath = "/usr/bin/chromium"
+
+// Browser starts a headless Chromium for the test and returns a chromedp
+// context bound to one tab. Chromium runs with every background-networking
+// feature off, so it talks to nothing but the local cluster.
+func Browser(t testing.TB, timeout time.Duration) context.Context {
+	t.Helper()
+	path := os.Getenv("CARAVAN_CHROMIUM")
+	if path == "" {
+		path = ChromiumPath
+	}
+	if _, err := exec.LookPath(path); err != nil {
+		t.Fatalf("harness: no Chromium at %s (make test installs Debian's chromium package): %v", path, err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.WindowSize(1440, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelTab()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// PageText opens url in the tab and polls the rendered page's text until it
+// contains every one of wants, then returns it. Nomad's production UI has no
+// test attributes, so tests read what a person reads.
+func PageText(t testing.TB, ctx context.Context, url string, timeout time.Duration, wants ...string) string {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatalf("harness: opening %s: %v", url, err)
+	}
+	var text string
+	Eventually(t, timeout, func() error {
+		if err := chromedp.Run(ctx, chromedp.Text("body", &text, chromedp.ByQuery)); err != nil {
+			return err
+		}
+		for _, w := range wants {
+			if !strings.Contains(text, w) {
+				return fmt.Errorf("%s does not show %q yet; it shows:\n%s", url, w, text)
+			}
+		}
+		return nil
+	})
+	return text
+}
+
+// Screenshot saves a full-page PNG of the current tab under
+// build/screenshots/NAME.png for people to look at, and returns its path.
+func (c *C) Screenshot(t testing.TB, ctx context.Context, name string) string {
+	t.Helper()
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatalf("harness: screenshot %s: %v", name, err)
+	}
+	dir := filepath.Join(c.Root, "build", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Logf("screenshot: %s", path)
+	return path
+}

@@ -1,0 +1,350 @@
+// Package planner runs the live planner against the local cluster: real
+// Consul and Nomad agents, the simulated-GPU device plugin, and managed jobs
+// whose workers are raw_exec shell loops reporting progress with their Nomad
+// workload identity (jobspecs/planner-train-sim.nomad.hcl).
+//
+//	CARAVAN_E2E=1 CARAVAN_PORT_BASE=15200 CARAVAN_CLUSTER_DIR=$PWD/build/cluster-planner \
+//	  go test ./e2e/planner -v -timeout 20m
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+// instance is one planner process started by the test.
+type instance struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+	log  string
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startPlanner runs `caravan planner` as a host process (so the test can
+// kill -9 it) against the cluster.
+func startPlanner(t *testing.T, c *harness.C, name string, extra string) *instance {
+	t.Helper()
+	port := freePort(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+log_level = "debug"
+bind_addr = "127.0.0.1"
+port      = %d
+nomad {
+  address       = %q
+  blocking_wait = "30s"
+}
+consul {
+  address        = %q
+  service_id     = "caravan-planner-%s"
+  check_interval = "1s"
+  session_ttl    = "10s"
+}
+policy {
+  name            = "optimus"
+  interval        = "3s"
+  cooldown        = "10s"
+  restart_cost    = "5s"
+  suspend_quantum = "30s"
+}
+capacity {
+  device = "caravan/gpushare"
+}
+%s
+`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, extra)
+	path := filepath.Join(dir, "planner.hcl")
+	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	logPath := filepath.Join(dir, "planner.log")
+	logFile, err := os.Create(logPath)
+	must.NoError(t, err)
+	cmd := exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr)
+	must.NoError(t, cmd.Start())
+	in := &instance{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logPath}
+	t.Cleanup(func() {
+		if in.cmd.ProcessState == nil {
+			_ = in.cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = in.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = in.cmd.Process.Kill()
+				<-done
+			}
+		}
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("planner %s log:\n%s", name, tail(string(b), 80))
+		}
+	})
+	return in
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+type health struct {
+	Status string `json:"status"`
+	Leader bool   `json:"leader"`
+	Synced bool   `json:"nomad_synced"`
+}
+
+func (in *instance) health() (health, error) {
+	var h health
+	err := getJSON(in.url+"/v1/health", &h)
+	return h, err
+}
+
+type jobView struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Workers int    `json:"workers"`
+	Model   struct {
+		Step           int64   `json:"step"`
+		Loss           float64 `json:"loss"`
+		RemainingSteps float64 `json:"remaining_steps"`
+		Source         string  `json:"remaining_source"`
+	} `json:"model"`
+}
+
+func (in *instance) jobs() (map[string]jobView, error) {
+	var resp struct {
+		Jobs []jobView `json:"jobs"`
+	}
+	if err := getJSON(in.url+"/v1/jobs", &resp); err != nil {
+		return nil, err
+	}
+	out := map[string]jobView{}
+	for _, j := range resp.Jobs {
+		out[j.ID] = j
+	}
+	return out, nil
+}
+
+// events returns the planner's scaling events of a job's worker group.
+func events(t *testing.T, c *harness.C, job string) []nomadapi.ScalingEvent {
+	t.Helper()
+	st, _, err := c.Nomad.Jobs().ScaleStatus(job, nil)
+	must.NoError(t, err)
+	var out []nomadapi.ScalingEvent
+	for _, ev := range st.TaskGroups["worker"].Events {
+		if strings.HasPrefix(ev.Message, "caravan planner:") {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func action(ev nomadapi.ScalingEvent) string {
+	s, _ := ev.Meta["caravan_action"].(string)
+	return s
+}
+
+func runSim(t *testing.T, c *harness.C, name string, vars ...string) string {
+	t.Helper()
+	bin := filepath.Join(c.Root, "build", "caravan")
+	base := []string{"name=" + name, "caravan=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
+	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default-"+name))
+	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
+}
+
+func TestPlanner(t *testing.T) {
+	c := harness.Cluster(t)
+	p1 := startPlanner(t, c, "one", "")
+	harness.Eventually(t, 30*time.Second, func() error {
+		h, err := p1.health()
+		if err != nil {
+			return err
+		}
+		if !h.Leader || !h.Synced {
+			return fmt.Errorf("planner one not leading yet: %+v", h)
+		}
+		return nil
+	})
+	p2 := startPlanner(t, c, "two", "")
+	harness.Eventually(t, 30*time.Second, func() error {
+		h, err := p2.health()
+		if err != nil {
+			return err
+		}
+		if h.Leader || !h.Synced {
+			return fmt.Errorf("planner two should follow: %+v", h)
+		}
+		return nil
+	})
+
+	// Unauthenticated progress is refused.
+	resp, err := http.Post(p1.url+"/v1/progress", "application/json", strings.NewReader(`{"step":1,"loss":1,"samples_per_sec":1}`))
+	must.NoError(t, err)
+	resp.Body.Close()
+	must.Eq(t, http.StatusUnauthorized, resp.StatusCode)
+
+	// Two jobs, one GPU-sized worker each: the planner fits them and gives
+	// each a second worker (4 GPUs of 4 shares: the cluster is full).
+	a := runSim(t, c, "sim-a", "count=1", "max_workers=2")
+	b := runSim(t, c, "sim-b", "count=1", "max_workers=2")
+	for _, id := range []string{a, b} {
+		harness.Eventually(t, 2*time.Minute, func() error {
+			for _, ev := range events(t, c, id) {
+				if ev.Count != nil && *ev.Count == 2 {
+					must.StrContains(t, ev.Message, "marginal gain")
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: no scale-up event yet", id)
+		})
+	}
+	harness.Eventually(t, time.Minute, func() error {
+		jobs, err := p1.jobs()
+		if err != nil {
+			return err
+		}
+		if j := jobs[a]; j.Model.Source != "fit" || j.Model.Step == 0 {
+			return fmt.Errorf("no fitted model for %s yet: %+v", a, j)
+		}
+		return nil
+	})
+
+	// A user edits job a (a new version with a note) while the planner
+	// manages it: the planner keeps deciding on the user's version and
+	// never writes the note away.
+	ja, _, err := c.Nomad.Jobs().Info(a, nil)
+	must.NoError(t, err)
+	ja.Meta["owner_note"] = "edited by a user"
+	_, _, err = c.Nomad.Jobs().Register(ja, nil)
+	must.NoError(t, err)
+
+	// A third job whose gang minimum (3 GPUs) cannot fit next to the
+	// others: it waits, then time-slicing suspends a runner for it, and
+	// later resumes the suspended one with its progress intact.
+	cjob := runSim(t, c, "sim-c", "count=0", "min_workers=3", "max_workers=3", "gang=true")
+	var suspended string
+	var stepAtSuspend int64
+	harness.Eventually(t, 3*time.Minute, func() error {
+		for _, id := range []string{a, b} {
+			evs := events(t, c, id)
+			for _, ev := range evs {
+				if action(ev) == "suspend" {
+					suspended = id
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no job suspended yet")
+	})
+	harness.Eventually(t, time.Minute, func() error {
+		jobs, err := p1.jobs()
+		if err != nil {
+			return err
+		}
+		if jobs[suspended].State != "suspended" {
+			return fmt.Errorf("%s is %s", suspended, jobs[suspended].State)
+		}
+		stepAtSuspend = jobs[suspended].Model.Step
+		return nil
+	})
+	harness.Eventually(t, time.Minute, func() error {
+		for _, ev := range events(t, c, cjob) {
+			if ev.Count != nil && *ev.Count == 3 {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not started", cjob)
+	})
+	t.Logf("suspended %s at step %d for %s", suspended, stepAtSuspend, cjob)
+
+	// The leader dies: the follower takes over within seconds.
+	killed := time.Now()
+	must.NoError(t, p1.cmd.Process.Kill())
+	_ = p1.cmd.Wait()
+	harness.Eventually(t, 60*time.Second, func() error {
+		h, err := p2.health()
+		if err != nil {
+			return err
+		}
+		if !h.Leader {
+			return fmt.Errorf("planner two not leading yet")
+		}
+		return nil
+	})
+	t.Logf("failover: planner two leads %s after planner one was killed", time.Since(killed).Round(100*time.Millisecond))
+
+	// The new leader resumes the suspended job at a slice boundary, from
+	// the step it had reached.
+	harness.Eventually(t, 3*time.Minute, func() error {
+		var newest *nomadapi.ScalingEvent
+		for _, ev := range events(t, c, suspended) {
+			if newest == nil || ev.Time > newest.Time {
+				newest = &ev
+			}
+		}
+		if newest == nil || action(*newest) != "resume" {
+			return fmt.Errorf("%s not resumed yet", suspended)
+		}
+		return nil
+	})
+	harness.Eventually(t, time.Minute, func() error {
+		jobs, err := p2.jobs()
+		if err != nil {
+			return err
+		}
+		j := jobs[suspended]
+		if j.State != "running" || j.Model.Step <= stepAtSuspend {
+			return fmt.Errorf("%s: %s at step %d (suspended at %d)", suspended, j.State, j.Model.Step, stepAtSuspend)
+		}
+		return nil
+	})
+
+	// The user's edit survived every planner write since.
+	ja, _, err = c.Nomad.Jobs().Info(a, nil)
+	must.NoError(t, err)
+	must.Eq(t, "edited by a user", ja.Meta["owner_note"])
+
+	// Metrics are served in Prometheus text format.
+	mresp, err := http.Get(p2.url + "/v1/metrics")
+	must.NoError(t, err)
+	defer mresp.Body.Close()
+	must.StrContains(t, mresp.Header.Get("Content-Type"), "text/plain")
+}
