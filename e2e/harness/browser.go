@@ -3,10 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
-	"strings"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
