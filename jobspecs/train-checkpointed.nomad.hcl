@@ -1,0 +1,107 @@
+# A training job that survives suspend, resume and migration: caravan's
+# deterministic example trainer (`caravan trainer`, real mini-batch SGD) run
+# by the caravan task driver with the checkpoint protocol on.
+#
+#   nomad job run -var caravan_bin=/path/to/caravan jobspecs/train-checkpointed.nomad.hcl
+#
+# Suspend and resume:   nomad job scale train-checkpointed train 0   (then 1)
+# Migrate:              nomad alloc stop ALLOC   (the replacement resumes elsewhere)
+# Checkpoint now:       nomad alloc signal -s SIGUSR1 ALLOC trainer
+# Drain a node:         nomad node drain -enable -yes NODE
+# Watch:                nomad alloc status ALLOC (events), nomad alloc logs -f ALLOC
+#
+# The trainer prints `final step=N ... params_sha256=H`; H is the same for
+# an uninterrupted run and for any number of suspends and migrations.
+
+variable "caravan_bin" {
+  description = "Path of the caravan binary on the clients (the plugin binary works)."
+  type        = string
+  default     = "caravan"
+}
+
+variable "nodes" {
+  description = "Regular expression of the node names the job may run on."
+  type        = string
+  default     = ".*"
+}
+
+variable "steps" {
+  description = "Total SGD steps."
+  type        = number
+  default     = 20000
+}
+
+variable "step_delay" {
+  description = "Sleep after each step, to make the example last long enough to play with."
+  type        = string
+  default     = "2ms"
+}
+
+variable "checkpoint_interval" {
+  description = "Periodic checkpoint interval (\"\" for none: only on stop and on demand)."
+  type        = string
+  default     = ""
+}
+
+variable "progress_url" {
+  description = "Planner endpoint receiving progress reports (\"\" for none)."
+  type        = string
+  default     = ""
+}
+
+job "train-checkpointed" {
+  type = "batch"
+
+  group "train" {
+    count = 1
+
+    constraint {
+      attribute = "${node.unique.name}"
+      operator  = "regexp"
+      value     = var.nodes
+    }
+
+    # Only schedule where the checkpoint store is reachable.
+    constraint {
+      attribute = "${attr.driver.caravan.checkpoint_store}"
+      value     = "true"
+    }
+
+    restart {
+      attempts = 2
+      delay    = "5s"
+      mode     = "fail"
+    }
+
+    task "trainer" {
+      driver = "caravan"
+
+      # The checkpoint on stop must finish within kill_timeout (a fifth of it
+      # is kept for the kill signal).
+      kill_timeout = "30s"
+
+      config {
+        command = var.caravan_bin
+        args = [
+          "trainer",
+          "-steps", "${var.steps}",
+          "-step-delay", var.step_delay,
+          "-log-every", "500",
+          "-report-url", var.progress_url,
+        ]
+
+        checkpoint {
+          signal           = "SIGUSR1"
+          interval         = var.checkpoint_interval
+          timeout          = "1m"
+          on_restore_error = "fail"
+        }
+      }
+
+      resources {
+        cpu    = 200
+        memory = 64
+      }
+    }
+  }
+}
