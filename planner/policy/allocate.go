@@ -37,8 +37,11 @@ func finishOpts(name string, in Input, sizes []size, order []int, packAware bool
 	// Pass 1: jobs whose shape is unchanged keep their placement.
 	for _, i := range order {
 		j := &in.Jobs[i]
-		if sameShape(j, sizes[i].w, sizes[i].ps) && pl.reserve(j, j.Current) {
-			allocs[i] = Allocation{Workers: j.Current.Workers, PS: j.Current.PS, Placement: j.Current.Placement}
+		if !sameShape(j, sizes[i].w, sizes[i].ps) {
+			continue
+		}
+		if kept, ok := pl.reserve(j, j.Current); ok {
+			allocs[i] = Allocation{Workers: j.Current.Workers, PS: j.Current.PS, Placement: kept}
 			placed[i] = true
 		}
 	}

@@ -134,64 +134,106 @@ func (p *placer) take(i int, d Demand, k int) []int {
 	return gpus
 }
 
-// reserve re-takes exactly a job's current placement; false (and nothing
-// taken) if it no longer fits.
-func (p *placer) reserve(j *Job, a Allocation) bool {
-	type step struct {
-		i    int
-		w, s int
+// reserve re-takes exactly a job's current placement, keeping the
+// physical GPUs it lists when they are still free (otherwise picking GPUs on
+// the same node). It returns the placement with the GPUs actually taken, or
+// false (and nothing taken) if it no longer fits.
+func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
+	type snap struct {
+		i  int
+		ns nodeState
 	}
-	var steps []step
-	for _, na := range a.Placement {
-		i, ok := p.byID[na.Node]
-		if !ok {
-			return false
-		}
-		steps = append(steps, step{i, na.Workers, na.PS})
-	}
-	// Check first, on copies of the touched nodes.
-	saved := make(map[int]nodeState, len(steps))
-	for _, st := range steps {
-		if _, ok := saved[st.i]; !ok {
-			ns := p.nodes[st.i]
-			ns.gpuFree = slices.Clone(ns.gpuFree)
-			saved[st.i] = ns
-		}
-	}
-	ok := true
-	for _, st := range steps {
-		if p.slots(st.i, j.Worker) < st.w {
-			ok = false
-			break
-		}
-		p.take(st.i, j.Worker, st.w)
-		if p.slots(st.i, j.PSDem) < st.s {
-			ok = false
-			break
-		}
-		p.take(st.i, j.PSDem, st.s)
-	}
-	if !ok {
-		idx := make([]int, 0, len(saved))
-		for i := range saved {
-			idx = append(idx, i)
-		}
-		sort.Ints(idx)
-		for _, i := range idx {
-			ns := saved[i]
-			cur := p.nodes[i]
+	var saved []snap
+	seen := map[int]bool{}
+	rollback := func() {
+		for k := len(saved) - 1; k >= 0; k-- {
+			cur := p.nodes[saved[k].i]
+			ns := saved[k].ns
 			ns.bucket, ns.pos = cur.bucket, cur.pos
-			p.nodes[i] = ns
+			p.nodes[saved[k].i] = ns
+			p.rebucket(saved[k].i)
+		}
+	}
+	w, ps := 0, 0
+	for _, na := range a.Placement {
+		w += na.Workers
+		ps += na.PS
+	}
+	if w != a.Workers || ps != a.PS {
+		return nil, false
+	}
+	out := make([]NodeAlloc, 0, len(a.Placement))
+	for _, na := range a.Placement {
+		if na.Workers+na.PS == 0 {
+			continue
+		}
+		i, ok := p.byID[na.Node]
+		if !ok || seen[i] {
+			rollback()
+			return nil, false
+		}
+		seen[i] = true
+		ns := p.nodes[i]
+		ns.gpuFree = slices.Clone(ns.gpuFree)
+		saved = append(saved, snap{i, ns})
+		gpus, ok := p.takeExact(i, j.Worker, na.Workers, na.GPUs)
+		if !ok || p.slots(i, j.PSDem) < na.PS {
+			rollback()
+			return nil, false
+		}
+		p.take(i, j.PSDem, na.PS)
+		out = append(out, NodeAlloc{Node: na.Node, Workers: na.Workers, PS: na.PS, GPUs: gpus})
+	}
+	if len(out) > 1 {
+		for _, na := range out {
+			p.nodes[p.byID[na.Node]].distributed++
+		}
+	}
+	return out, true
+}
+
+// takeExact takes k units of d on node i on the listed GPUs when the list
+// is complete and they have room, else on any GPUs of the node.
+func (p *placer) takeExact(i int, d Demand, k int, want []int) ([]int, bool) {
+	if p.slots(i, d) < k {
+		return nil, false
+	}
+	ns := &p.nodes[i]
+	if d.GPUMilli <= 0 || k == 0 {
+		return p.take(i, d, k), true
+	}
+	per := max(d.GPUMilli/MilliGPU, 1)
+	milli := min(d.GPUMilli, MilliGPU)
+	if len(want) == k*per {
+		need := map[int]int{}
+		valid := true
+		for _, g := range want {
+			if g < 0 || g >= len(ns.gpuFree) {
+				valid = false
+				break
+			}
+			need[g] += milli
+		}
+		for g, m := range need {
+			if !valid || ns.gpuFree[g] < m {
+				valid = false
+				break
+			}
+		}
+		if valid {
+			ns.cpu -= d.CPUMHz * k
+			ns.mem -= d.MemoryMB * k
+			for _, g := range want {
+				if ns.gpuFree[g] == MilliGPU {
+					ns.whole--
+				}
+				ns.gpuFree[g] -= milli
+			}
 			p.rebucket(i)
-		}
-		return false
-	}
-	if len(a.Placement) > 1 {
-		for _, st := range steps {
-			p.nodes[st.i].distributed++
+			return slices.Clone(want), true
 		}
 	}
-	return true
+	return p.take(i, d, k), true
 }
 
 // placeWorkers finds nodes for w workers of job j. It returns the per-node
