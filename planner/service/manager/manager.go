@@ -656,7 +656,10 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 		if now.Before(end) || !spec.Suspendable {
 			pj.Submitted = protected
 		} else {
-			pj.Submitted = end
+			// Re-queued at the start of its current slice, so a job that
+			// has run for many slices does not keep its place forever.
+			slices := now.Sub(mm.lastResume) / s.SuspendQuantum
+			pj.Submitted = mm.lastResume.Add(slices * s.SuspendQuantum)
 		}
 	} else {
 		if mm.waitingSince.IsZero() {

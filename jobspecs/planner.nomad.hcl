@@ -1,0 +1,140 @@
+# The caravan planner as a Nomad service job: two instances (one leads
+# through a Consul lock, the other serves reads and takes over within seconds
+# when the leader dies), each registering itself in Consul as service
+# "caravan-planner" with an HTTP health check on /v1/health. The planner
+# registers itself, rather than through a `service` block, because its
+# leadership session is tied to that check's ID.
+#
+# Nomad access uses the task's own workload identity (NOMAD_TOKEN) with the
+# least-privilege policy in jobspecs/acl/planner-nomad.policy.hcl attached to
+# this job (clusters with ACLs enabled):
+#
+#   nomad acl policy apply -namespace default -job caravan-planner \
+#     caravan-planner jobspecs/acl/planner-nomad.policy.hcl
+#
+# and a Consul token with jobspecs/acl/planner-consul.policy.hcl in the
+# variable consul_token (or CONSUL_HTTP_TOKEN from Vault/Nomad Variables).
+#
+#   nomad job run -var caravan=$PWD/build/caravan \
+#     -var nomad_addr=$NOMAD_ADDR -var consul_addr=$CONSUL_HTTP_ADDR jobspecs/planner.nomad.hcl
+
+variable "caravan" {
+  description = "Absolute path of the caravan binary on the clients."
+  type        = string
+}
+
+variable "nomad_addr" {
+  type    = string
+  default = "http://127.0.0.1:4646"
+}
+
+variable "consul_addr" {
+  type    = string
+  default = "127.0.0.1:8500"
+}
+
+variable "consul_token" {
+  type    = string
+  default = ""
+}
+
+variable "count" {
+  description = "Planner instances (one leader, the rest followers)."
+  type        = number
+  default     = 2
+}
+
+variable "policy" {
+  description = "Allocation policy: optimus, goodput, tiresias, drf or fifo."
+  type        = string
+  default     = "optimus"
+}
+
+variable "device" {
+  description = "The GPU share device the planner allocates."
+  type        = string
+  default     = "caravan/gpushare"
+}
+
+variable "dry_run" {
+  type    = bool
+  default = false
+}
+
+job "caravan-planner" {
+  type     = "service"
+  priority = 80
+
+  group "planner" {
+    count = var.count
+
+    # Instances on different clients, so one client's death cannot take
+    # every instance with it.
+    constraint {
+      operator = "distinct_hosts"
+      value    = "true"
+    }
+
+    network {
+      port "http" {}
+    }
+
+    task "planner" {
+      driver = "raw_exec"
+
+      config {
+        command = var.caravan
+        args = [
+          "planner", "-config", "local/planner.hcl",
+          "-port", "${NOMAD_PORT_http}",
+          "-service-id", "caravan-planner-${NOMAD_ALLOC_ID}",
+        ]
+      }
+
+      # NOMAD_TOKEN: the planner's Nomad credential (workload identity).
+      identity {
+        env = true
+      }
+
+      env {
+        CONSUL_HTTP_TOKEN = var.consul_token
+      }
+
+      template {
+        destination = "local/planner.hcl"
+        change_mode = "signal"
+        change_signal = "SIGHUP"
+        data        = <<-EOT
+          log_level = "info"
+          bind_addr = "{{ env "NOMAD_IP_http" }}"
+          dry_run   = ${var.dry_run}
+          nomad {
+            address = "${var.nomad_addr}"
+          }
+          consul {
+            address        = "${var.consul_addr}"
+            check_interval = "2s"
+          }
+          policy {
+            name            = "${var.policy}"
+            interval        = "30s"
+            cooldown        = "3m"
+            restart_cost    = "30s"
+            suspend_quantum = "10m"
+          }
+          capacity {
+            device = "${var.device}"
+          }
+        EOT
+      }
+
+      kill_signal  = "SIGTERM"
+      kill_timeout = "15s"
+
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+    }
+  }
+}
