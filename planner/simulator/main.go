@@ -23,7 +23,7 @@ Replays a workload through a planner policy on a simulated GPU cluster.
 
   caravan planner simulate --policy goodput --workload workloads/workload-1.csv
   caravan planner simulate --table                 # all policies x shared workloads vs published
-  caravan planner simulate --philly [--nodes 512]  # full philly-jobs.csv replay
+  caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
 
 Options:
 `
@@ -44,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("all", false, "alias for --table")
 	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput", "policies for --table")
 	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
-	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 512)")
+	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
 	perJob := fs.Bool("jobs", false, "print every job's JCT")
@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case *philly:
 		if cfg.Nodes == 0 {
-			cfg.Nodes = 512
+			cfg.Nodes = 128
 		}
 		rep, err := ReplayPhilly(cfg, *pol, filepath.Join(dir, "philly-jobs.csv"))
 		if err != nil {
