@@ -127,7 +127,7 @@ func Default() *Config {
 			CheckInterval: 2 * time.Second,
 			LockKey:       "caravan/planner/leader",
 			SessionTTL:    10 * time.Second,
-			LockDelay:     time.Second,
+			LockDelay:     0,
 		},
 		Policy: Policy{
 			Name:               "optimus",

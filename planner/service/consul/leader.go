@@ -23,9 +23,9 @@ type ElectorConfig struct {
 	// CheckID, when set, ties the session to the service's health check.
 	CheckID    string
 	SessionTTL time.Duration
-	// LockDelay after a session is invalidated; 0 disables it (Consul's
-	// default would be 15s). Writes to Nomad enforce job modify indexes, so a
-	// deposed leader's late write cannot land on a job that changed.
+	// LockDelay after a session is invalidated; 0 disables it. Writes to
+	// Nomad enforce job modify indexes, so a deposed leader's late write
+	// cannot land on a job that changed since it decided.
 	LockDelay time.Duration
 	Clock     clock.Clock
 	Logger    hclog.Logger
@@ -117,26 +117,51 @@ func (e *Elector) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// campaign acquires the lock once and holds it until it is lost or ctx ends.
-func (e *Elector) campaign(ctx context.Context) error {
-	se := &consulapi.SessionEntry{
-		Name:       "caravan-planner " + e.cfg.ID,
-		TTL:        e.cfg.SessionTTL.String(),
-		Behavior:   consulapi.SessionBehaviorRelease,
-		LockDelay:  e.cfg.LockDelay,
-		NodeChecks: []string{"serfHealth"},
-	}
-	if se.LockDelay <= 0 {
-		se.LockDelay = time.Millisecond // 0 would mean Consul's 15s default
+// createSession creates the lock's session. It writes the request itself
+// because consul/api drops a zero LockDelay (which Consul then reads as its
+// 15 s default), and a lock delay makes a follower that races the old
+// leader's invalidation wait consul/api's 5 s retry.
+func (e *Elector) createSession(ctx context.Context) (string, error) {
+	body := map[string]any{
+		"Name":       "caravan-planner " + e.cfg.ID,
+		"TTL":        e.cfg.SessionTTL.String(),
+		"Behavior":   consulapi.SessionBehaviorRelease,
+		"LockDelay":  e.cfg.LockDelay.String(),
+		"NodeChecks": []string{"serfHealth"},
 	}
 	if e.cfg.CheckID != "" {
-		se.ServiceChecks = []consulapi.ServiceCheck{{ID: e.cfg.CheckID}}
+		body["ServiceChecks"] = []consulapi.ServiceCheck{{ID: e.cfg.CheckID}}
 	}
+	var out struct{ ID string }
+	if _, err := e.cfg.Client.Raw().Write("/v1/session/create", body, &out, (&consulapi.WriteOptions{}).WithContext(ctx)); err != nil {
+		return "", fmt.Errorf("creating session: %w", err)
+	}
+	if out.ID == "" {
+		return "", errors.New("creating session: consul returned no session ID")
+	}
+	return out.ID, nil
+}
+
+// campaign acquires the lock once and holds it until it is lost or ctx ends.
+func (e *Elector) campaign(ctx context.Context) error {
+	session, err := e.createSession(ctx)
+	if err != nil {
+		return err
+	}
+	renewDone := make(chan struct{})
+	renewErr := make(chan error, 1)
+	go func() {
+		renewErr <- e.cfg.Client.Session().RenewPeriodic(e.cfg.SessionTTL.String(), session, nil, renewDone)
+	}()
+	defer func() {
+		close(renewDone) // RenewPeriodic destroys the session on its way out
+		<-renewErr
+	}()
+
 	lock, err := e.cfg.Client.LockOpts(&consulapi.LockOptions{
 		Key:            e.cfg.Key,
 		Value:          []byte(e.cfg.ID),
-		SessionOpts:    se,
-		SessionTTL:     e.cfg.SessionTTL.String(),
+		Session:        session,
 		MonitorRetries: 3,
 		LockWaitTime:   15 * time.Second,
 	})
@@ -167,12 +192,16 @@ func (e *Elector) campaign(ctx context.Context) error {
 		if err := lock.Unlock(); err != nil && !errors.Is(err, consulapi.ErrLockNotHeld) {
 			e.log.Warn("releasing lock", "error", err)
 		}
-		_ = lock.Destroy()
 		return nil
 	case <-lost:
 		e.set(false)
 		_ = lock.Unlock()
 		return errors.New("lock lost")
+	case err := <-renewErr:
+		renewErr <- err // for the deferred wait
+		e.set(false)
+		_ = lock.Unlock()
+		return fmt.Errorf("session renewal stopped: %w", err)
 	}
 }
 
