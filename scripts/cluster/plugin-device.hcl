@@ -19,7 +19,7 @@ plugin "caravan-gpu" {
     }
 
     simulated {
-      seed     = "@NODE@"
+      seed     = "@CLUSTER_DIR@/@NODE@"
       xid_file = "@CLUSTER_DIR@/xid-@NODE@"
 
       gpu {
