@@ -11,6 +11,10 @@ type size struct {
 	w, ps  int
 	gain   float64
 	reason string
+	// last is the last greedy step granted; its reason is formatted once
+	// at the end of the round (formatting per grant dominated big rounds).
+	last     *step
+	describe func(s *size) string
 }
 
 // sameShape reports whether the current allocation already has w workers
@@ -31,6 +35,11 @@ func finish(name string, in Input, sizes []size, order []int) Plan {
 // (down to its minimum) whose actual placement predicts the best rate:
 // three GPUs on one node often beat four spread over two.
 func finishOpts(name string, in Input, sizes []size, order []int, packAware bool) Plan {
+	for i := range sizes {
+		if s := &sizes[i]; s.last != nil && s.describe != nil {
+			s.reason = s.describe(s)
+		}
+	}
 	pl := newPlacer(in.Cluster)
 	allocs := make([]Allocation, len(in.Jobs))
 	placed := make([]bool, len(in.Jobs))

@@ -188,12 +188,16 @@ func (gp *Goodput) Allocate(in Input) (Plan, error) {
 		s.w += st.dw
 		s.ps += st.dps
 		s.gain = st.gain
-		left := math.Inf(1)
-		if r := j.rate(s.w, s.ps, nodesFor(s.w, j.Worker, gpn)); r > 0 {
-			left = j.remaining() / r
+		s.last = st
+		s.describe = func(s *size) string {
+			j := &in.Jobs[s.last.job]
+			left := math.Inf(1)
+			if r := j.rate(s.w, s.ps, nodesFor(s.w, j.Worker, gpn)); r > 0 {
+				left = j.remaining() / r
+			}
+			return fmt.Sprintf("goodput: %d workers, %d ps, predicted %.0f s left; last step +%d %s gained %.3g weighted speedup per dominant share",
+				s.w, s.ps, left, max(s.last.dw, s.last.dps), s.last.what, s.last.gain)
 		}
-		s.reason = fmt.Sprintf("goodput: %d workers, %d ps, predicted %.0f s left; last step +%d %s gained %.3g weighted speedup per dominant share",
-			s.w, s.ps, left, max(st.dw, st.dps), st.what, st.gain)
 		if nst := g.best(st.job, st.rank); nst.valid {
 			heap.Push(&h, nst)
 		}

@@ -122,8 +122,8 @@ func (g *greedyCtx) run(order []int) {
 		s.w += st.dw
 		s.ps += st.dps
 		s.gain = st.gain
-		s.reason = fmt.Sprintf("marginal gain: +%d %s saves %.3g s per dominant share; %d workers, %d ps",
-			max(st.dw, st.dps), st.what, st.gain, s.w, s.ps)
+		s.last = st
+		s.describe = describeOptimus
 		if nst := g.best(st.job, st.rank); nst.valid {
 			heap.Push(&h, nst)
 		}
@@ -138,4 +138,9 @@ func (g *greedyCtx) optimusTime(j *Job, _ int, w, ps int) float64 {
 		return math.Inf(1)
 	}
 	return j.remaining() / r
+}
+
+func describeOptimus(s *size) string {
+	return fmt.Sprintf("marginal gain: +%d %s saves %.3g s per dominant share; %d workers, %d ps",
+		max(s.last.dw, s.last.dps), s.last.what, s.last.gain, s.w, s.ps)
 }

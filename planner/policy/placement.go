@@ -21,12 +21,14 @@ type nodeState struct {
 	cpu, mem    int
 	distributed int // multi-node jobs placed here
 	bucket, pos int // index in placer.buckets
+	ppos        int // index in placer.partial, -1 if not there
 }
 
 type placer struct {
 	nodes   []nodeState
 	byID    map[string]int
 	buckets [][]int // buckets[k]: nodes with k whole free GPUs
+	partial []int   // nodes with a partly used GPU (fractional packing)
 	maxGPUs int
 }
 
@@ -44,6 +46,7 @@ func newPlacer(c Cluster) *placer {
 		ns.whole = n.GPUs
 		ns.cpu, ns.mem = n.CPUMHz, n.MemoryMB
 		ns.bucket = n.GPUs
+		ns.ppos = -1
 		ns.pos = len(p.buckets[n.GPUs])
 		p.buckets[n.GPUs] = append(p.buckets[n.GPUs], i)
 		p.byID[n.ID] = i
@@ -53,6 +56,24 @@ func newPlacer(c Cluster) *placer {
 
 func (p *placer) rebucket(i int) {
 	ns := &p.nodes[i]
+	part := false
+	for _, f := range ns.gpuFree {
+		if f > 0 && f < MilliGPU {
+			part = true
+			break
+		}
+	}
+	switch {
+	case part && ns.ppos < 0:
+		ns.ppos = len(p.partial)
+		p.partial = append(p.partial, i)
+	case !part && ns.ppos >= 0:
+		last := p.partial[len(p.partial)-1]
+		p.partial[ns.ppos] = last
+		p.nodes[last].ppos = ns.ppos
+		p.partial = p.partial[:len(p.partial)-1]
+		ns.ppos = -1
+	}
 	if ns.bucket == ns.whole {
 		return
 	}
@@ -149,7 +170,7 @@ func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
 		for k := len(saved) - 1; k >= 0; k-- {
 			cur := p.nodes[saved[k].i]
 			ns := saved[k].ns
-			ns.bucket, ns.pos = cur.bucket, cur.pos
+			ns.bucket, ns.pos, ns.ppos = cur.bucket, cur.pos, cur.ppos
 			p.nodes[saved[k].i] = ns
 			p.rebucket(saved[k].i)
 		}
@@ -380,6 +401,23 @@ func (p *placer) mostFree(d Demand) int {
 // onto partly used GPUs), else the nodes with the most slots first.
 func (p *placer) placeScan(d Demand, w int, add func(i, k int)) {
 	need := w
+	if d.GPUMilli > 0 {
+		// Shares first go where a GPU is already partly used (best fit),
+		// then to a node with a whole free GPU; only then scan everything.
+		best, bestSlots := -1, 0
+		for _, i := range p.partial {
+			if s := p.slots(i, d); s >= need && (best < 0 || s < bestSlots || (s == bestSlots && i < best)) {
+				best, bestSlots = i, s
+			}
+		}
+		if best < 0 {
+			best = p.findInBuckets(1, need, d, false)
+		}
+		if best >= 0 {
+			add(best, need)
+			return
+		}
+	}
 	best, bestSlots := -1, 0
 	type cand struct{ i, s int }
 	var cands []cand

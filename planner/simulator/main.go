@@ -23,6 +23,7 @@ Replays a workload through a planner policy on a simulated GPU cluster.
 
   caravan planner simulate --policy goodput --workload workloads/workload-1.csv
   caravan planner simulate --table                 # all policies x shared workloads vs published
+  caravan planner simulate --scale                 # decision speed at 4,000/8,000 jobs x 16,000 nodes
   caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
 
 Options:
@@ -48,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
 	perJob := fs.Bool("jobs", false, "print every job's JCT")
+	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -56,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval}
 	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *philly || *wl == "") {
+	if err != nil && (*table || *all || *philly || (*wl == "" && !*scale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -68,6 +70,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		PrintTable(stdout, rows, names)
+		if *scale {
+			fmt.Fprintln(stdout)
+			if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
+				fmt.Fprintln(stderr, "error:", err)
+				return 1
+			}
+		}
+		return 0
+	case *scale:
+		if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
 		return 0
 	case *philly:
 		if cfg.Nodes == 0 {
