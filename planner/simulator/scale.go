@@ -27,7 +27,7 @@ func ScaleInput(jobs, nodes int, seed uint64) policy.Input {
 			ID:        fmt.Sprintf("job-%05d", i),
 			Submitted: epoch.Add(time.Duration(r.IntN(86400)) * time.Second),
 			Min:       1, Max: 1 + r.IntN(32),
-			Worker:    policy.Demand{GPUMilli: policy.MilliGPU, CPUMHz: 4000, MemoryMB: 16000},
+			Worker: policy.Demand{GPUMilli: policy.MilliGPU, CPUMHz: 4000, MemoryMB: 16000},
 			Speed: policy.SpeedFunc(func(s policy.Shape) float64 {
 				w := float64(s.Workers)
 				return w / (a + b*w + 0.05*float64(max(s.Nodes-1, 0)))
