@@ -269,7 +269,8 @@ func (c *Client) scan() []taskProcess {
 		}
 		byToken[tok] = t
 	}
-	c.tasks = c.tasks[:0]
+	// A fresh slice: callers may still hold the previous one.
+	c.tasks = make([]taskProcess, 0, len(byToken))
 	for _, t := range byToken {
 		c.tasks = append(c.tasks, t)
 	}
@@ -310,10 +311,11 @@ func (c *Client) WatchXid(ctx context.Context) (<-chan nvml.XidEvent, error) {
 		}
 	}
 	if c.cfg.XidFile != "" {
+		start := c.xidFileStart()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.tailXidFile(ctx, send)
+			c.tailXidFile(ctx, start, send)
 		}()
 	}
 	go func() {

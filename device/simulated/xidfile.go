@@ -11,11 +11,10 @@ import (
 	"github.com/caravan-nomad/caravan/device/nvml"
 )
 
-// tailXidFile polls XidFile and raises one Xid per new line "<gpu> <xid>",
-// where <gpu> is a UUID or a GPU index. Lines present when the backend
-// starts are skipped; malformed lines are ignored.
-func (c *Client) tailXidFile(ctx context.Context, send func(nvml.XidEvent) bool) {
-	var offset int64 = -1
+// tailXidFile polls XidFile from offset and raises one Xid per new line
+// "<gpu> <xid>", where <gpu> is a UUID or a GPU index. Malformed lines are
+// ignored.
+func (c *Client) tailXidFile(ctx context.Context, offset int64, send func(nvml.XidEvent) bool) {
 	tick := time.NewTicker(xidFilePoll)
 	defer tick.Stop()
 	for {
@@ -30,12 +29,19 @@ func (c *Client) tailXidFile(ctx context.Context, send func(nvml.XidEvent) bool)
 	}
 }
 
+// xidFileStart is where tailing starts: lines already in the file when the
+// watch begins are history, not events.
+func (c *Client) xidFileStart() int64 {
+	info, err := os.Stat(c.cfg.XidFile)
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
 func (c *Client) readXidFile(offset int64, send func(nvml.XidEvent) bool) int64 {
 	f, err := os.Open(c.cfg.XidFile)
 	if err != nil {
-		if offset < 0 {
-			return 0
-		}
 		return offset
 	}
 	defer f.Close()
@@ -43,11 +49,8 @@ func (c *Client) readXidFile(offset int64, send func(nvml.XidEvent) bool) int64 
 	if err != nil {
 		return offset
 	}
-	if offset < 0 || info.Size() < offset {
-		// First look (skip history) or the file was truncated.
-		if offset < 0 {
-			return info.Size()
-		}
+	if info.Size() < offset {
+		// Truncated: start over.
 		offset = 0
 	}
 	if _, err := f.Seek(offset, 0); err != nil {
