@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Commit stores the contents of srcDir as the key's next generation and
@@ -189,6 +190,12 @@ func (sf *sharedFile) done() {
 // files (filling in Chunks and SHA256), with s.workers goroutines. It returns
 // the bytes of new chunks written. Every chunk and chunk directory is durable
 // when it returns nil.
+//
+// Durability is batched: workers write new chunks to temp files and only
+// start their writeback; once all are written, the temp files are fsynced in
+// parallel, renamed into place, and the chunk directories fsynced. This keeps
+// the disk busy while hashing and costs a few journal commits instead of one
+// per chunk.
 func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntry) (int64, error) {
 	root, err := os.OpenRoot(srcDir)
 	if err != nil {
@@ -196,18 +203,18 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 	}
 	defer root.Close()
 
+	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	jobs := make(chan chunkJob, s.workers*2)
 	var (
+		mu        sync.Mutex
+		pending   []pendingChunk
+		seen      = map[string]bool{} // digests written or found by this commit
 		newBytes  atomic.Int64
-		dirsMu    sync.Mutex
-		dirs      = map[string]bool{}
 		wg        sync.WaitGroup
 		chunkSize = int64(s.chunkSize)
 	)
-	fail := func(err error) { cancel(err) }
-
 	for w := 0; w < s.workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -215,14 +222,25 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 			buf := make([]byte, s.chunkSize)
 			for job := range jobs {
 				if ctx.Err() == nil {
-					wrote, dir, err := s.storeChunk(job, buf)
-					if err != nil {
-						fail(err)
-					} else if wrote {
-						newBytes.Add(int64(job.n))
-						dirsMu.Lock()
-						dirs[dir] = true
-						dirsMu.Unlock()
+					if err := s.hashChunk(job, buf); err != nil {
+						cancel(err)
+					} else {
+						d := job.entry.Chunks[job.index]
+						mu.Lock()
+						dup := seen[d]
+						seen[d] = true
+						mu.Unlock()
+						if !dup {
+							pc, err := s.writeChunk(d, buf[:job.n])
+							if err != nil {
+								cancel(err)
+							} else if pc.tmp != "" {
+								newBytes.Add(int64(job.n))
+								mu.Lock()
+								pending = append(pending, pc)
+								mu.Unlock()
+							}
+						}
 					}
 				}
 				job.src.done()
@@ -244,12 +262,12 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 			}
 			f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 			if err != nil {
-				fail(fmt.Errorf("open %s: %w", e.Path, err))
+				cancel(fmt.Errorf("open %s: %w", e.Path, err))
 				return
 			}
 			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < e.Size {
 				_ = f.Close()
-				fail(fmt.Errorf("%s changed while committing", e.Path))
+				cancel(fmt.Errorf("%s changed while committing", e.Path))
 				return
 			}
 			sf := &sharedFile{f: f}
@@ -269,7 +287,44 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 		}
 	}()
 	wg.Wait()
+	tWritten := time.Now()
 	if err := context.Cause(ctx); err != nil {
+		for _, pc := range pending {
+			_ = os.Remove(pc.tmp)
+		}
+		return 0, err
+	}
+
+	if err := parallel(s.workers, len(pending), func(i int) error {
+		return fdatasyncPath(pending[i].tmp)
+	}); err != nil {
+		for _, pc := range pending {
+			_ = os.Remove(pc.tmp)
+		}
+		return 0, fmt.Errorf("fsync chunks: %w", err)
+	}
+	tSynced := time.Now()
+	for i, pc := range pending {
+		if err := os.Rename(pc.tmp, pc.final); err != nil {
+			for _, pc := range pending[i:] {
+				_ = os.Remove(pc.tmp)
+			}
+			return 0, fmt.Errorf("publish chunk: %w", err)
+		}
+		hook(stepChunkPublished)
+	}
+	// Sync the directory of every chunk the manifest will reference, not only
+	// of those written here: a chunk found present may have been renamed in
+	// by a concurrent commit that has not synced its directory yet.
+	dirs := map[string]bool{}
+	for d := range seen {
+		dirs[filepath.Dir(s.chunkPath(d))] = true
+	}
+	dirList := make([]string, 0, len(dirs))
+	for d := range dirs {
+		dirList = append(dirList, d)
+	}
+	if err := parallel(s.workers, len(dirList), func(i int) error { return syncDir(dirList[i]) }); err != nil {
 		return 0, err
 	}
 	for i := range files {
@@ -277,59 +332,66 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 			files[i].SHA256 = treeHash(files[i].Chunks)
 		}
 	}
-	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
-			return 0, err
-		}
-	}
 	hook(stepChunksSynced)
+	s.logger.Debug("chunks stored", "write_duration", tWritten.Sub(tStart), "sync_duration", tSynced.Sub(tWritten),
+		"publish_duration", time.Since(tSynced), "new_chunks", len(pending), "chunk_dirs", len(dirList))
 	return newBytes.Load(), nil
 }
 
-// storeChunk reads and hashes one chunk into buf and stores it unless the
-// store already holds it. It reports whether it wrote the chunk and in which
-// directory.
-func (s *Store) storeChunk(job chunkJob, buf []byte) (bool, string, error) {
+// pendingChunk is a new chunk written to tmp, to be synced and renamed to
+// final.
+type pendingChunk struct{ tmp, final string }
+
+// hashChunk reads one chunk into buf and records its digest.
+func (s *Store) hashChunk(job chunkJob, buf []byte) error {
 	b := buf[:job.n]
 	n, err := job.src.f.ReadAt(b, job.off)
 	if n < len(b) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return false, "", fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		return fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
 	}
 	sum := sha256.Sum256(b)
-	d := hex.EncodeToString(sum[:])
-	job.entry.Chunks[job.index] = d
+	job.entry.Chunks[job.index] = hex.EncodeToString(sum[:])
+	return nil
+}
 
+// writeChunk writes chunk b with digest d to a temp file and starts its
+// writeback, unless the store already holds it (then tmp is empty).
+func (s *Store) writeChunk(d string, b []byte) (pendingChunk, error) {
 	final := s.chunkPath(d)
 	if fi, err := os.Stat(final); err == nil && fi.Size() == int64(len(b)) {
-		return false, "", nil
+		return pendingChunk{}, nil
 	}
 	tmp, err := os.CreateTemp(s.tmpDir(), "chunk-*")
 	if err != nil {
-		return false, "", fmt.Errorf("create chunk: %w", err)
+		return pendingChunk{}, fmt.Errorf("create chunk: %w", err)
 	}
 	name := tmp.Name()
 	if _, err := tmp.Write(b); err != nil {
 		_ = tmp.Close()
 		_ = os.Remove(name)
-		return false, "", fmt.Errorf("write chunk: %w", err)
+		return pendingChunk{}, fmt.Errorf("write chunk: %w", err)
 	}
-	hook(stepChunkTempWritten)
-	if err := syscall.Fdatasync(int(tmp.Fd())); err != nil {
-		_ = tmp.Close()
-		_ = os.Remove(name)
-		return false, "", fmt.Errorf("fsync chunk: %w", err)
-	}
+	startWriteback(tmp, 0, 0)
 	if err := tmp.Close(); err != nil {
 		_ = os.Remove(name)
-		return false, "", fmt.Errorf("close chunk: %w", err)
+		return pendingChunk{}, fmt.Errorf("close chunk: %w", err)
 	}
-	if err := os.Rename(name, final); err != nil {
-		_ = os.Remove(name)
-		return false, "", fmt.Errorf("publish chunk: %w", err)
+	hook(stepChunkTempWritten)
+	return pendingChunk{tmp: name, final: final}, nil
+}
+
+// fdatasyncPath makes the data of the file at p durable.
+func fdatasyncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
 	}
-	hook(stepChunkPublished)
-	return true, filepath.Dir(final), nil
+	defer f.Close()
+	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("fsync %s: %w", p, err)
+	}
+	return nil
 }

@@ -297,6 +297,7 @@ func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf
 	if _, err := f.WriteAt(b, off); err != nil {
 		return fmt.Errorf("write %s: %w", e.Path, err)
 	}
+	startWriteback(f, off, int64(n))
 	return nil
 }
 
