@@ -421,7 +421,7 @@ func (p *placer) placeScan(d Demand, w int, add func(i, k int)) {
 	best, bestSlots := -1, 0
 	type cand struct{ i, s int }
 	var cands []cand
-	for i := range p.nodes {
+	for _, i := range p.scanNodes(d) {
 		s := p.slots(i, d)
 		if s <= 0 {
 			continue
@@ -435,7 +435,12 @@ func (p *placer) placeScan(d Demand, w int, add func(i, k int)) {
 		add(best, need)
 		return
 	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].s > cands[b].s })
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].s != cands[b].s {
+			return cands[a].s > cands[b].s
+		}
+		return cands[a].i < cands[b].i
+	})
 	for _, c := range cands {
 		if need == 0 {
 			return
@@ -557,4 +562,23 @@ func sortedNodes(out map[int]*NodeAlloc) []int {
 	}
 	sort.Ints(idx)
 	return idx
+}
+
+// scanNodes lists the nodes that may hold a unit of d, in node order: for
+// GPU shares only nodes with a partly used or a whole free GPU (a full
+// cluster then costs little to scan), for CPU-only units every node.
+func (p *placer) scanNodes(d Demand) []int {
+	if d.GPUMilli <= 0 {
+		all := make([]int, len(p.nodes))
+		for i := range all {
+			all[i] = i
+		}
+		return all
+	}
+	out := append([]int(nil), p.partial...)
+	for b := 1; b < len(p.buckets); b++ {
+		out = append(out, p.buckets[b]...)
+	}
+	sort.Ints(out)
+	return slices.Compact(out)
 }
