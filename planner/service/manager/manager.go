@@ -163,9 +163,14 @@ func (m *Manager) MetricsSnapshot() Metrics {
 	return cp
 }
 
+// debounce is the least time between two rounds triggered by changes in
+// Nomad (allocations change often; decisions need not follow every one).
+const debounce = 2 * time.Second
+
 // Run runs rounds every interval, when kicked, and (debounced) when Nomad
 // changes, until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
+	var changed <-chan time.Time
 	for {
 		m.mu.Lock()
 		interval := m.settings.Interval
@@ -173,11 +178,20 @@ func (m *Manager) Run(ctx context.Context) error {
 		if _, err := m.RunRound(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("round failed", "error", err)
 		}
+		changed = nil
+		next := m.cfg.Clock.After(interval)
+	wait:
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-m.cfg.Clock.After(interval):
+		case <-next:
 		case <-m.kick:
+		case <-changed:
+		case <-m.cfg.Source.Changes():
+			if changed == nil {
+				changed = m.cfg.Clock.After(min(debounce, interval))
+			}
+			goto wait
 		}
 	}
 }

@@ -45,9 +45,9 @@ type Node struct {
 	ID    string
 	Name  string
 	Ready bool // ready, eligible and not draining
-	// Shares counts the healthy instances of the configured device; GPUs the
-	// device groups (physical GPUs) holding them, and SharesPerGPU the most
-	// instances one group has.
+	// GPUs counts the device groups (physical GPUs) of the configured device
+	// whose instances (shares) are all healthy, Shares their instances, and
+	// SharesPerGPU the most instances one group has.
 	Shares       int
 	GPUs         int
 	SharesPerGPU int
@@ -106,7 +106,9 @@ func nodeFromStub(n *nomadapi.NodeListStub, device string) Node {
 					healthy++
 				}
 			}
-			if healthy > 0 {
+			// A GPU with an unhealthy share (an Xid error) is not offered:
+			// the policy allocates whole GPUs' worth of shares.
+			if healthy > 0 && healthy == len(d.Instances) {
 				node.Shares += healthy
 				node.GPUs++
 				node.SharesPerGPU = max(node.SharesPerGPU, len(d.Instances))
