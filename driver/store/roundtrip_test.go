@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -92,4 +94,60 @@ func TestCommitBadSource(t *testing.T) {
 	_, _, err = s.Commit(context.Background(), testKey("bad"), f, "n", nil)
 	must.ErrorIs(t, err, ErrInvalid)
 	must.False(t, errors.Is(err, ErrUnavailable))
+}
+
+// TestRestoreWithoutExchange covers file systems without renameat2
+// RENAME_EXCHANGE, where the swap falls back to two renames.
+func TestRestoreWithoutExchange(t *testing.T) {
+	exchangeFn = func(a, b string) error { return errExchangeUnsupported }
+	t.Cleanup(func() { exchangeFn = exchange })
+	ctx := context.Background()
+	s := openTestStore(t, Options{})
+	key := testKey("noexchange")
+	src := t.TempDir()
+	writeTree(t, src, 11)
+	_, _, err := s.Commit(ctx, key, src, "n", nil)
+	must.NoError(t, err)
+	dst := filepath.Join(t.TempDir(), "ckpt")
+	must.NoError(t, os.Mkdir(dst, 0o755))
+	must.NoError(t, os.WriteFile(filepath.Join(dst, "old"), []byte("old"), 0o600))
+	_, err = s.Restore(ctx, key, dst)
+	must.NoError(t, err)
+	must.Eq(t, snapshot(t, src), snapshot(t, dst))
+	ents, err := os.ReadDir(filepath.Dir(dst))
+	must.NoError(t, err)
+	must.Len(t, 1, ents)
+}
+
+// TestRestoreOwnership checks restored files take the owner of the existing
+// destination directory, which the driver prepares for the task's user.
+func TestRestoreOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	ctx := context.Background()
+	s := openTestStore(t, Options{})
+	key := testKey("owner")
+	src := t.TempDir()
+	writeTree(t, src, 12)
+	_, _, err := s.Commit(ctx, key, src, "n", nil)
+	must.NoError(t, err)
+	dst := filepath.Join(t.TempDir(), "ckpt")
+	must.NoError(t, os.Mkdir(dst, 0o770))
+	must.NoError(t, os.Chmod(dst, 0o770))
+	must.NoError(t, os.Chown(dst, 65534, 65534))
+	_, err = s.Restore(ctx, key, dst)
+	must.NoError(t, err)
+	must.NoError(t, filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		must.NoError(t, err)
+		fi, err := os.Lstat(p)
+		must.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		must.Eq(t, uint32(65534), st.Uid, must.Sprintf("owner of %s", p))
+		must.Eq(t, uint32(65534), st.Gid, must.Sprintf("group of %s", p))
+		return nil
+	}))
+	fi, err := os.Stat(dst)
+	must.NoError(t, err)
+	must.Eq(t, os.FileMode(0o770), fi.Mode().Perm())
 }

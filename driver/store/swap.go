@@ -20,7 +20,7 @@ func swapDir(tmp, dst, parent, base string) error {
 		}
 		return syncDir(parent)
 	}
-	err := exchange(tmp, dst)
+	err := exchangeFn(tmp, dst)
 	if err == nil {
 		if err := syncDir(parent); err != nil {
 			return err
@@ -55,6 +55,9 @@ func swapDir(tmp, dst, parent, base string) error {
 }
 
 var errExchangeUnsupported = errors.New("atomic exchange unsupported")
+
+// exchangeFn is exchange, replaceable by tests of the two-rename fallback.
+var exchangeFn = exchange
 
 // exchangeErr maps "not supported" errnos to errExchangeUnsupported.
 func exchangeErr(err error) error {
