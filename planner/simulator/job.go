@@ -159,7 +159,9 @@ func (j *simJob) observe(step, sync float64) {
 }
 
 // step advances the job by seconds of simulated time starting at now.
-func (j *simJob) step(now, seconds float64) {
+// interference is the slowdown (0..1) from sharing a node with another
+// multi-node job.
+func (j *simJob) step(now, seconds, interference float64) {
 	if len(j.placement) == 0 || j.done() {
 		return
 	}
@@ -180,7 +182,7 @@ func (j *simJob) step(now, seconds float64) {
 		gain := model.Gain(sqr, v, scale)
 		j.observe(st, sy)
 		total := st + accumT*float64(j.accum)
-		goodput := gain / total
+		goodput := gain / total * (1 - interference)
 		next := a.Progress(j.epoch + 1)
 		if j.progress+goodput*seconds < next {
 			j.progress += goodput * seconds

@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
+	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
 	perJob := fs.Bool("jobs", false, "print every job's JCT")
 	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
@@ -56,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval}
+	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
 	dir, err := FindData(*data)
 	if err != nil && (*table || *all || *philly || (*wl == "" && !*scale)) {
 		fmt.Fprintln(stderr, "error:", err)

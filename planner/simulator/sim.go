@@ -22,6 +22,10 @@ type Config struct {
 	Interval    float64 // scheduling interval, seconds; default 60
 	// MaxTime bounds simulated time (seconds); 0 means 60 days.
 	MaxTime float64
+	// Interference slows a multi-node job down by this fraction while it
+	// shares a node with another multi-node job (the artifact's
+	// --interference; 0 by default, as in the published runs).
+	Interference float64
 }
 
 func (c Config) withDefaults() Config {
@@ -100,9 +104,10 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	now := 0.0
 	lastProgress := 0.0
 	for {
+		slow := interferenceOf(sj, cfg.Interference)
 		for _, j := range sj {
 			if j.submitted < now+cfg.Interval || len(j.placement) > 0 {
-				j.step(now, cfg.Interval)
+				j.step(now, cfg.Interval, slow[j])
 			}
 			gpuSeconds += float64(j.replicas()) * cfg.Interval
 		}
@@ -381,4 +386,37 @@ func withPrior(samples []model.SpeedSample) []model.SpeedSample {
 	prior.Batch = s.Batch * 2
 	prior.StepsPerSec = s.StepsPerSec / 1.5
 	return append(samples, prior)
+}
+
+// interferenceOf finds the multi-node jobs that share a node with another
+// multi-node job and returns their slowdown.
+func interferenceOf(jobs []*simJob, factor float64) map[*simJob]float64 {
+	if factor <= 0 {
+		return nil
+	}
+	count := map[string]int{}
+	for _, j := range jobs {
+		if j.nodes() > 1 {
+			seen := map[string]bool{}
+			for _, n := range j.alloc {
+				if !seen[n] {
+					seen[n] = true
+					count[n]++
+				}
+			}
+		}
+	}
+	out := map[*simJob]float64{}
+	for _, j := range jobs {
+		if j.nodes() <= 1 {
+			continue
+		}
+		for _, n := range j.alloc {
+			if count[n] > 1 {
+				out[j] = factor
+				break
+			}
+		}
+	}
+	return out
 }
