@@ -132,7 +132,7 @@ func (p *Plugin) groups(inv *inventory, health *healthTracker) []*device.DeviceG
 		devs := make([]*device.Device, e.shares)
 		loc := &device.DeviceLocality{PciBusID: e.gpu.PCIBusID}
 		for i := range devs {
-			id := shareID(e.gpu.UUID, i)
+			id := e.ids[i]
 			p.advertised[id] = true
 			devs[i] = &device.Device{
 				ID:         id,

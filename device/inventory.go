@@ -21,6 +21,8 @@ type gpuEntry struct {
 	gpu            nvml.GPU
 	shares         int
 	memoryPerShare uint64
+	// ids are the share IDs, built once per fingerprint.
+	ids []string
 }
 
 // buildInventory keeps the schedulable units of gpus: MIG instances, and
@@ -46,7 +48,10 @@ func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU, prev *invento
 			}
 		}
 		n := s.sharesFor(g)
-		e := &gpuEntry{gpu: g, shares: n, memoryPerShare: g.MemoryBytes / uint64(n)}
+		e := &gpuEntry{gpu: g, shares: n, memoryPerShare: g.MemoryBytes / uint64(n), ids: make([]string, n)}
+		for i := range e.ids {
+			e.ids[i] = shareID(g.UUID, i)
+		}
 		inv.ordered = append(inv.ordered, e)
 		inv.byUUID[g.UUID] = e
 	}

@@ -12,13 +12,15 @@ import (
 
 // Stats attribute names of every share instance.
 const (
-	StatMemoryUsed             = "memory_used"
-	StatMemoryLimit            = "memory_limit"
-	StatSMUtilization          = "sm_utilization"
-	StatOverLimit              = "over_limit"
-	StatProcesses              = "processes"
-	StatReservation            = "reservation"
-	StatReservationShares      = "reservation_shares"
+	StatMemoryUsed        = "memory_used"
+	StatMemoryLimit       = "memory_limit"
+	StatSMUtilization     = "sm_utilization"
+	StatOverLimit         = "over_limit"
+	StatProcesses         = "processes"
+	StatReservation       = "reservation"
+	StatReservationShares = "reservation_shares"
+	// StatGPU names the nested object of GPU-wide values.
+	StatGPU                    = "gpu"
 	StatGPUUtilization         = "gpu_utilization"
 	StatGPUMemoryUsed          = "gpu_memory_used"
 	StatGPUMemoryUnattributed  = "gpu_memory_unattributed"
@@ -87,8 +89,9 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		}
 		if err != nil {
 			p.logger.Warn("reading GPU status failed", "gpu", e.gpu.UUID, "error", err)
-			for i := 0; i < e.shares; i++ {
-				g.InstanceStats[shareID(e.gpu.UUID, i)] = errorStats(err, now)
+			es := errorStats(err, now)
+			for _, id := range e.ids {
+				g.InstanceStats[id] = es
 			}
 			groups = append(groups, g)
 			continue
@@ -102,8 +105,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		var free *device.DeviceStats
 		rendered := map[*usage]*device.DeviceStats{}
 		idle := map[*reservation]*usage{}
-		for i := 0; i < e.shares; i++ {
-			id := shareID(e.gpu.UUID, i)
+		for _, id := range e.ids {
 			u := byShare[id]
 			if u == nil {
 				if r := p.reservations.forShare(id); r != nil {
@@ -189,8 +191,9 @@ func sharesOn(ids []string, uuid string) []string {
 	return out
 }
 
-// gpuStatValues are the GPU-wide values repeated in each share's stats.
-func gpuStatValues(st nvml.Status, unattributed uint64) map[string]*structs.StatValue {
+// gpuStatValues are the GPU-wide values, one object per GPU nested as
+// "gpu" in each of its shares' stats.
+func gpuStatValues(st nvml.Status, unattributed uint64) *structs.StatObject {
 	v := map[string]*structs.StatValue{
 		StatGPUMemoryUsed: {
 			IntNumeratorVal:   i64(int64(st.MemoryUsedBytes >> 20)),
@@ -216,17 +219,14 @@ func gpuStatValues(st nvml.Status, unattributed uint64) map[string]*structs.Stat
 	if st.ECCUncorrected != nil {
 		v[StatGPUECCErrors] = &structs.StatValue{IntNumeratorVal: i64(int64(*st.ECCUncorrected)), Desc: "volatile uncorrected ECC errors"}
 	}
-	return v
+	return &structs.StatObject{Attributes: v}
 }
 
 // shareStats renders one share instance. u is the reservation holding the
 // share (nil when free); its usage is the reservation's on this GPU.
-func shareStats(e *gpuEntry, u *usage, gpu map[string]*structs.StatValue, now time.Time) *device.DeviceStats {
+func shareStats(e *gpuEntry, u *usage, gpu *structs.StatObject, now time.Time) *device.DeviceStats {
 	perShare := int64(e.memoryPerShare >> 20)
-	attrs := make(map[string]*structs.StatValue, len(gpu)+7)
-	for k, v := range gpu {
-		attrs[k] = v
-	}
+	attrs := make(map[string]*structs.StatValue, 7)
 	var used, limit int64
 	var sm int64
 	over := false
@@ -250,7 +250,7 @@ func shareStats(e *gpuEntry, u *usage, gpu map[string]*structs.StatValue, now ti
 	attrs[StatProcesses] = &structs.StatValue{IntNumeratorVal: &procs, Desc: "GPU processes of the reservation"}
 	return &device.DeviceStats{
 		Summary:   attrs[StatMemoryUsed],
-		Stats:     &structs.StatObject{Attributes: attrs},
+		Stats:     &structs.StatObject{Attributes: attrs, Nested: map[string]*structs.StatObject{StatGPU: gpu}},
 		Timestamp: now,
 	}
 }

@@ -33,6 +33,15 @@ func intStat(t *testing.T, s *device.DeviceStats, name string) int64 {
 	return *v.IntNumeratorVal
 }
 
+func gpuStat(t *testing.T, s *device.DeviceStats, name string) int64 {
+	t.Helper()
+	g := s.Stats.Nested[StatGPU]
+	must.NotNil(t, g)
+	v := g.Attributes[name]
+	must.NotNil(t, v, must.Sprint(name))
+	return *v.IntNumeratorVal
+}
+
 func boolStat(t *testing.T, s *device.DeviceStats, name string) bool {
 	t.Helper()
 	v := s.Stats.Attributes[name]
@@ -97,11 +106,11 @@ func TestStats_Attribution(t *testing.T) {
 	must.MapNotContainsKey(t, free.Stats.Attributes, StatReservation)
 
 	// GPU-wide values appear on every share.
-	must.Eq(t, int64(2048), intStat(t, free, StatGPUMemoryUnattributed))
-	must.Eq(t, int64(55), intStat(t, free, StatGPUUtilization))
-	must.Eq(t, int64(312), intStat(t, free, StatGPUPower))
-	must.Eq(t, int64(41), intStat(t, free, StatGPUTemperature))
-	must.Eq(t, int64(0), intStat(t, free, StatGPUECCErrors))
+	must.Eq(t, int64(2048), gpuStat(t, free, StatGPUMemoryUnattributed))
+	must.Eq(t, int64(55), gpuStat(t, free, StatGPUUtilization))
+	must.Eq(t, int64(312), gpuStat(t, free, StatGPUPower))
+	must.Eq(t, int64(41), gpuStat(t, free, StatGPUTemperature))
+	must.Eq(t, int64(0), gpuStat(t, free, StatGPUECCErrors))
 
 	// Other GPUs: idle, nothing attributed.
 	other := statsFor(t, p.collectStats(), f.uuid(1))
@@ -144,7 +153,7 @@ func TestStats_ProcessOnWrongGPU(t *testing.T) {
 	proc.setEnv(t, 77, res.Envs)
 	f.setProcs(1, []gonvml.ProcessInfo{{Pid: 77, UsedGpuMemory: 2 * gib}}, nil)
 	stats := statsFor(t, p.collectStats(), f.uuid(1))
-	must.Eq(t, int64(2048), intStat(t, stats[shareID(f.uuid(1), 0)], StatGPUMemoryUnattributed))
+	must.Eq(t, int64(2048), gpuStat(t, stats[shareID(f.uuid(1), 0)], StatGPUMemoryUnattributed))
 }
 
 // TestStats_ReservedButIdle: a reserved share with no GPU process yet
