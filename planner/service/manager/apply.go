@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
@@ -48,21 +49,7 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
 			continue
 		}
-		var err error
-		switch a.Kind {
-		case KindStop:
-			if job == nil {
-				err = errors.New("job vanished")
-				break
-			}
-			a.EvalID, err = m.cfg.Writer.Stop(ctx, job.Job, a.jobModifyIndex, a.Reason)
-		default:
-			a.EvalID, err = m.cfg.Writer.Scale(ctx, submit.Scale{
-				Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group, Count: a.To,
-				JobModifyIndex: a.jobModifyIndex, Message: a.Message,
-				Error: a.Kind == KindUserError, Meta: a.eventMeta(r.Policy),
-			})
-		}
+		err := m.write(ctx, r, a, job)
 		applied++
 		m.mu.Lock()
 		switch {
@@ -93,4 +80,54 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// write submits one action. Worker and parameter-server counts that change
+// together (and not to or from zero) go in one registration with
+// EnforceIndex, so the job never runs a mismatched pair; otherwise each
+// group is scaled (the scaling events record suspensions and resumptions),
+// the second write enforcing the index the first one produced.
+func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Job) error {
+	if job == nil {
+		return errors.New("job vanished")
+	}
+	if a.Kind == KindStop {
+		res, err := m.cfg.Writer.Stop(ctx, job.Job, a.jobModifyIndex, a.Reason)
+		a.EvalID = res.EvalID
+		return err
+	}
+	workers := a.From != a.To
+	ps := a.PSGroup != "" && a.PSFrom != a.PSTo
+	if workers && ps && a.From > 0 && a.To > 0 {
+		cp, err := submit.SetCounts(job.Job, map[string]int{a.Group: a.To, a.PSGroup: a.PSTo})
+		if err != nil {
+			return err
+		}
+		res, err := m.cfg.Writer.Register(ctx, cp, a.jobModifyIndex, a.Message)
+		a.EvalID = res.EvalID
+		return err
+	}
+	index := a.jobModifyIndex
+	if workers {
+		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{
+			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group, Count: a.To,
+			JobModifyIndex: index, Message: a.Message,
+			Error: a.Kind == KindUserError, Meta: a.eventMeta(r.Policy),
+		})
+		if err != nil {
+			return err
+		}
+		a.EvalID, index = res.EvalID, res.JobModifyIndex
+	}
+	if ps {
+		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{
+			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.PSGroup, Count: a.PSTo,
+			JobModifyIndex: index, Message: a.Message, Meta: a.eventMeta(r.Policy),
+		})
+		if err != nil {
+			return err
+		}
+		a.EvalID = res.EvalID
+	}
+	return nil
 }

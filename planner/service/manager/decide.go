@@ -23,11 +23,15 @@ const (
 
 // Action is one change the planner wants to make to one job.
 type Action struct {
-	Job     string  `json:"job"` // namespace/id
-	Kind    Kind    `json:"kind"`
-	Group   string  `json:"group,omitempty"`
-	From    int     `json:"from"`
-	To      int     `json:"to"`
+	Job   string `json:"job"` // namespace/id
+	Kind  Kind   `json:"kind"`
+	Group string `json:"group,omitempty"`
+	From  int    `json:"from"`
+	To    int    `json:"to"`
+	// PSGroup, PSFrom and PSTo describe a parameter-server change, if any.
+	PSGroup string  `json:"ps_group,omitempty"`
+	PSFrom  int     `json:"ps_from,omitempty"`
+	PSTo    int     `json:"ps_to,omitempty"`
 	Gain    float64 `json:"gain"`
 	Saving  float64 `json:"saving_seconds,omitempty"`
 	Reason  string  `json:"reason"`
@@ -102,6 +106,10 @@ func scaleMessage(a Action) string {
 		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
 	}
 	msg := fmt.Sprintf("caravan planner: %s %d -> %d, marginal gain %.3g s per unit share", a.Kind, a.From, a.To, a.Gain)
+	if a.PSGroup != "" {
+		msg = fmt.Sprintf("caravan planner: %s workers %d -> %d, parameter servers %d -> %d, marginal gain %.3g s per unit share",
+			a.Kind, a.From, a.To, a.PSFrom, a.PSTo, a.Gain)
+	}
 	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
 		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)
 	}

@@ -36,8 +36,9 @@ type Snapshotter interface {
 
 // Writer submits decisions (submit.Writer).
 type Writer interface {
-	Scale(ctx context.Context, s submit.Scale) (string, error)
-	Stop(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (string, error)
+	Scale(ctx context.Context, s submit.Scale) (submit.Result, error)
+	Register(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (submit.Result, error)
+	Stop(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (submit.Result, error)
 }
 
 // Leader says whether this instance may write.
@@ -504,17 +505,23 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		if why := pinned[jp.ID]; why != "" {
 			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, why)
 		}
-		if to == from {
+		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
+		if to == from && !psChange {
 			continue
 		}
 		a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
 			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index}
+		if psChange {
+			a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
+		}
 		if p, ok := c.view.Predicted[from]; ok {
 			if q, ok2 := c.view.Predicted[to]; ok2 && p >= 0 && q >= 0 {
 				a.Saving = p - q
 			}
 		}
 		switch {
+		case to == 0 && from == 0:
+			a.Kind = KindScale // parameter servers only
 		case to == 0:
 			a.Kind = KindSuspend
 		case from == 0 && c.view.State == StateSuspended:

@@ -68,10 +68,13 @@ func newHarness(t *testing.T, s Settings, nodes int) *harness {
 // writerFunc lets a test swap the writer after construction.
 type writerFunc struct{ h *harness }
 
-func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (string, error) {
+func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (submit.Result, error) {
 	return w.h.writer.Scale(ctx, s)
 }
-func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (string, error) {
+func (w writerFunc) Register(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
+	return w.h.writer.Register(ctx, j, idx, reason)
+}
+func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
 	return w.h.writer.Stop(ctx, j, idx, reason)
 }
 
@@ -167,13 +170,16 @@ type userEditWriter struct {
 	inner Writer
 }
 
-func (w userEditWriter) Scale(ctx context.Context, s submit.Scale) (string, error) {
+func (w userEditWriter) Scale(ctx context.Context, s submit.Scale) (submit.Result, error) {
 	j := w.h.nomad.Job(s.Namespace, s.JobID)
 	j.Meta["owner_note"] = "edited by a user"
 	w.h.nomad.PutJob(j)
 	return w.inner.Scale(ctx, s)
 }
-func (w userEditWriter) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (string, error) {
+func (w userEditWriter) Register(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
+	return w.inner.Register(ctx, j, idx, reason)
+}
+func (w userEditWriter) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
 	return w.inner.Stop(ctx, j, idx, reason)
 }
 
@@ -329,11 +335,16 @@ func TestManager_RateLimitDefersChanges(t *testing.T) {
 // failingWriter loses every write, as when Nomad is unreachable.
 type failingWriter struct{}
 
-func (failingWriter) Scale(context.Context, submit.Scale) (string, error) {
-	return "", fmt.Errorf("dial tcp 127.0.0.1:4646: connection refused")
+var errRefused = fmt.Errorf("dial tcp 127.0.0.1:4646: connection refused")
+
+func (failingWriter) Scale(context.Context, submit.Scale) (submit.Result, error) {
+	return submit.Result{}, errRefused
 }
-func (failingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (string, error) {
-	return "", fmt.Errorf("dial tcp 127.0.0.1:4646: connection refused")
+func (failingWriter) Register(context.Context, *nomadapi.Job, uint64, string) (submit.Result, error) {
+	return submit.Result{}, errRefused
+}
+func (failingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (submit.Result, error) {
+	return submit.Result{}, errRefused
 }
 
 func TestManager_KeepsWorkingWhileNomadIsDown(t *testing.T) {
@@ -385,3 +396,25 @@ func findJob(t *testing.T, r *Round, id string) JobView {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestManager_WorkersAndParameterServersChangeInOneRegistration(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	job := fakenomad.TrainingJob("a", 1, map[string]string{
+		"caravan_max_workers": "4", "caravan_ps_group": "ps", "caravan_min_ps": "1", "caravan_max_ps": "2"})
+	ps := nomadapi.NewTaskGroup("ps", 2)
+	ps.AddTask(nomadapi.NewTask("serve", "raw_exec"))
+	job.AddTaskGroup(ps)
+	h.nomad.PutJob(job)
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status)
+	must.Eq(t, "ps", a.PSGroup)
+	must.NotEq(t, a.PSFrom, a.PSTo)
+	must.NotEq(t, a.From, a.To)
+	must.Eq(t, []string{"register default/a"}, h.nomad.WritesSnapshot())
+	j := h.nomad.Job("default", "a")
+	must.Eq(t, a.To, *j.TaskGroups[0].Count)
+	must.Eq(t, a.PSTo, *j.TaskGroups[1].Count)
+	must.StrContains(t, a.Message, "parameter servers")
+}

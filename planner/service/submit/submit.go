@@ -73,10 +73,18 @@ func isConflict(err error) bool {
 	return errors.As(err, &ue) && strings.Contains(ue.Body(), nomadapi.RegisterEnforceIndexErrPrefix)
 }
 
-// Scale submits a scale request. It returns the new evaluation ID.
-func (w *Writer) Scale(ctx context.Context, s Scale) (string, error) {
+// Result is what Nomad answered to a write.
+type Result struct {
+	EvalID string
+	// JobModifyIndex is the job's index after the write: a follow-up write
+	// in the same decision enforces it.
+	JobModifyIndex uint64
+}
+
+// Scale submits a scale request.
+func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 	if s.JobModifyIndex == 0 {
-		return "", fmt.Errorf("scaling %s/%s: refusing to scale without a job modify index", s.Namespace, s.JobID)
+		return Result{}, fmt.Errorf("scaling %s/%s: refusing to scale without a job modify index", s.Namespace, s.JobID)
 	}
 	count := int64(s.Count)
 	req := &nomadapi.ScalingRequest{
@@ -91,23 +99,23 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (string, error) {
 	resp, _, err := w.Client.Jobs().ScaleWithRequest(s.JobID, req, q)
 	if err != nil {
 		if isConflict(err) {
-			return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
+			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
 		}
 		if isRejected(err) {
-			return "", fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
+			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
 		}
-		return "", fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
+		return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
 	}
 	w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
-	return resp.EvalID, nil
+	return Result{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
 }
 
 // Register submits a full job registration built from a job the planner
 // read (and copied) at modifyIndex, for changes a scale cannot express
 // (several groups at once, GPU shares per worker, placement affinities).
-func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (string, error) {
+func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (Result, error) {
 	if modifyIndex == 0 {
-		return "", fmt.Errorf("registering %s: refusing to register without a job modify index", *job.ID)
+		return Result{}, fmt.Errorf("registering %s: refusing to register without a job modify index", *job.ID)
 	}
 	ns := ""
 	if job.Namespace != nil {
@@ -117,23 +125,79 @@ func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex ui
 	resp, _, err := w.Client.Jobs().RegisterOpts(job, &nomadapi.RegisterOptions{EnforceIndex: true, ModifyIndex: modifyIndex}, q)
 	if err != nil {
 		if isConflict(err) {
-			return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ErrConflict)
+			return Result{}, fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ErrConflict)
 		}
 		if isRejected(err) {
-			return "", fmt.Errorf("registering %s/%s: %w: %w", ns, *job.ID, ErrRejected, err)
+			return Result{}, fmt.Errorf("registering %s/%s: %w: %w", ns, *job.ID, ErrRejected, err)
 		}
-		return "", fmt.Errorf("registering %s/%s: %w", ns, *job.ID, err)
+		return Result{}, fmt.Errorf("registering %s/%s: %w", ns, *job.ID, err)
 	}
 	w.Logger.Info("registered job update", "job", ns+"/"+*job.ID, "eval_id", resp.EvalID, "reason", reason)
-	return resp.EvalID, nil
+	return Result{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
+}
+
+// SetCounts returns a copy of job with the given task group counts, for a
+// registration that changes several groups in one version.
+func SetCounts(job *nomadapi.Job, counts map[string]int) (*nomadapi.Job, error) {
+	cp, err := CopyJob(job)
+	if err != nil {
+		return nil, err
+	}
+	found := 0
+	for _, tg := range cp.TaskGroups {
+		if tg.Name == nil {
+			continue
+		}
+		if n, ok := counts[*tg.Name]; ok {
+			c := n
+			tg.Count = &c
+			found++
+		}
+	}
+	if found != len(counts) {
+		return nil, fmt.Errorf("setting counts of %s: %d of %d groups found", *job.ID, found, len(counts))
+	}
+	return cp, nil
+}
+
+// SetDeviceCount returns a copy of job whose tasks in group request count
+// instances of the device (e.g. GPU shares per worker): a change a scale
+// cannot express.
+func SetDeviceCount(job *nomadapi.Job, group, device string, count uint64) (*nomadapi.Job, error) {
+	cp, err := CopyJob(job)
+	if err != nil {
+		return nil, err
+	}
+	changed := 0
+	for _, tg := range cp.TaskGroups {
+		if tg.Name == nil || *tg.Name != group {
+			continue
+		}
+		for _, t := range tg.Tasks {
+			if t.Resources == nil {
+				continue
+			}
+			for _, d := range t.Resources.Devices {
+				if d != nil && d.Name == device {
+					c := count
+					d.Count = &c
+					changed++
+				}
+			}
+		}
+	}
+	if changed == 0 {
+		return nil, fmt.Errorf("setting %s count in %s group %s: no task requests it", device, *job.ID, group)
+	}
+	return cp, nil
 }
 
 // Stop stops a job (as `nomad job stop` does, without purging it), enforcing
 // the modify index; the driver takes a final checkpoint as tasks stop.
-func (w *Writer) Stop(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (string, error) {
+func (w *Writer) Stop(ctx context.Context, job *nomadapi.Job, modifyIndex uint64, reason string) (Result, error) {
 	cp, err := CopyJob(job)
 	if err != nil {
-		return "", err
+		return Result{}, err
 	}
 	stop := true
 	cp.Stop = &stop

@@ -164,6 +164,13 @@ func (s *Server) AddEvent(ns, id, group string, ev nomadapi.ScalingEvent) {
 	s.events[k][group] = append(s.events[k][group], ev)
 }
 
+// RequestCount returns how many requests a "METHOD /path" received.
+func (s *Server) RequestCount(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Requests[key]
+}
+
 // WritesSnapshot returns the accepted writes so far.
 func (s *Server) WritesSnapshot() []string {
 	s.mu.Lock()

@@ -1,0 +1,130 @@
+package source
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
+
+	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+)
+
+func TestParseSpec(t *testing.T) {
+	cases := []struct {
+		name  string
+		meta  map[string]string
+		err   string
+		check func(*testing.T, Spec)
+	}{
+		{"defaults", nil, "", func(t *testing.T, s Spec) {
+			must.Eq(t, "worker", s.WorkerGroup)
+			must.Eq(t, 1, s.MinWorkers)
+			must.Eq(t, 8, s.MaxWorkers)
+			must.True(t, s.Suspendable)
+			must.Eq(t, "allreduce", s.SpeedModel)
+		}},
+		{"all keys", map[string]string{MetaMinWorkers: "2", MetaMaxWorkers: "6", MetaGang: "true", MetaTargetLoss: "0.25",
+			MetaStopOnConverge: "true", MetaPriority: "90", MetaSuspendable: "false", MetaGPUShares: "3", MetaSpeedModel: "ps-async"},
+			"", func(t *testing.T, s Spec) {
+				must.Eq(t, 2, s.MinWorkers)
+				must.Eq(t, 6, s.MaxWorkers)
+				must.True(t, s.Gang)
+				must.Eq(t, 0.25, s.TargetLoss)
+				must.Eq(t, 90, s.Priority)
+				must.False(t, s.Suspendable)
+				must.Eq(t, 3, s.GPUShares)
+				must.Eq(t, "ps-async", s.SpeedModel)
+			}},
+		{"bad number", map[string]string{MetaMaxWorkers: "lots"}, MetaMaxWorkers, nil},
+		{"min above max", map[string]string{MetaMinWorkers: "5", MetaMaxWorkers: "2"}, MetaMinWorkers, nil},
+		{"bad bool", map[string]string{MetaGang: "maybe"}, MetaGang, nil},
+		{"negative loss", map[string]string{MetaTargetLoss: "-1"}, MetaTargetLoss, nil},
+		{"unknown group", map[string]string{MetaWorkerGroup: "trainers"}, MetaWorkerGroup, nil},
+		{"unknown speed model", map[string]string{MetaSpeedModel: "magic"}, MetaSpeedModel, nil},
+		{"priority range", map[string]string{MetaPriority: "101"}, MetaPriority, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := fakenomad.TrainingJob("a", 1, tc.meta)
+			s, err := ParseSpec(job)
+			if tc.err != "" {
+				must.ErrorIs(t, err, ErrBadMeta)
+				must.ErrorContains(t, err, tc.err)
+				return
+			}
+			must.NoError(t, err)
+			tc.check(t, s)
+		})
+	}
+}
+
+func TestEnabled(t *testing.T) {
+	must.True(t, Enabled(map[string]string{MetaEnabled: "true"}))
+	must.True(t, Enabled(map[string]string{MetaEnabled: " Enabled "}))
+	must.False(t, Enabled(map[string]string{MetaEnabled: "no"}))
+	must.False(t, Enabled(nil))
+}
+
+func TestNodeCapacity(t *testing.T) {
+	dev := func(name string, healthy ...bool) *nomadapi.NodeDeviceResource {
+		d := &nomadapi.NodeDeviceResource{Vendor: "caravan", Type: "gpushare", Name: name}
+		for _, h := range healthy {
+			d.Instances = append(d.Instances, &nomadapi.NodeDevice{Healthy: h})
+		}
+		return d
+	}
+	stub := &nomadapi.NodeListStub{ID: "n", Status: "ready", SchedulingEligibility: "eligible",
+		NodeResources: &nomadapi.NodeResources{Devices: []*nomadapi.NodeDeviceResource{
+			dev("GPU-1", true, true, true, true), dev("GPU-2", true, false, true, true),
+			{Vendor: "nvidia", Type: "gpu", Name: "A100", Instances: []*nomadapi.NodeDevice{{Healthy: true}}},
+		}}}
+	n := nodeFromStub(stub, "caravan/gpushare")
+	must.Eq(t, Node{ID: "n", Ready: true, Shares: 4, GPUs: 1, SharesPerGPU: 4}, n)
+	must.Eq(t, 2, nodeFromStub(stub, "gpushare").GPUs+nodeFromStub(stub, "gpu").GPUs)
+	stub.Drain = true
+	must.False(t, nodeFromStub(stub, "caravan/gpushare").Ready)
+}
+
+func TestSource_WatchesAndRecoversFromOutages(t *testing.T) {
+	n := fakenomad.New()
+	defer n.Close()
+	n.SetNodes([]*nomadapi.NodeListStub{{ID: "n1", Status: "ready", SchedulingEligibility: "eligible"}})
+	n.PutJob(fakenomad.TrainingJob("a", 1, nil))
+	n.PutJob(fakenomad.TrainingJob("plain", 1, map[string]string{MetaEnabled: "false"}))
+	n.PutJob(fakenomad.TrainingJob("bad", 1, map[string]string{MetaMaxWorkers: "x"}))
+	s := New(Config{Client: n.Client(), Clock: clock.Real{}, Wait: 100 * time.Millisecond,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	until := func(f func(Snapshot) bool) {
+		t.Helper()
+		must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return f(s.Snapshot()) }),
+			wait.Timeout(5*time.Second), wait.Gap(5*time.Millisecond)))
+	}
+	until(func(snap Snapshot) bool { return snap.Synced && len(snap.Jobs) == 2 })
+	snap := s.Snapshot()
+	must.NoError(t, snap.Jobs[JobKey{"default", "a"}].SpecErr)
+	must.ErrorIs(t, snap.Jobs[JobKey{"default", "bad"}].SpecErr, ErrBadMeta)
+	_, managed := snap.Jobs[JobKey{"default", "plain"}]
+	must.False(t, managed)
+
+	// Nomad goes away: the error shows, the last view stays.
+	n.SetDown(true)
+	until(func(snap Snapshot) bool { return snap.Err != nil })
+	must.MapLen(t, 2, s.Snapshot().Jobs)
+	n.SetDown(false)
+	n.PutJob(fakenomad.TrainingJob("c", 2, nil))
+	until(func(snap Snapshot) bool { return snap.Err == nil && len(snap.Jobs) == 3 })
+
+	// Blocking queries: an idle source makes few requests.
+	before := n.RequestCount("GET /v1/jobs")
+	time.Sleep(300 * time.Millisecond) // idle on purpose: counting long-polls over a fixed span
+	must.Less(t, before+10, n.RequestCount("GET /v1/jobs"))
+}
