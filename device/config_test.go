@@ -40,6 +40,36 @@ func TestConfig_Defaults(t *testing.T) {
 	must.False(t, s.mps.Enabled)
 }
 
+func TestConfig_Health(t *testing.T) {
+	s, err := parseHCL(t, `config {
+		health {
+			ignored_xids    = []
+			recovery_period = "30s"
+		}
+	}`)
+	must.NoError(t, err)
+	must.True(t, s.health.isCritical(13), must.Sprint("an explicit empty ignore list ignores nothing"))
+	must.Eq(t, 30*time.Second, s.health.recovery)
+
+	s, err = parseHCL(t, `config {
+		health {
+			critical_xids = [48, 79]
+		}
+	}`)
+	must.NoError(t, err)
+	must.True(t, s.health.isCritical(79))
+	must.False(t, s.health.isCritical(94))
+	must.False(t, s.health.isCritical(13))
+
+	s, err = parseHCL(t, `config {
+		health {
+			enabled = false
+		}
+	}`)
+	must.NoError(t, err)
+	must.False(t, s.health.isCritical(79))
+}
+
 func TestConfig_ClusterTemplateIsValid(t *testing.T) {
 	b, err := os.ReadFile("../scripts/cluster/plugin-device.hcl")
 	must.NoError(t, err)

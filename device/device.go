@@ -49,8 +49,10 @@ type openFunc func(s *settings) (nvml.Client, error)
 type Plugin struct {
 	ctx    context.Context
 	logger log.Logger
-	now    func() time.Time
-	open   openFunc
+	// Named sub-loggers of the plugin's parts.
+	fpLogger, statsLogger, healthLogger, reserveLogger log.Logger
+	now                                                func() time.Time
+	open                                               openFunc
 	// procRoot is procfs, where task environments are read for metering.
 	procRoot string
 
@@ -64,6 +66,9 @@ type Plugin struct {
 	// advertised is every share ID this process has ever advertised, to
 	// tell stale IDs from unknown ones.
 	advertised map[string]bool
+	// warned holds the share_override fields already reported as matching
+	// no GPU, so each is logged once.
+	warned map[string]bool
 	// healthCh wakes the fingerprint loop when health changed.
 	healthCh  chan struct{}
 	xidCancel context.CancelFunc
@@ -74,16 +79,22 @@ type Plugin struct {
 
 // NewPlugin returns the plugin.
 func NewPlugin(ctx context.Context, logger log.Logger) *Plugin {
+	logger = logger.Named(PluginName)
 	return &Plugin{
-		ctx:          ctx,
-		logger:       logger.Named(PluginName),
-		now:          time.Now,
-		open:         openBackend,
-		procRoot:     procenv.DefaultRoot,
-		advertised:   map[string]bool{},
-		healthCh:     make(chan struct{}, 1),
-		reservations: newReservations(),
-		inv:          &inventory{byUUID: map[string]*gpuEntry{}},
+		ctx:           ctx,
+		logger:        logger,
+		fpLogger:      logger.Named("fingerprint"),
+		statsLogger:   logger.Named("stats"),
+		healthLogger:  logger.Named("health"),
+		reserveLogger: logger.Named("reserve"),
+		warned:        map[string]bool{},
+		now:           time.Now,
+		open:          openBackend,
+		procRoot:      procenv.DefaultRoot,
+		advertised:    map[string]bool{},
+		healthCh:      make(chan struct{}, 1),
+		reservations:  newReservations(),
+		inv:           &inventory{byUUID: map[string]*gpuEntry{}},
 	}
 }
 

@@ -85,7 +85,7 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 	}
 	inv := p.inv
 	if err != nil {
-		p.logger.Error("reading GPUs failed", "error", err)
+		p.fpLogger.Error("reading GPUs failed", "error", err)
 		for _, e := range inv.entries() {
 			health.recordStatus(e.gpu.UUID, err)
 		}
@@ -102,8 +102,9 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 			health.recordStatus(g.UUID, problem)
 		}
 		for _, o := range s.overrides {
-			if !inventoryMatches(gpus, o) {
-				p.logger.Warn("share override matches no GPU", "field", o.field, "gpu", o.String())
+			if !inventoryMatches(gpus, o) && !p.warned[o.field] {
+				p.warned[o.field] = true
+				p.fpLogger.Warn("share override matches no GPU", "field", o.field, "gpu", o.String())
 			}
 		}
 	}
@@ -216,7 +217,7 @@ func (p *Plugin) startXidWatch() {
 	events, err := p.client.WatchXid(ctx)
 	if err != nil {
 		cancel()
-		p.logger.Warn("Xid health checks unavailable", "error", err)
+		p.healthLogger.Warn("Xid health checks unavailable", "error", err)
 		return
 	}
 	p.xidCancel = cancel
@@ -224,7 +225,7 @@ func (p *Plugin) startXidWatch() {
 	go func() {
 		for ev := range events {
 			critical, changed := health.recordXid(ev)
-			p.logger.Info("xid event", "gpu", ev.UUID, "xid", ev.Xid, "critical", critical)
+			p.healthLogger.Info("xid event", "gpu", ev.UUID, "xid", ev.Xid, "critical", critical)
 			if changed {
 				select {
 				case p.healthCh <- struct{}{}:

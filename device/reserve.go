@@ -141,7 +141,7 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		}
 	}
 	p.reservations.add(token, sorted, p.now())
-	p.logger.Info("reserved shares", "reservation", token, "shares", sorted)
+	p.reserveLogger.Info("reserved shares", "reservation", token, "shares", sorted)
 	return res, nil
 }
 

@@ -88,7 +88,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 			InstanceStats: make(map[string]*device.DeviceStats, e.shares),
 		}
 		if err != nil {
-			p.logger.Warn("reading GPU status failed", "gpu", e.gpu.UUID, "error", err)
+			p.statsLogger.Warn("reading GPU status failed", "gpu", e.gpu.UUID, "error", err)
 			es := errorStats(err, now)
 			for _, id := range e.ids {
 				g.InstanceStats[id] = es
