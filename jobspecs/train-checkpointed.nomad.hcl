@@ -7,7 +7,7 @@
 # Suspend and resume:   nomad job scale train-checkpointed train 0   (then 1)
 # Migrate:              nomad alloc stop ALLOC   (the replacement resumes elsewhere)
 # Checkpoint now:       nomad alloc signal -s SIGUSR1 ALLOC trainer
-# Drain a node:         nomad node drain -enable -yes NODE
+# Drain a node:         nomad node drain -enable -yes NODE   (service jobs: -var job_type=service -var hold=true)
 # Watch:                nomad alloc status ALLOC (events), nomad alloc logs -f ALLOC
 #
 # The trainer prints `final step=N ... params_sha256=H`; H is the same for
@@ -43,6 +43,18 @@ variable "checkpoint_interval" {
   default     = ""
 }
 
+variable "job_type" {
+  description = "\"batch\" (ends when training ends) or \"service\" (with hold = true). Nomad does not replace drained batch allocations, so run as a service job to have a node drain move the training."
+  type        = string
+  default     = "batch"
+}
+
+variable "hold" {
+  description = "Keep the trainer running after the last step until stopped (for service jobs, which Nomad would restart)."
+  type        = bool
+  default     = false
+}
+
 variable "progress_url" {
   description = "Planner endpoint receiving progress reports (\"\" for none)."
   type        = string
@@ -50,7 +62,7 @@ variable "progress_url" {
 }
 
 job "train-checkpointed" {
-  type = "batch"
+  type = var.job_type
 
   group "train" {
     count = 1
@@ -65,6 +77,15 @@ job "train-checkpointed" {
     constraint {
       attribute = "${attr.driver.caravan.checkpoint_store}"
       value     = "true"
+    }
+
+    # Service jobs: no deployments (they would block `nomad job scale` while
+    # active); a training job is not rolled, it is checkpointed and moved.
+    dynamic "update" {
+      for_each = var.job_type == "service" ? [1] : []
+      content {
+        max_parallel = 0
+      }
     }
 
     restart {
@@ -88,6 +109,7 @@ job "train-checkpointed" {
           "-step-delay", var.step_delay,
           "-log-every", "500",
           "-report-url", var.progress_url,
+          "-hold=${var.hold}",
         ]
 
         checkpoint {

@@ -56,6 +56,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
+	hold := fs.Bool("hold", false, "after the last step keep running (answering checkpoint requests) until stopped, for service jobs")
 	reportURL := fs.String("report-url", urlDefault, "POST progress as JSON to this URL (default $"+EnvProgressURL+"; empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -110,7 +111,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}()
 
 	o := Options{
-		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout,
+		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
 	}
 	if *reportURL != "" {
@@ -126,6 +127,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	if res.Interrupted {
 		cancel()
+		if *hold && res.Step == c.Steps {
+			return 0 // a finished, held run stopped: success
+		}
 		if s := exitSig.Load(); s != 0 {
 			return 128 + int(s)
 		}

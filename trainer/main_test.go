@@ -195,3 +195,25 @@ func TestHTTPReporter_PostsProgress(t *testing.T) {
 	must.Eq(t, uint64(100), last.StepsTotal)
 	must.Positive(t, last.SamplesPerSec)
 }
+
+func TestMain_HoldKeepsRunningAndCheckpointsTheFinalState(t *testing.T) {
+	dir := t.TempDir()
+	p := startTrainer(t, dir, "-samples 256 -steps 50 -log-every 0 -hold")
+	p.waitOutput(t, "holding:")
+	must.NoError(t, p.cmd.Process.Signal(syscall.SIGUSR1))
+	waitSequence(t, dir, 1)
+	m, err := protocol.ReadMarker(dir)
+	must.NoError(t, err)
+	must.Eq(t, uint64(50), *m.Step)
+	must.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	must.NoError(t, p.cmd.Wait()) // exit 0: the training had finished
+
+	// Resuming a finished run holds again at once with the same parameters.
+	_, first := finalHash(t, p.out.String())
+	p = startTrainer(t, dir, "-samples 256 -steps 50 -log-every 0 -hold")
+	p.waitOutput(t, "holding:")
+	_, again := finalHash(t, p.out.String())
+	must.Eq(t, first, again)
+	must.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	must.NoError(t, p.cmd.Wait())
+}

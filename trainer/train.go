@@ -34,6 +34,9 @@ type Options struct {
 	Reporter Reporter
 	// Identity fills the job/alloc/task fields of progress reports.
 	Identity Progress
+	// Hold keeps Run waiting for requests after the last step instead of
+	// returning (for service jobs); an exit request ends it.
+	Hold bool
 	// AfterStep, if set, is called after every step with the number of
 	// steps completed (tests use it to inject requests at exact steps).
 	AfterStep func(step uint64)
@@ -183,5 +186,27 @@ loop:
 		state = "interrupted"
 	}
 	fmt.Fprintf(o.Out, "%s step=%d loss=%.6f accuracy=%.4f params_sha256=%s\n", state, step, res.Loss, res.Accuracy, res.Hash)
+	if o.Hold && !res.Interrupted {
+		// Keep running (for service jobs, which Nomad would otherwise
+		// restart), still answering checkpoint requests so a stop saves the
+		// finished state.
+		fmt.Fprintln(o.Out, "holding: training finished; waiting to be stopped")
+		for {
+			select {
+			case <-ctx.Done():
+				return res, nil
+			case r := <-o.Requests:
+				if r == RequestCheckpoint || r == RequestCheckpointAndExit {
+					if err := checkpoint(step); err != nil {
+						return nil, err
+					}
+				}
+				if r != RequestCheckpoint {
+					res.Interrupted = true
+					return res, nil
+				}
+			}
+		}
+	}
 	return res, nil
 }

@@ -1,0 +1,304 @@
+// Package driver holds the e2e tests of caravan's checkpointing task driver
+// on the local two-client cluster: suspend and resume by scaling, migration
+// by `nomad alloc stop`, a node drain, and a kill -9 of the plugin, each
+// ending with the trainer's parameters bit-for-bit equal to an uninterrupted
+// run.
+//
+//	CARAVAN_E2E=1 CARAVAN_PORT_BASE=15100 CARAVAN_CLUSTER_DIR=$PWD/build/cluster-driver go test ./e2e/driver -v
+package driver
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+const (
+	jobspec = "jobspecs/train-checkpointed.nomad.hcl"
+	jobID   = "train-checkpointed"
+	group   = "train"
+	task    = "trainer"
+	// steps and delay make an uninterrupted run last about 20s.
+	steps     = 10000
+	stepDelay = "2ms"
+)
+
+var finalRe = regexp.MustCompile(`final step=(\d+) .* params_sha256=([0-9a-f]{64})`)
+
+// reference runs the same training uninterrupted, outside Nomad, with the
+// binary the cluster runs.
+func reference(t *testing.T, c *harness.C) string {
+	t.Helper()
+	out, err := exec.Command(c.Bin, "trainer", "-steps", strconv.Itoa(steps), "-log-every", "0", "-checkpoint-dir", "").CombinedOutput()
+	must.NoError(t, err, must.Sprint(string(out)))
+	m := finalRe.FindStringSubmatch(string(out))
+	must.SliceLen(t, 3, m, must.Sprint(string(out)))
+	return m[2]
+}
+
+// setup gives the test a clean store key and eligible, undrained nodes, and
+// restores that at the end.
+func setup(t *testing.T, c *harness.C) {
+	t.Helper()
+	clean := func() {
+		_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", jobID))
+		for _, cl := range c.Clients {
+			_, _ = c.Nomad.Nodes().UpdateDrain(cl.NodeID, nil, true, nil)
+			_, _ = c.Nomad.Nodes().ToggleEligibility(cl.NodeID, true, nil)
+		}
+	}
+	clean()
+	t.Cleanup(clean)
+}
+
+func eligible(t *testing.T, c *harness.C, name string, on bool) {
+	t.Helper()
+	_, err := c.Nomad.Nodes().ToggleEligibility(c.Client(t, name).NodeID, on, nil)
+	must.NoError(t, err)
+}
+
+// running waits for the job's one allocation that should run, and for it to
+// run and print progress.
+func running(t *testing.T, c *harness.C, exclude map[string]bool) *nomadapi.AllocationListStub {
+	t.Helper()
+	allocs := c.WaitAllocs(t, jobID, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if !exclude[a.ID] && a.DesiredStatus == "run" && a.ClientStatus == "running" {
+				return true
+			}
+		}
+		return false
+	})
+	var a *nomadapi.AllocationListStub
+	for _, x := range allocs {
+		if !exclude[x.ID] && x.DesiredStatus == "run" && x.ClientStatus == "running" {
+			a = x
+		}
+	}
+	harness.Eventually(t, time.Minute, func() error {
+		if out, _ := c.CLI(t, "alloc", "logs", a.ID, task); !strings.Contains(out, "step=") {
+			return fmt.Errorf("no progress in %s yet", a.ID)
+		}
+		return nil
+	})
+	return a
+}
+
+// event waits for a driver event of the allocation containing substr.
+func event(t *testing.T, c *harness.C, allocID, substr string) *nomadapi.TaskEvent {
+	t.Helper()
+	var ev *nomadapi.TaskEvent
+	harness.Eventually(t, 2*time.Minute, func() error {
+		var seen []string
+		for _, e := range c.TaskEvents(t, allocID, task) {
+			seen = append(seen, e.Type+": "+e.DriverMessage)
+			if e.Type == nomadapi.TaskDriverMessage && strings.Contains(e.DriverMessage, substr) {
+				ev = e
+				return nil
+			}
+		}
+		return fmt.Errorf("no %q event on %s; events: %q", substr, allocID, seen)
+	})
+	return ev
+}
+
+func waitTerminal(t *testing.T, c *harness.C, allocID string) {
+	t.Helper()
+	harness.Eventually(t, 3*time.Minute, func() error {
+		a, _, err := c.Nomad.Allocations().Info(allocID, nil)
+		if err != nil {
+			return err
+		}
+		if !a.ClientTerminalStatus() {
+			return fmt.Errorf("allocation %s is %s", allocID, a.ClientStatus)
+		}
+		return nil
+	})
+}
+
+func nodeName(t *testing.T, c *harness.C, nodeID string) string {
+	t.Helper()
+	for _, cl := range c.Clients {
+		if cl.NodeID == nodeID {
+			return cl.Name
+		}
+	}
+	t.Fatalf("unknown node %s", nodeID)
+	return ""
+}
+
+func durationDetail(t *testing.T, ev *nomadapi.TaskEvent, key string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(ev.Details[key])
+	must.NoError(t, err, must.Sprintf("event %q detail %s", ev.DriverMessage, key))
+	return d
+}
+
+// finish waits for the last allocation to finish training (batch: to
+// complete with exit code 0; service: to print its final line and hold) and
+// compares its final parameters with the uninterrupted run's.
+func finish(t *testing.T, c *harness.C, allocID, want string, service bool) {
+	t.Helper()
+	if service {
+		harness.Eventually(t, 3*time.Minute, func() error {
+			if logs := c.Logs(t, allocID, task, "stdout"); !strings.Contains(logs, "holding:") {
+				return fmt.Errorf("%s has not finished training", allocID)
+			}
+			return nil
+		})
+	} else {
+		a := c.WaitAllocStatus(t, allocID, "complete", 3*time.Minute)
+		evs := a.TaskStates[task].Events
+		must.Eq(t, "0", evs[len(evs)-1].Details["exit_code"], must.Sprintf("last event %+v", evs[len(evs)-1]))
+	}
+	logs := c.Logs(t, allocID, task, "stdout")
+	m := finalRe.FindStringSubmatch(logs)
+	must.SliceLen(t, 3, m, must.Sprint(logs))
+	must.Eq(t, strconv.Itoa(steps), m[1])
+	must.Eq(t, want, m[2], must.Sprint("final parameters differ from the uninterrupted run"))
+}
+
+// TestDriver_SuspendResumeMigrateDrain suspends the trainer (scale 0), resumes
+// it (scale 1), migrates it client1 -> client2 (alloc stop, client1
+// ineligible), then drains client2 (back to client1), and checks the final
+// parameters equal an uninterrupted run's, bit for bit. It logs the
+// driver's share of the suspend -> resume cycle.
+func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
+	c := harness.Cluster(t)
+	setup(t, c)
+	want := reference(t, c)
+
+	eligible(t, c, "client2", false) // start on client1
+	// A service job: Nomad does not replace drained batch allocations.
+	c.RunJob(t, jobspec, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay,
+		"job_type=service", "hold=true")
+	a1 := running(t, c, nil)
+	must.Eq(t, "client1", nodeName(t, c, a1.NodeID))
+
+	// Suspend: scale to 0; the driver checkpoints on stop.
+	suspendStart := time.Now()
+	_, err := c.CLI(t, "job", "scale", jobID, group, "0")
+	must.NoError(t, err)
+	saved := event(t, c, a1.ID, "Checkpoint saved (stop)")
+	waitTerminal(t, c, a1.ID)
+	suspended := time.Since(suspendStart)
+
+	// Resume: scale back to 1; the new allocation restores.
+	resumeStart := time.Now()
+	_, err = c.CLI(t, "job", "scale", jobID, group, "1")
+	must.NoError(t, err)
+	a2 := running(t, c, map[string]bool{a1.ID: true})
+	restored := event(t, c, a2.ID, "Checkpoint restored")
+	resumed := time.Since(resumeStart)
+	must.Eq(t, "client1", restored.Details["node"])
+	must.Eq(t, saved.Details["generation"], restored.Details["generation"])
+	must.StrContains(t, c.Logs(t, a2.ID, task, "stdout"), "resumed step="+saved.Details["step"])
+
+	commit := durationDetail(t, saved, "duration")
+	restore := durationDetail(t, restored, "duration")
+	t.Logf("suspend -> resume: suspend %s (store commit %s of %s bytes), resume to running with progress %s (restore %s); driver's own share (commit + restore) %s",
+		suspended.Round(time.Millisecond), commit, saved.Details["bytes"], resumed.Round(time.Millisecond), restore, commit+restore)
+
+	// Migrate client1 -> client2 with `nomad alloc stop`.
+	eligible(t, c, "client2", true)
+	eligible(t, c, "client1", false)
+	_, err = c.CLI(t, "alloc", "stop", "-detach", a2.ID)
+	must.NoError(t, err)
+	event(t, c, a2.ID, "Checkpoint saved (stop)")
+	a3 := running(t, c, map[string]bool{a1.ID: true, a2.ID: true})
+	must.Eq(t, "client2", nodeName(t, c, a3.NodeID))
+	ev := event(t, c, a3.ID, "Checkpoint restored")
+	must.Eq(t, "client1", ev.Details["node"])
+
+	// Drain client2: the allocation moves back to client1.
+	eligible(t, c, "client1", true)
+	_, err = c.Nomad.Nodes().UpdateDrain(c.Client(t, "client2").NodeID, &nomadapi.DrainSpec{Deadline: 3 * time.Second}, false, nil)
+	must.NoError(t, err)
+	event(t, c, a3.ID, "Checkpoint saved (stop)")
+	a4 := running(t, c, map[string]bool{a1.ID: true, a2.ID: true, a3.ID: true})
+	must.Eq(t, "client1", nodeName(t, c, a4.NodeID))
+	ev = event(t, c, a4.ID, "Checkpoint restored")
+	must.Eq(t, "client2", ev.Details["node"])
+
+	finish(t, c, a4.ID, want, true)
+}
+
+// pluginPID finds the caravan driver plugin process of a client agent.
+func pluginPID(t *testing.T, c *harness.C, clientPID int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	must.NoError(t, err)
+	want := c.Bin + "\x00driver\x00"
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(cmd) != want {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// stat: pid (comm) state ppid ...
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(clientPID) {
+			return pid
+		}
+	}
+	t.Fatalf("no caravan driver plugin under client pid %d", clientPID)
+	return 0
+}
+
+// TestDriver_PluginKillTaskSurvives kills the driver plugin with SIGKILL
+// while the trainer runs: the task keeps running, the client's new plugin
+// instance reattaches, an on-demand checkpoint works through it, and the
+// run ends with the uninterrupted run's parameters.
+func TestDriver_PluginKillTaskSurvives(t *testing.T) {
+	c := harness.Cluster(t)
+	setup(t, c)
+	want := reference(t, c)
+
+	c.RunJob(t, jobspec, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay)
+	a := running(t, c, nil)
+	var clientPID int
+	for _, cl := range c.Clients {
+		if cl.NodeID == a.NodeID {
+			clientPID = cl.PID
+		}
+	}
+	must.Positive(t, clientPID)
+	old := pluginPID(t, c, clientPID)
+	must.NoError(t, syscall.Kill(old, syscall.SIGKILL))
+
+	// The client relaunches the plugin, which recovers the task.
+	harness.Eventually(t, time.Minute, func() error {
+		_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", a.ID, task)
+		return err
+	})
+	event(t, c, a.ID, "Checkpoint saved (on demand)")
+	must.NotEq(t, old, pluginPID(t, c, clientPID))
+
+	finish(t, c, a.ID, want, false)
+	started := 0
+	for _, e := range c.TaskEvents(t, a.ID, task) {
+		if e.Type == nomadapi.TaskStarted {
+			started++
+		}
+	}
+	must.Eq(t, 1, started, must.Sprint("the task was restarted instead of surviving"))
+}
