@@ -50,19 +50,21 @@ type Plugin struct {
 	ctx    context.Context
 	logger log.Logger
 	// Named sub-loggers of the plugin's parts.
-	fpLogger, statsLogger, healthLogger, reserveLogger log.Logger
-	now                                                func() time.Time
-	open                                               openFunc
+	fpLogger      log.Logger
+	statsLogger   log.Logger
+	healthLogger  log.Logger
+	reserveLogger log.Logger
+	now           func() time.Time
+	open          openFunc
 	// procRoot is procfs, where task environments are read for metering.
 	procRoot string
 
 	mu       sync.RWMutex
 	settings *settings
-	client   nvml.Client
-	// noLibrary is set when the nvml backend found no libnvidia-ml.
-	noLibrary bool
-	health    *healthTracker
-	inv       *inventory
+	// client is nil when the nvml backend found no libnvidia-ml.
+	client nvml.Client
+	health *healthTracker
+	inv    *inventory
 	// advertised is every share ID this process has ever advertised, to
 	// tell stale IDs from unknown ones.
 	advertised map[string]bool
@@ -127,13 +129,11 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	client, err := p.open(s)
 	switch {
 	case errors.Is(err, nvml.ErrLibraryNotFound):
-		p.noLibrary = true
 		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend)
 		return nil
 	case err != nil:
 		return fmt.Errorf("caravan-gpu: open %s backend: %w", s.backend, err)
 	}
-	p.noLibrary = false
 	p.client = client
 	p.logger.Info("backend opened", "backend", s.backend, "default_shares", s.shares)
 	return nil
