@@ -77,8 +77,9 @@ func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
 	rc := j.restartCost()
 	switch {
 	case sameShape(j, w, ps):
-	case j.Current.Workers == 0:
-		// Starting (or resuming) costs one restart before any progress.
+	case j.Current.Workers == 0 || j.Age <= 0:
+		// Starting (or resuming) costs one restart before any progress; so
+		// does reshaping a job whose age is unknown.
 		r = j.remaining() / (j.remaining()/r + rc)
 	default:
 		age := j.Age.Seconds()

@@ -101,7 +101,9 @@ type Job struct {
 	AttainedService float64
 	// RestartCost is what changing the allocation costs; 0 means DefaultRestartCost.
 	RestartCost time.Duration
-	// Age is how long the job has existed; restart-aware policies use it.
+	// Age is how long the job has existed. The goodput policy discounts a
+	// reshape by the share of the job's life lost to restarts (Pollux's
+	// restart factor); zero means unknown and charges one RestartCost instead.
 	Age time.Duration
 	// Restarts counts allocation changes so far.
 	Restarts int
