@@ -107,9 +107,6 @@ type Job struct {
 	Age time.Duration
 	// Restarts counts allocation changes so far.
 	Restarts int
-	// Interferes marks a job that suffers when a node is shared with another
-	// multi-node job; placement keeps such jobs apart when it can.
-	Interferes bool
 }
 
 func (j *Job) minWorkers() int {
