@@ -348,3 +348,78 @@ func TestPlanner(t *testing.T) {
 	defer mresp.Body.Close()
 	must.StrContains(t, mresp.Header.Get("Content-Type"), "text/plain")
 }
+
+// startLeader starts one planner and waits until it leads.
+func startLeader(t *testing.T, c *harness.C, name string) *instance {
+	t.Helper()
+	p := startPlanner(t, c, name, "")
+	harness.Eventually(t, 30*time.Second, func() error {
+		h, err := p.health()
+		if err != nil {
+			return err
+		}
+		if !h.Leader || !h.Synced {
+			return fmt.Errorf("planner %s not leading yet: %+v", name, h)
+		}
+		return nil
+	})
+	return p
+}
+
+// A job whose workers keep failing with a user error (exit 1) is stopped
+// instead of re-run, with an error scaling event naming the failure.
+func TestPlanner_StopsRerunsOfUserErrors(t *testing.T) {
+	c := harness.Cluster(t)
+	p := startLeader(t, c, "failures")
+	id := runSim(t, c, "sim-fail", "count=1", "max_workers=1", "fail_exit=1")
+	harness.Eventually(t, 3*time.Minute, func() error {
+		jobs, err := p.jobs()
+		if err != nil {
+			return err
+		}
+		if jobs[id].State != "held" {
+			return fmt.Errorf("%s is %q", id, jobs[id].State)
+		}
+		return nil
+	})
+	// Two events: the count change to 0 and a red error event (Nomad takes
+	// no count with an error), both naming the failure.
+	var count, red *nomadapi.ScalingEvent
+	for _, ev := range events(t, c, id) {
+		if action(ev) != "user-error-stop" {
+			continue
+		}
+		if ev.Error {
+			red = &ev
+		} else {
+			count = &ev
+		}
+	}
+	must.NotNil(t, count)
+	must.NotNil(t, red)
+	must.Eq(t, int64(0), *count.Count)
+	must.StrContains(t, red.Message, "exited with code 1")
+	st, _, err := c.Nomad.Jobs().ScaleStatus(id, nil)
+	must.NoError(t, err)
+	must.Eq(t, 0, st.TaskGroups["worker"].Desired)
+}
+
+// A job that reaches its target loss, and whose meta allows it, is stopped.
+func TestPlanner_StopsConvergedJob(t *testing.T) {
+	c := harness.Cluster(t)
+	p := startLeader(t, c, "converge")
+	id := runSim(t, c, "sim-conv", "count=1", "max_workers=1", "b0=0.01", "target_loss=0.5", "stop_on_converge=true")
+	harness.Eventually(t, 3*time.Minute, func() error {
+		job, _, err := c.Nomad.Jobs().Info(id, nil)
+		if err != nil {
+			return err
+		}
+		if job.Stop == nil || !*job.Stop {
+			return fmt.Errorf("%s not stopped yet", id)
+		}
+		return nil
+	})
+	jobs, err := p.jobs()
+	must.NoError(t, err)
+	must.LessEq(t, 0.5, jobs[id].Model.Loss)
+}

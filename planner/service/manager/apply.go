@@ -111,13 +111,22 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 	if workers {
 		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{
 			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group, Count: a.To,
-			JobModifyIndex: index, Message: a.Message,
-			Error: a.Kind == KindUserError, Meta: a.eventMeta(r.Policy),
+			JobModifyIndex: index, Message: a.Message, Meta: a.eventMeta(r.Policy),
 		})
 		if err != nil {
 			return err
 		}
 		a.EvalID, index = res.EvalID, res.JobModifyIndex
+		if a.Kind == KindUserError {
+			// Nomad takes no count with an error: the count change above
+			// carries the planner's meta, this event shows red in the UI.
+			if _, err := m.cfg.Writer.Scale(ctx, submit.Scale{
+				Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group,
+				EventOnly: true, Error: true, Message: a.Message, Meta: a.eventMeta(r.Policy),
+			}); err != nil {
+				m.log.Warn("recording the error event failed (the job is stopped)", "job", a.Job, "error", err)
+			}
+		}
 	}
 	if ps {
 		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{

@@ -572,7 +572,14 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 			}
 		}
 	}
-	_, conv, err := fitLoss(recs)
+	if n := len(recs); n > 0 && (n != mm.fitN || !recs[n-1].Time.Equal(mm.fitAt)) {
+		_, mm.fit, mm.fitErr = fitLoss(recs)
+		mm.fitN, mm.fitAt = n, recs[n-1].Time
+	}
+	conv, err := mm.fit, mm.fitErr
+	if len(recs) == 0 {
+		conv, err = nil, nil
+	}
 	if err != nil {
 		f.ConvergenceErr = err.Error()
 	}

@@ -287,8 +287,11 @@ func TestManager_StopsRerunsOfUserErrors(t *testing.T) {
 	must.Eq(t, KindUserError, r.Actions[0].Kind)
 	must.Eq(t, 0, count(t, h.nomad, "a"))
 	evs := h.nomad.Events("default", "a", "worker")
-	must.True(t, evs[len(evs)-1].Error)
-	must.StrContains(t, evs[len(evs)-1].Message, "user errors")
+	must.SliceLen(t, 2, evs)
+	must.Eq(t, any(submit.ActionUserError), evs[0].Meta[submit.EventMetaAction]) // the count change
+	must.Nil(t, evs[1].Count)                                                    // and the red event
+	must.True(t, evs[1].Error)
+	must.StrContains(t, evs[1].Message, "user errors")
 
 	r = h.round()
 	must.Eq(t, StateHeld, findJob(t, r, "a").State)

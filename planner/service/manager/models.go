@@ -12,8 +12,10 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
-// maxLossPoints bounds the points one convergence fit uses.
-const maxLossPoints = 300
+// maxLossPoints bounds the points one convergence fit uses (an even spread
+// over the run plus the newest): model.FitConvergence costs about 70 us per
+// point, and a 3-parameter curve needs far fewer than it gets.
+const maxLossPoints = 64
 
 // shape is a resource shape a speed was observed at.
 type shape struct{ workers, ps, nodes int }

@@ -33,6 +33,13 @@ type memory struct {
 	stableSince  time.Time // since when the running shape is unchanged
 	stableShape  shape
 
+	// fit caches the last convergence fit and the newest record it saw, so
+	// a round without new reports does not refit.
+	fitAt  time.Time
+	fitN   int
+	fit    *model.Convergence
+	fitErr error
+
 	// events caches the worker group's scaling events per job modify index.
 	eventsIndex uint64
 	lastEvent   *nomadapi.ScalingEvent

@@ -50,8 +50,13 @@ type Scale struct {
 	// on; the write fails with ErrConflict if the job changed since.
 	JobModifyIndex uint64
 	Message        string
-	Error          bool
-	Meta           map[string]any
+	// Error marks the event as an error in Nomad's UI. Nomad refuses a count
+	// with an error, so an error is recorded as an event only (EventOnly).
+	Error bool
+	// EventOnly records a scaling event without changing the job (Count and
+	// JobModifyIndex are ignored).
+	EventOnly bool
+	Meta      map[string]any
 }
 
 // Writer submits decisions. It is the only code in the planner that writes
@@ -83,12 +88,20 @@ type Result struct {
 
 // Scale submits a scale request.
 func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
-	if s.JobModifyIndex == 0 {
+	if s.JobModifyIndex == 0 && !s.EventOnly {
 		return Result{}, fmt.Errorf("scaling %s/%s: refusing to scale without a job modify index", s.Namespace, s.JobID)
 	}
+	if s.Error && !s.EventOnly {
+		return Result{}, fmt.Errorf("scaling %s/%s: an error event cannot change the count (Nomad refuses it)", s.Namespace, s.JobID)
+	}
 	count := int64(s.Count)
+	countp := &count
+	if s.EventOnly {
+		countp = nil
+		s.JobModifyIndex = 0
+	}
 	req := &nomadapi.ScalingRequest{
-		Count:          &count,
+		Count:          countp,
 		Target:         map[string]string{"Job": s.JobID, "Group": s.Group},
 		Message:        s.Message,
 		Error:          s.Error,
@@ -106,7 +119,11 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 		}
 		return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
 	}
-	w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
+	if s.EventOnly {
+		w.Logger.Info("recorded scaling event", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "error", s.Error, "message", s.Message)
+	} else {
+		w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
+	}
 	return Result{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
 }
 

@@ -315,6 +315,10 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, ns, rest strin
 				nomadapi.RegisterEnforceIndexErrPrefix, req.JobModifyIndex, *job.JobModifyIndex))
 			return
 		}
+		if req.Error && req.Count != nil {
+			s.fail(w, 400, "scaling action should not contain count if error is true")
+			return
+		}
 		group := req.Target["Group"]
 		var tg *nomadapi.TaskGroup
 		for _, g := range job.TaskGroups {
@@ -327,10 +331,20 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, ns, rest strin
 			return
 		}
 		prev := int64(*tg.Count)
-		if req.Count != nil {
-			c := int(*req.Count)
-			tg.Count = &c
+		if s.events[k] == nil {
+			s.events[k] = map[string][]nomadapi.ScalingEvent{}
 		}
+		if req.Count == nil { // an event only: the job does not change
+			idx := s.bump()
+			s.events[k][group] = append(s.events[k][group], nomadapi.ScalingEvent{
+				PreviousCount: prev, Error: req.Error, Message: req.Message, Meta: req.Meta,
+				Time: uint64(time.Now().UnixNano()), CreateIndex: idx,
+			})
+			s.reply(w, nomadapi.JobRegisterResponse{JobModifyIndex: *job.JobModifyIndex})
+			return
+		}
+		c := int(*req.Count)
+		tg.Count = &c
 		idx := s.bump()
 		v := *job.Version + 1
 		job.Version = &v
