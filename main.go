@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/device"
 	"github.com/caravan-nomad/caravan/driver"
 	"github.com/caravan-nomad/caravan/internal/version"
@@ -27,10 +28,11 @@ var subcommands = map[string]subcommand{
 	"driver":  {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
 	"planner": {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
 	"trainer": {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
+	"demo":    {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
 	"version": {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
 }
 
-var order = []string{"device", "driver", "planner", "trainer", "version"}
+var order = []string{"device", "driver", "planner", "trainer", "demo", "version"}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")

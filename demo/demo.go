@@ -1,0 +1,159 @@
+// Package demo is `caravan demo`: it drives a running caravan cluster
+// through the product's main story (GPU sharing, a checkpointed training job
+// suspended, resumed and migrated, and a planner decision) the way a user
+// would, with `nomad job run` and Nomad's API, and prints what happened.
+// `make demo` starts the local cluster and runs it; the e2e UI test runs the
+// same scenario, so the demo cannot rot.
+package demo
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+// Config says which cluster the demo drives.
+type Config struct {
+	// Root is the repository root (for jobspecs/).
+	Root string
+	// NomadBin is the Nomad CLI used to submit jobspecs.
+	NomadBin string
+	// CaravanBin is the caravan binary as the clients see it.
+	CaravanBin string
+	// NomadAddr and ConsulAddr are the agents' HTTP addresses.
+	NomadAddr, ConsulAddr string
+	// StateDir is a directory every client reaches (the simulated planner
+	// jobs keep their global step there).
+	StateDir string
+	// Steps is the length of the checkpointed training run.
+	Steps int
+	// SkipPlanner leaves out the planner part.
+	SkipPlanner bool
+}
+
+// Result is what the demo saw, for its summary and for tests.
+type Result struct {
+	Sharing  SharingResult
+	Training TrainingResult
+	Planner  PlannerResult
+}
+
+// Demo runs the scenario against one cluster.
+type Demo struct {
+	cfg    Config
+	out    io.Writer
+	nomad  *nomadapi.Client
+	consul *consulapi.Client
+	start  time.Time
+	// jobs are the demo's jobs, in submission order, for the summary.
+	jobs []string
+}
+
+// New connects to the cluster.
+func New(cfg Config, out io.Writer) (*Demo, error) {
+	n, err := nomadapi.NewClient(&nomadapi.Config{Address: cfg.NomadAddr})
+	if err != nil {
+		return nil, fmt.Errorf("nomad client: %w", err)
+	}
+	c, err := consulapi.NewClient(&consulapi.Config{Address: cfg.ConsulAddr})
+	if err != nil {
+		return nil, fmt.Errorf("consul client: %w", err)
+	}
+	if cfg.Steps <= 0 {
+		cfg.Steps = 6000
+	}
+	return &Demo{cfg: cfg, out: out, nomad: n, consul: c, start: time.Now()}, nil
+}
+
+// Run runs every part of the scenario in turn and prints the summary.
+func (d *Demo) Run(ctx context.Context) (*Result, error) {
+	res := &Result{}
+	var err error
+	d.step("1/4 GPU sharing: two jobs ask for 2 of a GPU's 4 shares")
+	if res.Sharing, err = d.sharing(ctx); err != nil {
+		return res, fmt.Errorf("gpu sharing: %w", err)
+	}
+	d.step("2/4 A checkpointed training job: suspend (scale to 0) and resume")
+	if res.Training, err = d.training(ctx); err != nil {
+		return res, fmt.Errorf("checkpointed training: %w", err)
+	}
+	d.step("3/4 Migration: the node is made ineligible and the allocation stopped; training continues on the other client")
+	if err = d.migrate(ctx, &res.Training); err != nil {
+		return res, fmt.Errorf("migration: %w", err)
+	}
+	if !d.cfg.SkipPlanner {
+		d.step("4/4 The planner: Optimus allocation through Nomad scaling events")
+		if res.Planner, err = d.planner(ctx); err != nil {
+			return res, fmt.Errorf("planner: %w", err)
+		}
+	}
+	d.step("Waiting for the training job to finish")
+	if err = d.finishTraining(ctx, &res.Training); err != nil {
+		return res, fmt.Errorf("checkpointed training: %w", err)
+	}
+	d.summary(res)
+	return res, nil
+}
+
+func (d *Demo) step(title string) {
+	fmt.Fprintf(d.out, "\n\033[1m==> %s\033[0m\n", title)
+}
+
+func (d *Demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, "    "+format+"\n", args...)
+}
+
+// Main runs `caravan demo`.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("caravan demo", flag.ContinueOnError)
+	cfg := Config{}
+	wd, _ := os.Getwd()
+	fs.StringVar(&cfg.Root, "root", wd, "repository root (holds jobspecs/)")
+	fs.StringVar(&cfg.NomadBin, "nomad-bin", filepath.Join(wd, "build", "bin", "nomad"), "Nomad CLI")
+	fs.StringVar(&cfg.CaravanBin, "caravan-bin", "", "caravan binary as the clients run it (required)")
+	fs.StringVar(&cfg.NomadAddr, "nomad-addr", envOr("NOMAD_ADDR", "http://127.0.0.1:4646"), "Nomad HTTP address")
+	fs.StringVar(&cfg.ConsulAddr, "consul-addr", envOr("CONSUL_HTTP_ADDR", "127.0.0.1:8500"), "Consul HTTP address")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory every client reaches (required)")
+	fs.IntVar(&cfg.Steps, "steps", 6000, "steps of the checkpointed training run")
+	fs.BoolVar(&cfg.SkipPlanner, "skip-planner", false, "leave out the planner part")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.CaravanBin == "" || cfg.StateDir == "" {
+		fmt.Fprintln(os.Stderr, "caravan demo: -caravan-bin and -state-dir are required")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d, err := New(cfg, os.Stdout)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "caravan demo: %v\n", err)
+		return 1
+	}
+	if _, err := d.Run(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "\ncaravan demo: interrupted; the cluster is left as it is")
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "\ncaravan demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,244 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+const (
+	trainJob   = "train-checkpointed"
+	trainGroup = "train"
+	trainTask  = "trainer"
+)
+
+// TrainingResult is the checkpointed job's story.
+type TrainingResult struct {
+	// Nodes are the nodes the job ran on, in order.
+	Nodes []string
+	// Allocs are its allocations, in order.
+	Allocs []string
+	// SuspendedAt and ResumedAt are the steps at the suspend's checkpoint
+	// and at the resumed run's start.
+	SuspendedAt, ResumedAt uint64
+	// MigratedAt is the step the migrated run resumed from.
+	MigratedAt uint64
+	// Saved and Restored are the driver's checkpoint events, as shown.
+	Saved, Restored []string
+	// FinalStep and ParamsHash are from the trainer's last line.
+	FinalStep  uint64
+	ParamsHash string
+	// JCT is submission to completion, suspension included.
+	JCT       time.Duration
+	submitted time.Time
+}
+
+var (
+	stepLine    = regexp.MustCompile(`(?m)^step=(\d+) `)
+	resumedLine = regexp.MustCompile(`(?m)^resumed step=(\d+) `)
+	finalLine   = regexp.MustCompile(`(?m)^final step=(\d+) .*params_sha256=([0-9a-f]+)`)
+)
+
+// training submits the checkpointed trainer, suspends it by scaling its
+// group to 0 and resumes it by scaling back to 1.
+func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
+	res := TrainingResult{submitted: time.Now()}
+	if err := d.submit(ctx, "jobspecs/train-checkpointed.nomad.hcl", trainJob,
+		"caravan_bin="+d.cfg.CaravanBin, "steps="+strconv.Itoa(d.cfg.Steps), "step_delay=5ms"); err != nil {
+		return res, err
+	}
+	first, err := d.waitRunning(ctx, trainJob, 1, 2*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.note(first[0].ID, first[0].NodeName)
+	if err := d.waitStep(ctx, first[0].ID, uint64(d.cfg.Steps/5)); err != nil {
+		return res, err
+	}
+
+	d.say("suspend: nomad job scale %s %s 0", trainJob, trainGroup)
+	if err := d.scale(trainJob, trainGroup, 0, "caravan demo: suspend"); err != nil {
+		return res, err
+	}
+	stopped, err := d.waitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	if err != nil {
+		return res, err
+	}
+	saved := events(stopped, trainTask, "Checkpoint saved")
+	if len(saved) == 0 {
+		return res, fmt.Errorf("the suspended allocation %s shows no checkpoint event", stopped.ID[:8])
+	}
+	res.Saved = append(res.Saved, saved[len(saved)-1].DisplayMessage)
+	res.SuspendedAt, _ = strconv.ParseUint(saved[len(saved)-1].Details["step"], 10, 64)
+	d.say("%s", saved[len(saved)-1].DisplayMessage)
+
+	d.say("resume: nomad job scale %s %s 1", trainJob, trainGroup)
+	if err := d.scale(trainJob, trainGroup, 1, "caravan demo: resume"); err != nil {
+		return res, err
+	}
+	alloc, err := d.waitNewAlloc(ctx, first[0].ID)
+	if err != nil {
+		return res, err
+	}
+	res.note(alloc.ID, alloc.NodeName)
+	msg, step, err := d.restored(ctx, alloc.ID)
+	if err != nil {
+		return res, err
+	}
+	res.Restored = append(res.Restored, msg)
+	res.ResumedAt = step
+	d.say("%s", msg)
+	d.say("the trainer resumed at step %d, not 0", step)
+	return res, nil
+}
+
+// migrate makes the training allocation's node ineligible, stops the
+// allocation as an operator would (nomad alloc stop), and watches the
+// replacement resume from the checkpoint on the other client.
+func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
+	current := res.Allocs[len(res.Allocs)-1]
+	alloc, _, err := d.nomad.Allocations().Info(current, nil)
+	if err != nil {
+		return err
+	}
+	if err := d.waitStep(ctx, current, res.ResumedAt+uint64(d.cfg.Steps/10)); err != nil {
+		return err
+	}
+	d.say("nomad node eligibility -disable %s; nomad alloc stop %s", alloc.NodeName, current[:8])
+	if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, false, nil); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, true, nil); err == nil {
+			d.say("nomad node eligibility -enable %s", alloc.NodeName)
+		}
+	}()
+	if _, err := d.cli(ctx, "alloc", "stop", "-detach", current); err != nil {
+		return err
+	}
+	stopped, err := d.waitAllocStatus(ctx, current, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	if err != nil {
+		return err
+	}
+	if saved := events(stopped, trainTask, "Checkpoint saved"); len(saved) > 0 {
+		res.Saved = append(res.Saved, saved[len(saved)-1].DisplayMessage)
+		d.say("%s", saved[len(saved)-1].DisplayMessage)
+	}
+	next, err := d.waitNewAlloc(ctx, current)
+	if err != nil {
+		return err
+	}
+	res.note(next.ID, next.NodeName)
+	msg, step, err := d.restored(ctx, next.ID)
+	if err != nil {
+		return err
+	}
+	res.Restored = append(res.Restored, msg)
+	res.MigratedAt = step
+	d.say("%s", msg)
+	d.say("moved from %s to %s; training continues at step %d", alloc.NodeName, next.NodeName, step)
+	return nil
+}
+
+// finishTraining waits for the trainer's last allocation to complete.
+func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
+	last := res.Allocs[len(res.Allocs)-1]
+	alloc, err := d.waitAllocStatus(ctx, last, 10*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	if err != nil {
+		return err
+	}
+	if alloc.ClientStatus != nomadapi.AllocClientStatusComplete {
+		return fmt.Errorf("the trainer's allocation %s %s", last[:8], alloc.ClientStatus)
+	}
+	res.JCT = time.Since(res.submitted)
+	out, err := d.logs(ctx, last, trainTask)
+	if err != nil {
+		return err
+	}
+	m := finalLine.FindStringSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("the trainer's log has no final line")
+	}
+	res.FinalStep, _ = strconv.ParseUint(m[1], 10, 64)
+	res.ParamsHash = m[2]
+	d.say("finished: step %d, parameters sha256 %s…, JCT %s", res.FinalStep, res.ParamsHash[:16], res.JCT.Round(time.Second))
+	return nil
+}
+
+func (r *TrainingResult) note(allocID, node string) {
+	r.Allocs = append(r.Allocs, allocID)
+	r.Nodes = append(r.Nodes, node)
+}
+
+func (d *Demo) scale(job, group string, count int, reason string) error {
+	_, _, err := d.nomad.Jobs().Scale(job, group, &count, reason, false, map[string]any{"source": "caravan demo"}, nil)
+	return err
+}
+
+// waitStep waits until the allocation's trainer reports at least step.
+func (d *Demo) waitStep(ctx context.Context, allocID string, step uint64) error {
+	return d.poll(ctx, fmt.Sprintf("the trainer to reach step %d", step), 3*time.Minute, func() (bool, error) {
+		out, err := d.logs(ctx, allocID, trainTask)
+		if err != nil {
+			return false, err
+		}
+		ms := stepLine.FindAllStringSubmatch(out, -1)
+		if len(ms) == 0 {
+			return false, nil
+		}
+		n, _ := strconv.ParseUint(ms[len(ms)-1][1], 10, 64)
+		return n >= step, nil
+	})
+}
+
+// waitNewAlloc waits for a running allocation of the trainer other than old.
+func (d *Demo) waitNewAlloc(ctx context.Context, old string) (*nomadapi.AllocationListStub, error) {
+	var found *nomadapi.AllocationListStub
+	err := d.poll(ctx, "the replacement allocation", 3*time.Minute, func() (bool, error) {
+		as, err := d.allocs(trainJob)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range as {
+			if a.ID != old && a.ClientStatus == nomadapi.AllocClientStatusRunning {
+				found = a
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found, err
+}
+
+// restored waits for the driver's restore event and the trainer's "resumed"
+// line of a new allocation.
+func (d *Demo) restored(ctx context.Context, allocID string) (string, uint64, error) {
+	var msg string
+	var step uint64
+	err := d.poll(ctx, "the restore event", time.Minute, func() (bool, error) {
+		alloc, _, err := d.nomad.Allocations().Info(allocID, nil)
+		if err != nil {
+			return false, err
+		}
+		evs := events(alloc, trainTask, "Checkpoint restored")
+		if len(evs) == 0 {
+			return false, nil
+		}
+		msg = evs[len(evs)-1].DisplayMessage
+		out, err := d.logs(ctx, allocID, trainTask)
+		if err != nil {
+			return false, err
+		}
+		m := resumedLine.FindStringSubmatch(out)
+		if m == nil {
+			return false, nil
+		}
+		step, _ = strconv.ParseUint(m[1], 10, 64)
+		return true, nil
+	})
+	return msg, step, err
+}
