@@ -25,6 +25,7 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --table                 # all policies x shared workloads vs published
   caravan planner simulate --scale                 # decision speed at 4,000/8,000 jobs x 16,000 nodes
   caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
+  caravan planner simulate --generate 160 --seed 7 > w.csv   # a new workload sampled from Philly
 
 Options:
 `
@@ -50,6 +51,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
 	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
 	perJob := fs.Bool("jobs", false, "print every job's JCT")
+	generate := fs.Int("generate", 0, "write a workload of this many jobs sampled from philly-jobs.csv to stdout (with --seed, --start, --hours)")
+	seed := fs.Uint64("seed", 0, "random seed for --generate")
+	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
+	hours := fs.Int("hours", 8, "hours of the day sampled by --generate")
 	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -59,11 +64,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
 	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *philly || (*wl == "" && !*scale)) {
+	if err != nil && (*table || *all || *philly || *generate > 0 || (*wl == "" && !*scale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	switch {
+	case *generate > 0:
+		apps, err := LoadApplications(dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		trace, err := workload.ReadPhilly(filepath.Join(dir, "philly-jobs.csv"))
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		jobs, err := Generate(trace, apps, *generate, *startHour, *hours, *seed)
+		if err == nil {
+			err = WriteJobs(stdout, jobs)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		return 0
 	case *table || *all:
 		rows, names, err := RunTable(cfg, dir, strings.Split(*policies, ","), stderr)
 		if err != nil {

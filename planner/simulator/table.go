@@ -89,19 +89,36 @@ func PrintTable(w io.Writer, rows []TableRow, names []string) {
 			mean += r.Ours[n] / 3600
 		}
 		fmt.Fprintf(w, " %9.3f\n", mean/float64(len(names)))
-		if r.Published == "" || len(r.Paper) == 0 {
+		have := 0
+		for _, n := range names {
+			if _, ok := r.Paper[n]; ok {
+				have++
+			}
+		}
+		if r.Published == "" || have == 0 {
 			continue
 		}
 		fmt.Fprintf(w, "%-24s", "  published "+r.Published)
 		mean = 0
 		for _, n := range names {
-			fmt.Fprintf(w, " %11.3f", r.Paper[n]/3600)
-			mean += r.Paper[n] / 3600
+			if v, ok := r.Paper[n]; ok {
+				fmt.Fprintf(w, " %11.3f", v/3600)
+				mean += v / 3600
+			} else {
+				fmt.Fprintf(w, " %11s", "-")
+			}
 		}
-		fmt.Fprintf(w, " %9.3f\n", mean/float64(len(names)))
+		if have == len(names) {
+			fmt.Fprintf(w, " %9.3f", mean/float64(len(names)))
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "%-24s", "  ours vs published")
 		for _, n := range names {
-			fmt.Fprintf(w, " %+10.1f%%", 100*(r.Ours[n]/r.Paper[n]-1))
+			if v, ok := r.Paper[n]; ok {
+				fmt.Fprintf(w, " %+10.1f%%", 100*(r.Ours[n]/v-1))
+			} else {
+				fmt.Fprintf(w, " %11s", "-")
+			}
 		}
 		fmt.Fprintln(w)
 	}
