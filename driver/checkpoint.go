@@ -26,7 +26,7 @@ const (
 
 // markerPoll is how often the checkpoint directory is polled for a new
 // marker while a checkpoint is pending.
-const markerPoll = 50 * time.Millisecond
+const markerPoll = 10 * time.Millisecond
 
 var (
 	// errTaskExited means the task exited without writing a new marker.
@@ -182,6 +182,9 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		annotationNewBytes:   strconv.FormatInt(stats.NewBytes, 10),
 		annotationDuration:   stats.Duration.String(),
 		annotationReason:     reason,
+	}
+	if waited > 0 {
+		ann[annotationTaskDuration] = waited.String()
 	}
 	at := ""
 	if step != "" {

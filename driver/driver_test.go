@@ -213,21 +213,16 @@ func TestDriver_StopCheckpointsAndResumeIsBitForBit(t *testing.T) {
 func TestDriver_OnDemandAndPeriodicCheckpoints(t *testing.T) {
 	storeDir := t.TempDir()
 	td := newTestDriver(t, storeDir)
-	ck := defaultCheckpoint()
-	ck.Interval = "300ms"
-	cfg := newTask(t, td, "client1", trainerTask(ck, trainerArgs(1_000_000, "1ms")...))
+
+	// On demand: the checkpoint signal through SignalTask.
+	cfg := newTask(t, td, "client1", trainerTask(defaultCheckpoint(), trainerArgs(1_000_000, "1ms")...))
 	_, _, err := td.StartTask(cfg)
 	must.NoError(t, err)
 	waitStdout(t, cfg, "step=")
-
-	td.waitEvent(t, "Checkpoint saved (periodic)")
 	must.NoError(t, td.SignalTask(cfg.ID, "SIGUSR1"))
 	ev := td.waitEvent(t, "Checkpoint saved (on demand)")
 	must.Eq(t, reasonOnDemand, ev.Annotations[annotationReason])
-
-	ms, err := openStore(t, storeDir).List(testKey)
-	must.NoError(t, err)
-	must.SliceNotEmpty(t, ms)
+	must.NotEq(t, "", ev.Annotations[annotationTaskDuration])
 	status, err := td.InspectTask(cfg.ID)
 	must.NoError(t, err)
 	must.Eq(t, testKey.String(), status.DriverAttributes["checkpoint_key"])
@@ -238,6 +233,20 @@ func TestDriver_OnDemandAndPeriodicCheckpoints(t *testing.T) {
 	must.NoError(t, td.SignalTask(cfg.ID, "SIGINT"))
 	res := <-exitCh
 	must.Eq(t, 128+int(syscall.SIGINT), res.ExitCode)
+	must.NoError(t, td.DestroyTask(cfg.ID, true))
+
+	// Periodic: every interval, generations keep coming.
+	ck := defaultCheckpoint()
+	ck.Interval = "300ms"
+	cfg = newTask(t, td, "client1", trainerTask(ck, trainerArgs(1_000_000, "1ms")...))
+	_, _, err = td.StartTask(cfg)
+	must.NoError(t, err)
+	waitStdout(t, cfg, "resumed step=")
+	td.waitEvent(t, "Checkpoint saved (periodic)")
+	td.waitEvent(t, "Checkpoint saved (periodic)")
+	ms, err := openStore(t, storeDir).List(testKey)
+	must.NoError(t, err)
+	must.GreaterEq(t, uint64(3), ms[len(ms)-1].Generation)
 }
 
 // TestDriver_RecoverAfterPluginRestart kills the plugin (harness and

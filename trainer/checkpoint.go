@@ -41,11 +41,15 @@ func encodeState(c Config, s *State) []byte {
 	b.Write(fp[:])
 	_ = binary.Write(&b, binary.LittleEndian, s.Step)
 	_ = binary.Write(&b, binary.LittleEndian, uint64(len(s.Params)))
+	buf := make([]byte, 8*(len(s.Params)+len(s.Velocity)))
+	off := 0
 	for _, v := range [][]float64{s.Params, s.Velocity} {
 		for _, f := range v {
-			_ = binary.Write(&b, binary.LittleEndian, math.Float64bits(f))
+			binary.LittleEndian.PutUint64(buf[off:], math.Float64bits(f))
+			off += 8
 		}
 	}
+	b.Write(buf)
 	sum := sha256.Sum256(b.Bytes())
 	b.Write(sum[:])
 	return b.Bytes()

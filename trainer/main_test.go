@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var finalRe = regexp.MustCompile(`(final|interrupted) step=(\d+) .* params_sha256=([0-9a-f]{64})`)
+var finalRe = regexp.MustCompile(`(final|interrupted) step=(\d+) (?:.* )?params_sha256=([0-9a-f]{64})`)
 
 func finalHash(t *testing.T, out string) (string, string) {
 	t.Helper()

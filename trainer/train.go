@@ -179,13 +179,14 @@ loop:
 		}
 	}
 	res.Step = step
-	res.Loss, res.Accuracy = model.Loss(data)
 	res.Hash = model.Hash()
-	state := "final"
 	if res.Interrupted {
-		state = "interrupted"
+		// Stop fast: a full-dataset evaluation would delay the suspend.
+		fmt.Fprintf(o.Out, "interrupted step=%d params_sha256=%s\n", step, res.Hash)
+		return res, nil
 	}
-	fmt.Fprintf(o.Out, "%s step=%d loss=%.6f accuracy=%.4f params_sha256=%s\n", state, step, res.Loss, res.Accuracy, res.Hash)
+	res.Loss, res.Accuracy = model.Loss(data)
+	fmt.Fprintf(o.Out, "final step=%d loss=%.6f accuracy=%.4f params_sha256=%s\n", step, res.Loss, res.Accuracy, res.Hash)
 	if o.Hold && !res.Interrupted {
 		// Keep running (for service jobs, which Nomad would otherwise
 		// restart), still answering checkpoint requests so a stop saves the
