@@ -45,6 +45,14 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			continue
 		}
 		job := a.job
+		m.mu.Lock()
+		until := m.memFor(a.key).refusedUntil
+		m.mu.Unlock()
+		if r.Time.Before(until) {
+			a.Status = StatusDeferred
+			a.Error = "nomad refused the last update of this job; retrying after " + until.Format(time.RFC3339)
+			continue
+		}
 		if a.Kind == KindSuspend && job != nil && !job.Spec.Suspendable {
 			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
 			continue
@@ -72,6 +80,9 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		case errors.Is(err, submit.ErrRejected):
 			a.Status, a.Error = StatusRefused, err.Error()
 			m.metrics.WriteErrors++
+			// Retrying at once would be refused again (e.g. an active
+			// deployment): wait one cooldown, at least one interval.
+			m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
 			m.log.Info("nomad refused the update now; deciding again next round", "job", a.Job, "error", err)
 		default:
 			a.Status, a.Error = StatusFailed, err.Error()

@@ -421,3 +421,33 @@ func TestManager_WorkersAndParameterServersChangeInOneRegistration(t *testing.T)
 	must.Eq(t, a.PSTo, *j.TaskGroups[1].Count)
 	must.StrContains(t, a.Message, "parameter servers")
 }
+
+// rejectingWriter is Nomad refusing updates (e.g. during a deployment).
+type rejectingWriter struct{ calls *int }
+
+func (w rejectingWriter) Scale(context.Context, submit.Scale) (submit.Result, error) {
+	*w.calls++
+	return submit.Result{}, fmt.Errorf("scaling: %w: job scaling blocked due to active deployment", submit.ErrRejected)
+}
+func (w rejectingWriter) Register(context.Context, *nomadapi.Job, uint64, string) (submit.Result, error) {
+	return submit.Result{}, submit.ErrRejected
+}
+func (w rejectingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (submit.Result, error) {
+	return submit.Result{}, submit.ErrRejected
+}
+
+func TestManager_RefusedUpdateWaitsACooldown(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	calls := 0
+	h.writer = rejectingWriter{calls: &calls}
+	r := h.round()
+	must.Eq(t, StatusRefused, r.Actions[0].Status)
+	r = h.round()
+	must.Eq(t, StatusDeferred, r.Actions[0].Status)
+	must.Eq(t, 1, calls)
+	h.clk.Advance(defaultSettings().Cooldown + time.Second)
+	r = h.round()
+	must.Eq(t, StatusRefused, r.Actions[0].Status)
+	must.Eq(t, 2, calls)
+}

@@ -28,6 +28,7 @@ type memory struct {
 	speed map[shape]float64 // newest observed steps/s per shape
 
 	lastChange   time.Time // last planner write to the job
+	refusedUntil time.Time // Nomad refused a write: do not retry before this
 	lastResume   time.Time // when the job last went from 0 to >0 workers
 	waitingSince time.Time // when the job last went to 0 workers
 	stableSince  time.Time // since when the running shape is unchanged
