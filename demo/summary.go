@@ -28,6 +28,7 @@ func (d *Demo) summary(res *Result) {
 	w.Flush()
 	fmt.Fprintf(d.out, "\n    checkpoints saved:    %d\n", len(t.Saved))
 	fmt.Fprintf(d.out, "    checkpoints restored: %d\n", len(t.Restored))
+	fmt.Fprintf(d.out, "    final parameters identical to an uninterrupted run: %t\n", t.Identical)
 	fmt.Fprintf(d.out, "    demo took %s\n", time.Since(d.start).Round(time.Second))
 	fmt.Fprintf(d.out, "\n    Nomad UI:  %s/ui/jobs\n", d.cfg.NomadAddr)
 	fmt.Fprintf(d.out, "    Consul UI: http://%s/ui\n", d.cfg.ConsulAddr)

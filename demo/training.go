@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"time"
@@ -32,6 +33,10 @@ type TrainingResult struct {
 	// FinalStep and ParamsHash are from the trainer's last line.
 	FinalStep  uint64
 	ParamsHash string
+	// ReferenceHash is the parameters' hash of an uninterrupted run of the
+	// same training, and Identical whether the interrupted run matched it.
+	ReferenceHash string
+	Identical     bool
 	// JCT is submission to completion, suspension included.
 	JCT       time.Duration
 	submitted time.Time
@@ -166,6 +171,18 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 	res.FinalStep, _ = strconv.ParseUint(m[1], 10, 64)
 	res.ParamsHash = m[2]
 	d.say("finished: step %d, parameters sha256 %s…, JCT %s", res.FinalStep, res.ParamsHash[:16], res.JCT.Round(time.Second))
+
+	// The same training without interruptions, run here: suspend, resume
+	// and migration must not have changed a bit of the result.
+	ref, err := exec.CommandContext(ctx, d.cfg.CaravanBin, "trainer", "-steps", strconv.Itoa(d.cfg.Steps), "-log-every", "0").Output()
+	if err != nil {
+		return fmt.Errorf("uninterrupted reference run: %w", err)
+	}
+	if m := finalLine.FindSubmatch(ref); m != nil {
+		res.ReferenceHash = string(m[2])
+	}
+	res.Identical = res.ReferenceHash == res.ParamsHash
+	d.say("an uninterrupted run of the same training ends with sha256 %s…: identical = %t", res.ReferenceHash[:min(16, len(res.ReferenceHash))], res.Identical)
 	return nil
 }
 

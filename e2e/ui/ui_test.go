@@ -1,11 +1,21 @@
 // Package ui checks, in a real headless browser, what Nomad's web UI shows a
-// user of caravan.
+// user of caravan after the demo scenario: the clients, the driver's
+// checkpoint and restore events, and the planner's scaling events.
+// Screenshots land in build/screenshots/.
 package ui
 
 import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
@@ -16,4 +26,73 @@ func TestUI_ClientsListed(t *testing.T) {
 	ctx := harness.Browser(t, 2*time.Minute)
 	harness.PageText(t, ctx, c.NomadAddr+"/ui/clients", time.Minute, "client1", "client2", "Ready", "Eligible")
 	c.Screenshot(t, ctx, "clients")
+}
+
+// TestUI_DemoStory runs the demo scenario (the one `make demo` runs) on the
+// cluster, then checks what the UI shows of it.
+func TestUI_DemoStory(t *testing.T) {
+	c := harness.Cluster(t)
+	var out io.Writer = io.Discard
+	if testing.Verbose() {
+		out = os.Stdout
+	}
+	d, err := demo.New(demo.Config{
+		Root:       c.Root,
+		NomadBin:   c.NomadBin,
+		CaravanBin: c.Bin,
+		NomadAddr:  c.NomadAddr,
+		ConsulAddr: strings.TrimPrefix(c.ConsulAddr, "http://"),
+		StateDir:   c.CheckpointDir,
+		Steps:      6000,
+	}, out)
+	must.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	res, err := d.Run(ctx)
+	t.Cleanup(func() {
+		for _, job := range []string{"train-checkpointed", "caravan-planner", "sim-a", "sim-b"} {
+			c.StopJob(t, job)
+		}
+	})
+	must.NoError(t, err)
+
+	// What the demo itself saw, through the API.
+	must.True(t, res.Sharing.SameGPU, must.Sprintf("fractional jobs on different GPUs: %+v", res.Sharing.Jobs))
+	must.Eq(t, uint64(6000), res.Training.FinalStep)
+	must.True(t, res.Training.Identical, must.Sprintf("suspended/migrated run %s != uninterrupted %s", res.Training.ParamsHash, res.Training.ReferenceHash))
+	must.Positive(t, res.Training.SuspendedAt)
+	must.Eq(t, res.Training.SuspendedAt, res.Training.ResumedAt)
+	must.Greater(t, res.Training.ResumedAt, res.Training.MigratedAt)
+	must.Len(t, 3, res.Training.Allocs)
+	must.NotEq(t, res.Training.Nodes[1], res.Training.Nodes[2])
+	must.MapNotEmpty(t, res.Planner.Decisions)
+
+	browser := harness.Browser(t, 3*time.Minute)
+
+	// The suspended allocation's task shows the stop checkpoint; the
+	// migrated one shows the restore, naming the node it came from.
+	suspended, migrated := res.Training.Allocs[0], res.Training.Allocs[2]
+	harness.PageText(t, browser, c.NomadAddr+"/ui/allocations/"+suspended+"/trainer", time.Minute,
+		"Recent Events", "Checkpoint saved (stop)")
+	c.Screenshot(t, browser, "task-checkpoint-saved")
+	harness.PageText(t, browser, c.NomadAddr+"/ui/allocations/"+migrated+"/trainer", time.Minute,
+		"Recent Events", "Checkpoint restored", "from "+res.Training.Nodes[1])
+	c.Screenshot(t, browser, "task-checkpoint-restored")
+
+	// The planner-managed job's group page shows the planner's scaling
+	// events with their reasons.
+	harness.PageText(t, browser, c.NomadAddr+"/ui/jobs/sim-a@default/worker", time.Minute,
+		"Recent Scaling Events", "caravan planner:")
+	c.Screenshot(t, browser, "planner-scaling-events")
+
+	// The client page lists the caravan driver, healthy, with its
+	// checkpoint store attribute. (Nomad 1.11's UI has no device view: the
+	// GPU shares and their stats are checked through the API in e2e/device.)
+	node := c.Client(t, res.Training.Nodes[0])
+	harness.PageText(t, browser, c.NomadAddr+"/ui/clients/"+node.NodeID, time.Minute,
+		"caravan", "Healthy", "driver.caravan.checkpoint_store")
+	c.Screenshot(t, browser, "client")
+
+	shots, _ := filepath.Glob(filepath.Join(c.Root, "build", "screenshots", "*.png"))
+	must.SliceNotEmpty(t, shots)
 }
