@@ -1,0 +1,45 @@
+// Package jobspecs checks that every jobspec under jobspecs/ is accepted by
+// the cluster's Nomad (`nomad job validate`), so none rots. Each is also run
+// end to end by the e2e package of its area (cluster, device, driver,
+// planner, ui).
+package jobspecs
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+var declared = regexp.MustCompile(`(?m)^variable "([a-z_]+)"`)
+
+func TestJobspecs_Validate(t *testing.T) {
+	c := harness.Cluster(t)
+	// Values for the variables that have no default.
+	required := map[string]string{
+		"caravan":     c.Bin,
+		"caravan_bin": c.Bin,
+		"state_dir":   c.CheckpointDir,
+	}
+	files, err := filepath.Glob(filepath.Join(c.Root, "jobspecs", "*.nomad.hcl"))
+	must.NoError(t, err)
+	must.SliceNotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			must.NoError(t, err)
+			args := []string{"job", "validate"}
+			for _, m := range declared.FindAllStringSubmatch(string(src), -1) {
+				if v, ok := required[m[1]]; ok {
+					args = append(args, "-var", m[1]+"="+v)
+				}
+			}
+			out, err := c.CLI(t, append(args, f)...)
+			must.NoError(t, err, must.Sprint(out))
+		})
+	}
+}
