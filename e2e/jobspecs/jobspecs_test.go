@@ -43,3 +43,16 @@ func TestJobspecs_Validate(t *testing.T) {
 		})
 	}
 }
+
+// TestJobspecs_AgentSnippets checks the client agent snippets for the
+// plugins with `nomad config validate`.
+func TestJobspecs_AgentSnippets(t *testing.T) {
+	c := harness.Cluster(t)
+	files, err := filepath.Glob(filepath.Join(c.Root, "jobspecs", "agent", "*.hcl"))
+	must.NoError(t, err)
+	must.SliceNotEmpty(t, files)
+	for _, f := range files {
+		out, err := c.CLI(t, "config", "validate", f)
+		must.NoError(t, err, must.Sprint(out))
+	}
+}

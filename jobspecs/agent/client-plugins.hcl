@@ -1,0 +1,38 @@
+# Nomad client agent configuration for caravan's plugins on a GPU node.
+# Add it to the client's configuration (nomad agent -config=...), and copy the
+# caravan binary into plugin_dir twice: as caravan-gpu and as caravan (Nomad
+# finds a plugin by its file name; `args` picks what the binary serves).
+
+plugin_dir = "/opt/nomad/plugins"
+
+client {
+  enabled = true
+}
+
+# Fractional GPUs through NVML (device/README.md).
+plugin "caravan-gpu" {
+  args = ["device"]
+
+  config {
+    backend            = "nvml"
+    shares             = 4
+    fingerprint_period = "1m"
+
+    # Whole GPUs for the H100s: one share each.
+    share_override {
+      gpu    = "model:NVIDIA H100 80GB HBM3"
+      shares = 1
+    }
+  }
+}
+
+# The checkpointing task driver (driver/README.md). The store must be one
+# directory every client reaches: an NFS or other shared mount.
+plugin "caravan" {
+  args = ["driver"]
+
+  config {
+    checkpoint_store  = "/mnt/caravan-checkpoints"
+    checkpoint_retain = 3
+  }
+}
