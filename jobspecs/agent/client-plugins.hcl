@@ -3,6 +3,7 @@
 # caravan binary into plugin_dir twice: as caravan-gpu and as caravan (Nomad
 # finds a plugin by its file name; `args` picks what the binary serves).
 
+data_dir   = "/opt/nomad/data"
 plugin_dir = "/opt/nomad/plugins"
 
 client {
