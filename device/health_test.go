@@ -105,7 +105,7 @@ func TestHealth_XidThroughNVML(t *testing.T) {
 	p := newTestPlugin(t, `config {
 		fingerprint_period = "1h"
 		health {
-			recovery_period = "300ms"
+			recovery_period = "1s"
 		}
 	}`, f.srv, nil)
 	ch, err := p.Fingerprint(t.Context())
