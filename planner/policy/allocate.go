@@ -36,7 +36,7 @@ func finish(name string, in Input, sizes []size, order []int) Plan {
 // three GPUs on one node often beat four spread over two.
 func finishOpts(name string, in Input, sizes []size, order []int, packAware bool) Plan {
 	for i := range sizes {
-		if s := &sizes[i]; s.last != nil && s.describe != nil {
+		if s := &sizes[i]; s.describe != nil && (s.last != nil || s.w == 0) {
 			s.reason = s.describe(s)
 		}
 	}

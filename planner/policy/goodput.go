@@ -153,6 +153,10 @@ func (g *goodputRound) weights() {
 	}
 }
 
+func (g *goodputRound) describeQueued(s *size) string {
+	return "queued: jobs predicted to finish sooner come first"
+}
+
 // Allocate implements Policy.
 func (gp *Goodput) Allocate(in Input) (Plan, error) {
 	if err := Validate(in); err != nil {
@@ -169,7 +173,7 @@ func (gp *Goodput) Allocate(in Input) (Plan, error) {
 	order := fifoOrder(in.Jobs)
 	h := make(stepHeap, 0, len(order))
 	for r, i := range order {
-		g.sizes[i].reason = fmt.Sprintf("queued: jobs predicted to finish sooner come first (%.0f s left at minimum size)", g.t1[i])
+		g.sizes[i].describe = g.describeQueued
 		if st := g.best(i, r); st.valid {
 			heap.Push(&h, st)
 		}

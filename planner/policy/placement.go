@@ -165,7 +165,14 @@ func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
 		ns nodeState
 	}
 	var saved []snap
-	seen := map[int]bool{}
+	seen := func(i int) bool {
+		for _, sn := range saved {
+			if sn.i == i {
+				return true
+			}
+		}
+		return false
+	}
 	rollback := func() {
 		for k := len(saved) - 1; k >= 0; k-- {
 			cur := p.nodes[saved[k].i]
@@ -189,11 +196,10 @@ func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
 			continue
 		}
 		i, ok := p.byID[na.Node]
-		if !ok || seen[i] {
+		if !ok || seen(i) {
 			rollback()
 			return nil, false
 		}
-		seen[i] = true
 		ns := p.nodes[i]
 		ns.gpuFree = slices.Clone(ns.gpuFree)
 		saved = append(saved, snap{i, ns})
