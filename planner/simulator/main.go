@@ -50,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
 	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
-	perJob := fs.Bool("jobs", false, "print every job's JCT")
+	perJob := fs.Bool("jobs", true, "print every job's JCT (-jobs=false for the summary only)")
 	generate := fs.Int("generate", 0, "write a workload of this many jobs sampled from philly-jobs.csv to stdout (with --seed, --start, --hours)")
 	seed := fs.Uint64("seed", 0, "random seed for --generate")
 	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
