@@ -1,0 +1,108 @@
+package simulator
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caravan-nomad/caravan/planner/workload"
+	"github.com/shoenig/test/must"
+)
+
+// longEnv enables the replays of the full shared workloads in `go test`
+// (they take about a minute under -race, so they are off by default; the
+// same replays run as benchmarks and through `simulate --table`).
+const longEnv = "CARAVAN_LONG_TESTS"
+
+func loadShared(tb testing.TB) (map[string][]workload.Job, map[string]*Application, map[string]map[string]float64) {
+	tb.Helper()
+	dir, err := FindData("")
+	if err != nil {
+		tb.Skip("shared Pollux data not present")
+	}
+	apps, err := LoadApplications(dir)
+	must.NoError(tb, err)
+	files, _ := filepath.Glob(filepath.Join(dir, "workloads", "*.csv"))
+	jobs := map[string][]workload.Job{}
+	for _, f := range files {
+		js, err := workload.ReadJobs(f, Known(apps))
+		must.NoError(tb, err)
+		jobs[strings.TrimSuffix(filepath.Base(f), ".csv")] = js
+	}
+	pub, err := workload.ReadPublished(filepath.Join(dir, "published-avg-jct.csv"))
+	must.NoError(tb, err)
+	published := map[string]map[string]float64{}
+	for _, p := range pub {
+		if published[p.Policy] == nil {
+			published[p.Policy] = map[string]float64{}
+		}
+		published[p.Policy][p.Workload] = p.AvgJCT
+	}
+	return jobs, apps, published
+}
+
+// TestFidelityAgainstPublished replays the shared workloads: our Tiresias
+// and Optimus+Oracle must land within 10% of the published average JCT on
+// each, and our best policy at or below published Pollux on the mean.
+func TestFidelityAgainstPublished(t *testing.T) {
+	if os.Getenv(longEnv) == "" {
+		t.Skip("set " + longEnv + "=1 to replay the shared workloads")
+	}
+	jobs, apps, published := loadShared(t)
+	means := map[string]float64{}
+	for _, p := range []string{"tiresias", "optimus", "goodput"} {
+		for w, js := range jobs {
+			res, err := Simulate(Config{}, p, js, apps)
+			must.NoError(t, err)
+			ref := published[publishedFor[p]][w]
+			means[p] += res.AvgJCT / float64(len(jobs))
+			means[p+"-published"] += ref / float64(len(jobs))
+			t.Logf("%s %s: %.0f s, published %.0f s (%+.1f%%)", p, w, res.AvgJCT, ref, 100*(res.AvgJCT/ref-1))
+			if p != "goodput" {
+				must.True(t, res.AvgJCT > 0.9*ref && res.AvgJCT < 1.1*ref,
+					must.Sprintf("%s on %s: %.0f s vs published %.0f s", p, w, res.AvgJCT, ref))
+			}
+		}
+	}
+	must.LessEq(t, means["goodput-published"], means["goodput"])
+}
+
+// BenchmarkReplay* replay the shared workloads and report the average JCT
+// (hours) next to the wall time.
+func benchReplay(b *testing.B, policyName string) {
+	jobs, apps, _ := loadShared(b)
+	b.ResetTimer()
+	for b.Loop() {
+		sum := 0.0
+		for _, js := range jobs {
+			res, err := Simulate(Config{}, policyName, js, apps)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += res.AvgJCT
+		}
+		b.ReportMetric(sum/float64(len(jobs))/3600, "avg_jct_h")
+	}
+}
+
+func BenchmarkReplayTiresias(b *testing.B) { benchReplay(b, "tiresias") }
+func BenchmarkReplayOptimus(b *testing.B)  { benchReplay(b, "optimus") }
+func BenchmarkReplayGoodput(b *testing.B)  { benchReplay(b, "goodput") }
+
+// BenchmarkReplayPhilly replays the full philly-jobs.csv under the best
+// policy (about a minute) and reports peak resident memory.
+func BenchmarkReplayPhilly(b *testing.B) {
+	dir, err := FindData("")
+	if err != nil {
+		b.Skip("shared Pollux data not present")
+	}
+	for b.Loop() {
+		rep, err := ReplayPhilly(Config{Nodes: 128}, "goodput", filepath.Join(dir, "philly-jobs.csv"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(rep.PeakRSSBytes)/(1<<20), "peak_rss_MiB")
+		b.ReportMetric(rep.AvgJCT/3600, "avg_jct_h")
+	}
+}
