@@ -3,9 +3,9 @@
 # checkpoint the model, and replacements restore it, so the planner's
 # reallocations continue training instead of restarting it.
 #
-# The trainer reports progress to the planner found in Consul, authenticated
-# by the task's workload identity "planner" (secrets/nomad_planner.jwt); see
-# planner/README.md for the protocol and the meta keys.
+# Progress reaches the planner without any code in the trainer: the
+# "progress" sidecar relays the trainer's log lines (planner/README.md, "The
+# progress protocol", for the meta keys and for reporting directly).
 #
 #   nomad job run -var caravan=$PWD/build/caravan jobspecs/planner-train.nomad.hcl
 
@@ -25,8 +25,9 @@ variable "count" {
 }
 
 variable "max_workers" {
-  type    = number
-  default = 4
+  description = "caravan's trainer is one process per worker without gradient exchange: keep 1 (the planner then time-slices it); data-parallel scripts can go higher."
+  type        = number
+  default     = 1
 }
 
 variable "shares" {
@@ -38,6 +39,12 @@ variable "shares" {
 variable "steps" {
   type    = number
   default = 200000
+}
+
+variable "step_delay" {
+  description = "Sleep after each step, to make a short run last."
+  type        = string
+  default     = "5ms"
 }
 
 job "planner-train" {
@@ -58,6 +65,12 @@ job "planner-train" {
   group "worker" {
     count = var.count
 
+    # Only where the checkpoint store is reachable.
+    constraint {
+      attribute = "${attr.driver.caravan.checkpoint_store}"
+      value     = "true"
+    }
+
     update {
       max_parallel = 0
     }
@@ -67,26 +80,13 @@ job "planner-train" {
 
       config {
         command = var.caravan
-        args    = ["trainer", "-steps", "${var.steps}", "-log-every", "50", "-step-delay", "5ms"]
-      }
+        args    = ["trainer", "-steps", "${var.steps}", "-log-every", "50", "-step-delay", var.step_delay]
 
-      identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true
-        ttl  = "1h"
-      }
-
-      template {
-        destination = "local/planner.env"
-        env         = true
-        change_mode = "noop"
-        data        = <<-EOT
-          {{- range $i, $s := service "caravan-planner" }}{{ if eq $i 0 }}
-          CARAVAN_PROGRESS_URL=http://{{ $s.Address }}:{{ $s.Port }}/v1/progress
-          CARAVAN_PLANNER_URL=http://{{ $s.Address }}:{{ $s.Port }}
-          {{- end }}{{ end }}
-        EOT
+        # The planner's suspensions (scale to 0) and scale-downs checkpoint
+        # the model; the replacement restores it.
+        checkpoint {
+          signal = "SIGUSR1"
+        }
       }
 
       kill_timeout = "30s"
@@ -98,6 +98,47 @@ job "planner-train" {
         device "caravan/gpushare" {
           count = var.shares
         }
+      }
+    }
+
+    # Zero-code progress: this sidecar follows the trainer's stdout
+    # (`step=N loss=X samples_per_sec=S` lines) in the shared allocation
+    # directory and reports the newest line every 2 s to every healthy
+    # planner instance, with its own workload identity (same job).
+    task "progress" {
+      driver = "raw_exec"
+
+      lifecycle {
+        hook    = "poststart"
+        sidecar = true
+      }
+
+      config {
+        command = var.caravan
+        args = ["planner", "relay", "-file", "${NOMAD_ALLOC_DIR}/logs/train.stdout",
+        "-urls-file", "local/planners"]
+      }
+
+      identity {
+        name = "planner"
+        aud  = ["caravan-planner"]
+        file = true
+        ttl  = "1h"
+      }
+
+      template {
+        destination = "local/planners"
+        change_mode = "noop"
+        data        = <<-EOT
+          {{- range service "caravan-planner" }}
+          http://{{ .Address }}:{{ .Port }}
+          {{- end }}
+        EOT
+      }
+
+      resources {
+        cpu    = 20
+        memory = 32
       }
     }
   }

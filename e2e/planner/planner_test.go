@@ -423,3 +423,83 @@ func TestPlanner_StopsConvergedJob(t *testing.T) {
 	must.NoError(t, err)
 	must.LessEq(t, 0.5, jobs[id].Model.Loss)
 }
+
+// Five real trainers under the checkpointing driver, one GPU each, on a
+// four-GPU cluster: the fifth waits, then time-slicing suspends a runner
+// (the driver checkpoints it) and starts the fifth; later the suspended one
+// resumes from its checkpoint, not from step 0. Progress comes from the
+// relay sidecar reading the trainer's log.
+func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
+	c := harness.Cluster(t)
+	p := startLeader(t, c, "trainers")
+	bin := filepath.Join(c.Root, "build", "caravan")
+	var ids []string
+	for i := 0; i < 5; i++ {
+		count := "1"
+		if i == 4 {
+			count = "0"
+		}
+		ids = append(ids, c.RunJob(t, "jobspecs/planner-train.nomad.hcl", "name=real-"+string(rune('a'+i)),
+			"caravan="+bin, "shares=4", "count="+count, "step_delay=10ms"))
+	}
+	last := ids[4]
+	var suspended string
+	var stepAtSuspend int64
+	harness.Eventually(t, 3*time.Minute, func() error {
+		jobs, err := p.jobs()
+		if err != nil {
+			return err
+		}
+		for _, id := range ids[:4] {
+			if jobs[id].State == "suspended" {
+				suspended, stepAtSuspend = id, jobs[id].Model.Step
+				return nil
+			}
+		}
+		return fmt.Errorf("no trainer suspended yet")
+	})
+	must.Positive(t, stepAtSuspend)
+	harness.Eventually(t, time.Minute, func() error {
+		jobs, err := p.jobs()
+		if err != nil {
+			return err
+		}
+		if jobs[last].State != "running" || jobs[last].Model.Step == 0 {
+			return fmt.Errorf("%s: %s at step %d", last, jobs[last].State, jobs[last].Model.Step)
+		}
+		return nil
+	})
+	t.Logf("suspended %s at step %d; %s runs", suspended, stepAtSuspend, last)
+
+	// Later the suspended trainer resumes from its checkpoint.
+	var resumed *nomadapi.AllocationListStub
+	harness.Eventually(t, 3*time.Minute, func() error {
+		allocs, _, err := c.Nomad.Jobs().Allocations(suspended, false, nil)
+		if err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			if a.ClientStatus == "running" && a.DesiredStatus == "run" {
+				resumed = a
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not resumed yet", suspended)
+	})
+	harness.Eventually(t, time.Minute, func() error {
+		logs := c.Logs(t, resumed.ID, "train", "stdout")
+		if !strings.Contains(logs, "resumed step=") {
+			return fmt.Errorf("no resume line yet in:\n%s", tail(logs, 5))
+		}
+		return nil
+	})
+	logs := c.Logs(t, resumed.ID, "train", "stdout")
+	var resumedAt int64
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.HasPrefix(l, "resumed step=") {
+			_, _ = fmt.Sscanf(l, "resumed step=%d", &resumedAt)
+		}
+	}
+	t.Logf("%s resumed at step %d (suspended at about %d)", suspended, resumedAt, stepAtSuspend)
+	must.GreaterEq(t, stepAtSuspend-200, resumedAt) // from the checkpoint taken at suspension, not from 0
+}

@@ -20,11 +20,15 @@ import (
 )
 
 // Main runs `caravan planner [-config planner.hcl] [flags]`, or
-// `caravan planner report ...` (one progress report from a task). SIGHUP reloads
+// `caravan planner report ...` (one progress report from a task), or
+// `caravan planner relay ...` (a sidecar reporting a task's progress lines). SIGHUP reloads
 // the config files; SIGINT and SIGTERM stop cleanly.
 func Main(args []string) int {
 	if len(args) > 0 && args[0] == "report" {
 		return reportMain(args[1:], os.Getenv, os.Stderr)
+	}
+	if len(args) > 0 && args[0] == "relay" {
+		return relayMain(args[1:], os.Getenv, os.Stderr)
 	}
 	flags, err := config.ParseFlags(args, os.Stderr)
 	if err != nil {

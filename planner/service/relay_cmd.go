@@ -1,0 +1,62 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/relay"
+)
+
+type urlList []string
+
+func (u *urlList) String() string     { return strings.Join(*u, ",") }
+func (u *urlList) Set(v string) error { *u = append(*u, v); return nil }
+
+// relayMain runs `caravan planner relay ...`: a sidecar that follows a
+// training task's log and reports its progress lines (see package relay).
+func relayMain(args []string, getenv func(string) string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("caravan planner relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg relay.Config
+	var urls urlList
+	fs.StringVar(&cfg.File, "file", "", "log to follow, e.g. ${NOMAD_ALLOC_DIR}/logs/train.stdout (rotations .0, .1, ... are followed)")
+	fs.Var(&urls, "url", "planner address (repeatable; default $"+progress.EnvURL+")")
+	fs.StringVar(&cfg.URLsFile, "urls-file", "", "file listing planner addresses, one per line, re-read before each report")
+	fs.DurationVar(&cfg.Every, "every", 2*time.Second, "least time between two reports")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if cfg.File == "" {
+		fmt.Fprintln(stderr, "caravan planner relay: -file is required")
+		return 2
+	}
+	if len(urls) == 0 && cfg.URLsFile == "" {
+		if u := getenv(progress.EnvURL); u != "" {
+			urls = append(urls, u)
+		} else {
+			fmt.Fprintf(stderr, "caravan planner relay: set -url, -urls-file or $%s\n", progress.EnvURL)
+			return 2
+		}
+	}
+	cfg.URLs = urls
+	cfg.Stderr = stderr
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := relay.Run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "caravan planner relay:", err)
+		return 1
+	}
+	return 0
+}
