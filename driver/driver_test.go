@@ -66,7 +66,6 @@ func TestDriver_SetConfigNamesBadField(t *testing.T) {
 		t.Run(tc.want, func(t *testing.T) {
 			d := NewDriver(context.Background(), testlog.HCLogger(t))
 			h := dtestutil.NewDriverHarness(t, d)
-			defer h.Kill()
 			var data []byte
 			must.NoError(t, base.MsgPackEncode(&data, &tc.cfg))
 			err := h.SetConfig(&base.Config{PluginConfig: data})

@@ -75,17 +75,20 @@ func newTestDriver(t *testing.T, storeDir string) *testDriver {
 				_ = td.d.DestroyTask(id, true)
 			}
 		}
-		h.Kill()
+		// No h.Kill(): closing the harness client makes the plugin stop its
+		// gRPC server while Kill stops it too, a race inside go-plugin. A
+		// task's alloc dir cleanup closes the client; the in-process
+		// server dies with the test binary.
 		cancel()
 	})
 	return td
 }
 
-// kill simulates the plugin process dying: the gRPC server goes and the
-// driver's context is cancelled, but the executors (separate processes) live.
+// kill simulates the plugin process dying: the driver's context is
+// cancelled and the test stops using it; the executors (separate processes)
+// live on for a second driver to recover.
 func (td *testDriver) kill() {
 	td.killed = true
-	td.Kill()
 	td.cancel()
 }
 

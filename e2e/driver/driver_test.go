@@ -290,8 +290,19 @@ func TestDriver_PluginKillTaskSurvives(t *testing.T) {
 		_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", a.ID, task)
 		return err
 	})
-	event(t, c, a.ID, "Checkpoint saved (on demand)")
+	saved := event(t, c, a.ID, "Checkpoint saved (on demand)")
 	must.NotEq(t, old, pluginPID(t, c, clientPID))
+
+	// exec and stats work through the new plugin instance too.
+	out, err := c.CLI(t, "alloc", "exec", "-task", task, a.ID, "/bin/sh", "-c", `cat "$CARAVAN_CHECKPOINT_DIR/caravan-checkpoint.json"`)
+	must.NoError(t, err)
+	must.StrContains(t, out, `"step":`+saved.Details["step"])
+	alloc, _, err := c.Nomad.Allocations().Info(a.ID, nil)
+	must.NoError(t, err)
+	stats, err := c.Nomad.Allocations().Stats(alloc, nil)
+	must.NoError(t, err)
+	must.NotNil(t, stats.Tasks[task])
+	must.Positive(t, stats.Tasks[task].ResourceUsage.MemoryStats.RSS)
 
 	finish(t, c, a.ID, want, false)
 	started := 0
