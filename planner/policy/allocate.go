@@ -135,7 +135,9 @@ func finishOpts(name string, in Input, sizes []size, order []int, packAware bool
 	return plan
 }
 
-// sameAllocation compares shapes and per-node counts (not GPU indices).
+// sameAllocation compares shapes and per-node counts (not GPU indices). When
+// a (the current allocation) lists no parameter-server locations, only the
+// workers' nodes are compared.
 func sameAllocation(a, b Allocation) bool {
 	if a.Workers != b.Workers || a.PS != b.PS {
 		return false
@@ -143,19 +145,31 @@ func sameAllocation(a, b Allocation) bool {
 	if a.Workers == 0 && a.PS == 0 {
 		return true
 	}
+	listedPS := 0
+	for _, p := range a.Placement {
+		listedPS += p.PS
+	}
+	withPS := listedPS > 0 || a.PS == 0
+	count := func(p NodeAlloc) [2]int {
+		if withPS {
+			return [2]int{p.Workers, p.PS}
+		}
+		return [2]int{p.Workers, 0}
+	}
 	ca := map[string][2]int{}
 	for _, p := range a.Placement {
-		if p.Workers+p.PS > 0 {
-			ca[p.Node] = [2]int{p.Workers, p.PS}
+		if c := count(p); c != [2]int{} {
+			ca[p.Node] = c
 		}
 	}
 	n := 0
 	for _, p := range b.Placement {
-		if p.Workers+p.PS == 0 {
+		c := count(p)
+		if c == [2]int{} {
 			continue
 		}
 		n++
-		if ca[p.Node] != [2]int{p.Workers, p.PS} {
+		if ca[p.Node] != c {
 			return false
 		}
 	}

@@ -187,7 +187,10 @@ func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
 		w += na.Workers
 		ps += na.PS
 	}
-	if w != a.Workers || ps != a.PS {
+	// A placement that lists workers only (PS locations unknown) keeps the
+	// workers; the parameter servers are placed again below.
+	psUnknown := ps == 0 && a.PS > 0
+	if w != a.Workers || (ps != a.PS && !psUnknown) {
 		return nil, false
 	}
 	out := make([]NodeAlloc, 0, len(a.Placement))
@@ -210,6 +213,17 @@ func (p *placer) reserve(j *Job, a Allocation) ([]NodeAlloc, bool) {
 		}
 		p.take(i, j.PSDem, na.PS)
 		out = append(out, NodeAlloc{Node: na.Node, Workers: na.Workers, PS: na.PS, GPUs: gpus})
+	}
+	if psUnknown {
+		m := make(map[int]*NodeAlloc, len(out))
+		for k := range out {
+			m[p.byID[out[k].Node]] = &out[k]
+		}
+		if p.placePS(j, a.PS, m) < a.PS {
+			rollback()
+			return nil, false
+		}
+		out = toPlacement(m)
 	}
 	if len(out) > 1 {
 		for _, na := range out {

@@ -359,3 +359,26 @@ func TestValidateErrors(t *testing.T) {
 	_, err := New("nope")
 	must.True(t, errors.Is(err, ErrUnknownPolicy))
 }
+
+// TestCurrentWithoutPSLocationsIsKept: the live service knows where a job's
+// workers run but not its parameter servers; such a job must not be
+// reported Changed when its shape stays.
+func TestCurrentWithoutPSLocationsIsKept(t *testing.T) {
+	in := Input{Now: t0, Cluster: gpuCluster(2, 4)}
+	j := gpuJob("ps", 0, 2, 2, concave(1, 0.01), 1000)
+	j.MinPS, j.MaxPS = 1, 1
+	j.PSDem = Demand{CPUMHz: 1000, MemoryMB: 1000}
+	j.Current = Allocation{Workers: 2, PS: 1, Placement: []NodeAlloc{{Node: "n001", Workers: 2}}}
+	in.Jobs = []Job{j}
+	for _, name := range Names() {
+		p, _ := New(name)
+		plan, err := p.Allocate(in)
+		must.NoError(t, err)
+		checkPlan(t, in, plan)
+		jp := plan.Jobs[0]
+		must.Eq(t, 2, jp.Workers, must.Sprintf("%s", name))
+		must.Eq(t, 1, jp.PS)
+		must.False(t, jp.Changed, must.Sprintf("%s: %s", name, jp.Reason))
+		must.Eq(t, "n001", jp.Placement[0].Node)
+	}
+}
