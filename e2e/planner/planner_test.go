@@ -28,10 +28,11 @@ import (
 
 // instance is one planner process started by the test.
 type instance struct {
-	name string
-	url  string
-	cmd  *exec.Cmd
-	log  string
+	name   string
+	url    string
+	cmd    *exec.Cmd
+	log    string
+	config string
 }
 
 func freePort(t *testing.T) int {
@@ -83,7 +84,7 @@ capacity {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr)
 	must.NoError(t, cmd.Start())
-	in := &instance{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logPath}
+	in := &instance{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logPath, config: path}
 	t.Cleanup(func() {
 		if in.cmd.ProcessState == nil {
 			_ = in.cmd.Process.Signal(syscall.SIGTERM)
@@ -502,4 +503,47 @@ func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
 	}
 	t.Logf("%s resumed at step %d (suspended at about %d)", suspended, resumedAt, stepAtSuspend)
 	must.GreaterEq(t, stepAtSuspend-200, resumedAt) // from the checkpoint taken at suspension, not from 0
+}
+
+// SIGHUP reloads the config (here: into dry-run); SIGTERM stops cleanly,
+// releasing the lock and deregistering from Consul.
+func TestPlanner_ReloadAndCleanStop(t *testing.T) {
+	c := harness.Cluster(t)
+	p := startLeader(t, c, "reload")
+	cfg, err := os.ReadFile(p.config)
+	must.NoError(t, err)
+	must.NoError(t, os.WriteFile(p.config, append(cfg, []byte("\ndry_run = true\n")...), 0o600))
+	must.NoError(t, p.cmd.Process.Signal(syscall.SIGHUP))
+	harness.Eventually(t, 30*time.Second, func() error {
+		var plan struct {
+			DryRun bool `json:"dry_run"`
+		}
+		if err := getJSON(p.url+"/v1/plan", &plan); err != nil {
+			return err
+		}
+		if !plan.DryRun {
+			return fmt.Errorf("not in dry-run yet")
+		}
+		return nil
+	})
+
+	must.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		must.NoError(t, err) // exit status 0
+	case <-time.After(15 * time.Second):
+		t.Fatal("planner did not stop within 15s of SIGTERM")
+	}
+	services, _, err := c.Consul.Catalog().Service("caravan-planner", "", nil)
+	must.NoError(t, err)
+	for _, s := range services {
+		must.NotEq(t, "caravan-planner-reload", s.ServiceID)
+	}
+	pair, _, err := c.Consul.KV().Get("caravan/planner/leader", nil)
+	must.NoError(t, err)
+	if pair != nil {
+		must.Eq(t, "", pair.Session) // the lock is free for the next leader
+	}
 }
