@@ -155,3 +155,80 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 		return sp.StepsPerSecond(s.Workers, s.PS, s.Nodes, batch)
 	}), &sp, samples, nil
 }
+
+// observe refits a job's models from its progress and records its speed.
+func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings) {
+	pk := progress.JobKey(k)
+	recs := m.cfg.Progress.Records(pk)
+	f := Fit{RemainingSteps: -1, RemainingSource: string(model.SourceNone)}
+	if n := len(recs); n > 0 {
+		last := recs[n-1]
+		f.Step, f.Loss, f.LastReport = last.Step, last.Loss, last.Time
+		for _, r := range recs {
+			if r.Step >= f.Step {
+				f.Step, f.Loss = r.Step, r.Loss
+			}
+			if r.BatchSize > 0 {
+				f.Batch = float64(r.BatchSize)
+			}
+			if r.Done {
+				f.Finished = true
+			}
+		}
+	}
+	if n := len(recs); n > 0 && (n != mm.fitN || !recs[n-1].Time.Equal(mm.fitAt)) {
+		_, mm.fit, mm.fitErr = fitLoss(recs)
+		mm.fitN, mm.fitAt = n, recs[n-1].Time
+	}
+	conv, err := mm.fit, mm.fitErr
+	if len(recs) == 0 {
+		conv, err = nil, nil
+	}
+	if err != nil {
+		f.ConvergenceErr = err.Error()
+	}
+	f.Convergence = conv
+	var prior *model.Convergence
+	if p, ok := m.priors[j.Spec.Kind]; ok && j.Spec.Kind != "" {
+		prior = &p
+	}
+	rem, src := remaining(j.Spec, float64(f.Step), conv, prior)
+	f.RemainingSource = string(src)
+	if !math.IsInf(rem, 1) {
+		f.RemainingSteps = rem
+	}
+	if conv != nil && src == model.SourceFit {
+		f.Converged = rem <= 0 || (j.Spec.TargetLoss > 0 && f.Loss <= j.Spec.TargetLoss)
+		if f.Converged && j.Spec.Kind != "" {
+			m.priors[j.Spec.Kind] = *conv
+		}
+	} else if j.Spec.TargetLoss > 0 && len(recs) > 0 && f.Loss <= j.Spec.TargetLoss {
+		f.Converged = true
+	}
+
+	// Speed: measure only while the shape has been stable, with reports
+	// received after it became stable.
+	sh := shape{workers: running, ps: 0, nodes: max(nodes, 1)}
+	if j.Spec.PSGroup != "" {
+		sh.ps = j.Count(j.Spec.PSGroup)
+	}
+	if sh != mm.stableShape {
+		mm.stableShape, mm.stableSince = sh, now
+	}
+	since := mm.stableSince
+	if w := now.Add(-5 * s.Interval); w.After(since) {
+		since = w
+	}
+	steps, samples, _, ok := m.cfg.Progress.Rate(pk, since)
+	f.StepsPerSec, f.SamplesPerSec = steps, samples
+	if ok && running > 0 && sh.workers == v.Workers {
+		mm.speed[sh] = steps
+	}
+	form := model.SpeedForm(j.Spec.SpeedModel)
+	_, sp, samplesUsed, err := speedModel(form, mm.speed, f.Batch)
+	f.Speed, f.SpeedSamples = sp, samplesUsed
+	if err != nil {
+		f.SpeedErr = err.Error()
+	}
+	v.Fit = f
+}

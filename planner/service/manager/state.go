@@ -1,6 +1,9 @@
 package manager
 
 import (
+	"context"
+	"github.com/caravan-nomad/caravan/planner/service/failures"
+	"github.com/caravan-nomad/caravan/planner/service/source"
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
@@ -64,3 +67,85 @@ func eventTime(ev *nomadapi.ScalingEvent) time.Time {
 
 // priors keeps convergence models of finished jobs by kind, for cold starts.
 type priors map[string]model.Convergence
+
+// refreshEvents reads a job's scaling events when its index moved.
+func (m *Manager) refreshEvents(ctx context.Context, j *source.Job, mm *memory) error {
+	idx := uint64(0)
+	if j.Job.JobModifyIndex != nil {
+		idx = *j.Job.JobModifyIndex
+	}
+	if idx == mm.eventsIndex && mm.eventsIndex != 0 {
+		return nil
+	}
+	st, err := m.cfg.Source.ScaleStatus(ctx, j.Key)
+	if err != nil {
+		return err
+	}
+	mm.eventsIndex = idx
+	mm.lastEvent, mm.lastOurs = nil, nil
+	tg, ok := st.TaskGroups[j.Spec.WorkerGroup]
+	if !ok {
+		return nil
+	}
+	for i := range tg.Events {
+		ev := &tg.Events[i]
+		if ev.Count == nil {
+			continue // non-count events (e.g. autoscaler errors)
+		}
+		if mm.lastEvent == nil || ev.Time > mm.lastEvent.Time {
+			mm.lastEvent = ev
+		}
+		if eventAction(ev) != "" && (mm.lastOurs == nil || ev.Time > mm.lastOurs.Time) {
+			mm.lastOurs = ev
+		}
+	}
+	// After a leader change, the events say when the planner last acted.
+	if t := eventTime(mm.lastOurs); t.After(mm.lastChange) {
+		mm.lastChange = t
+	}
+	return nil
+}
+
+// classify decides a job's state from Nomad's view and the events.
+func classify(j *source.Job, mm *memory, rep failures.Report) (State, string) {
+	if j.SpecErr != nil {
+		return StateInvalid, j.SpecErr.Error()
+	}
+	if j.Stopped() {
+		return StateStopped, "job is stopped"
+	}
+	count := j.Count(j.Spec.WorkerGroup)
+	if count > 0 {
+		return StateRunning, ""
+	}
+	last := mm.lastEvent
+	switch eventAction(last) {
+	case submit.ActionUserError:
+		return StateHeld, last.Message
+	case submit.ActionSuspend:
+		return StateSuspended, last.Message
+	case submit.ActionConverged:
+		return StateStopped, last.Message
+	case "":
+		if last != nil {
+			return StatePaused, "scaled to 0 by someone else: " + last.Message
+		}
+		if j.Job.Version != nil && *j.Job.Version == 0 {
+			return StateQueued, "submitted with 0 workers"
+		}
+		return StatePaused, "0 workers set by the job's author"
+	}
+	// Our last event put it at >0 yet it is at 0: someone else did that.
+	return StatePaused, "scaled to 0 outside the planner"
+}
+
+func runningAllocs(j *source.Job, group string) (n int, nodes map[string]int) {
+	nodes = map[string]int{}
+	for _, a := range j.Allocs {
+		if a.TaskGroup == group && a.ClientStatus == "running" && a.DesiredStatus == "run" {
+			n++
+			nodes[a.NodeID]++
+		}
+	}
+	return n, nodes
+}

@@ -1,0 +1,252 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/service/failures"
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/source"
+)
+
+// JobView is one managed job as the API shows it.
+type JobView struct {
+	Namespace string          `json:"namespace"`
+	ID        string          `json:"id"`
+	State     State           `json:"state"`
+	Detail    string          `json:"detail,omitempty"`
+	Group     string          `json:"worker_group,omitempty"`
+	Workers   int             `json:"workers"`
+	Running   int             `json:"running"`
+	PS        int             `json:"ps,omitempty"`
+	Spec      source.Spec     `json:"spec"`
+	Fit       Fit             `json:"model"`
+	Failures  failures.Report `json:"failures"`
+	Predicted map[int]float64 `json:"predicted_remaining_seconds,omitempty"` // by worker count; -1 = never
+	Plan      *policy.JobPlan `json:"plan,omitempty"`
+	Index     uint64          `json:"job_modify_index"`
+}
+
+// Round is the outcome of one decision round.
+type Round struct {
+	Time     time.Time      `json:"time"`
+	Leader   bool           `json:"leader"`
+	DryRun   bool           `json:"dry_run"`
+	Policy   string         `json:"policy"`
+	Capacity policy.Cluster `json:"capacity"`
+	Jobs     []JobView      `json:"jobs"`
+	Plan     *policy.Plan   `json:"plan,omitempty"`
+	Actions  []Action       `json:"actions"`
+	Skipped  string         `json:"skipped,omitempty"` // why no decision was made
+	Error    string         `json:"error,omitempty"`
+}
+
+// decide builds the round without side effects on Nomad.
+func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*Round, error) {
+	now := m.cfg.Clock.Now()
+	leader := m.cfg.Leader == nil || m.cfg.Leader.IsLeader()
+	r := &Round{Time: now, Leader: leader, DryRun: s.DryRun, Policy: pol.Name(), Jobs: []JobView{}, Actions: []Action{}}
+	snap := m.cfg.Source.Snapshot()
+	if !snap.Synced {
+		r.Skipped = "waiting for the first read of Nomad"
+		if snap.Err != nil {
+			r.Skipped += ": " + snap.Err.Error()
+		}
+		return r, nil
+	}
+	r.Capacity = m.cluster(snap, s)
+
+	keys := make([]source.JobKey, 0, len(snap.Jobs))
+	for k := range snap.Jobs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a].String() < keys[b].String() })
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keep := map[progress.JobKey]bool{}
+	var in policy.Input
+	in.Now, in.Cluster = now, r.Capacity
+	type cand struct {
+		job  *source.Job
+		mm   *memory
+		view *JobView
+		pj   policy.Job
+	}
+	var cands []cand
+	var actions []Action
+	var errs []error
+	for _, k := range keys {
+		j := snap.Jobs[k]
+		keep[progress.JobKey(k)] = true
+		mm := m.memFor(k)
+		if j.SpecErr == nil {
+			if err := m.refreshEvents(ctx, j, mm); err != nil {
+				errs = append(errs, err)
+				continue // without its events the job's state is unknown: leave it
+			}
+		}
+		rep := failures.Classify(j.Allocs)
+		state, detail := classify(j, mm, rep)
+		v := JobView{Namespace: k.Namespace, ID: k.ID, State: state, Detail: detail, Spec: j.Spec, Failures: rep, Group: j.Spec.WorkerGroup}
+		if j.Job.JobModifyIndex != nil {
+			v.Index = *j.Job.JobModifyIndex
+		}
+		if state == StateInvalid {
+			r.Jobs = append(r.Jobs, v)
+			continue
+		}
+		v.Workers = j.Count(j.Spec.WorkerGroup)
+		if j.Spec.PSGroup != "" {
+			v.PS = j.Count(j.Spec.PSGroup)
+		}
+		running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
+		v.Running = running
+		m.observe(now, k, j, mm, &v, running, len(nodes), s)
+
+		switch {
+		case state == StateRunning && rep.User > j.Spec.MaxUserFails:
+			last, _ := rep.Last(failures.User)
+			actions = append(actions, Action{Job: k.String(), key: k, job: j, Kind: KindUserError, Group: j.Spec.WorkerGroup,
+				From: v.Workers, To: 0, jobModifyIndex: v.Index,
+				Reason: fmt.Sprintf("%d user-error failures (limit %d), last: %s", rep.User, j.Spec.MaxUserFails, last.Reason)})
+			r.Jobs = append(r.Jobs, v)
+			continue
+		case state == StateRunning && j.Spec.StopOnConverge && (v.Fit.Converged || v.Fit.Finished):
+			why := "converged"
+			if v.Fit.Finished {
+				why = "finished"
+			}
+			actions = append(actions, Action{Job: k.String(), key: k, job: j, Kind: KindStop, From: v.Workers, To: 0, jobModifyIndex: v.Index,
+				Reason: fmt.Sprintf("%s at step %d, loss %.4g; stopping (the driver checkpoints on stop)", why, v.Fit.Step, v.Fit.Loss)})
+			r.Jobs = append(r.Jobs, v)
+			continue
+		case state != StateRunning && state != StateSuspended && state != StateQueued:
+			r.Jobs = append(r.Jobs, v)
+			continue
+		}
+		pj := m.policyJob(now, j, mm, &v, nodes, snap, s)
+		if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
+			v.Detail = "cooling down after the last change"
+			r.Jobs = append(r.Jobs, v)
+			continue
+		}
+		cands = append(cands, cand{job: j, mm: mm, view: &v, pj: pj})
+		r.Jobs = append(r.Jobs, v)
+	}
+	m.cfg.Progress.Forget(keep)
+	for k := range m.mem {
+		if _, ok := snap.Jobs[k]; !ok {
+			delete(m.mem, k)
+		}
+	}
+
+	// Ask the policy, pinning jobs whose growth would not repay its
+	// restart, until the plan is stable (at most three passes).
+	pinned := map[string]string{}
+	for _, c := range cands {
+		if c.pj.Current.Workers > 0 && !c.mm.lastChange.IsZero() && now.Sub(c.mm.lastChange) < s.Cooldown {
+			pinned[c.pj.ID] = fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)
+		}
+	}
+	var plan policy.Plan
+	for pass := 0; pass < 3; pass++ {
+		in.Jobs = in.Jobs[:0]
+		for _, c := range cands {
+			pj := c.pj
+			if pinned[pj.ID] != "" {
+				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
+			}
+			in.Jobs = append(in.Jobs, pj)
+		}
+		var err error
+		plan, err = pol.Allocate(in)
+		if err != nil {
+			return r, errors.Join(append(errs, fmt.Errorf("policy %s: %w", pol.Name(), err))...)
+		}
+		again := false
+		for i, jp := range plan.Jobs {
+			c := cands[i]
+			from := c.pj.Current.Workers
+			if jp.Workers > from && from > 0 && pinned[jp.ID] == "" {
+				saving := c.view.Predicted[from] - c.view.Predicted[jp.Workers]
+				if _, ok := c.view.Predicted[from]; ok && saving < s.RestartCost.Seconds()+s.MinGain {
+					pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", saving, s.RestartCost)
+					again = true
+				}
+			}
+		}
+		if !again {
+			break
+		}
+	}
+	// JSON cannot carry +Inf: "never" is -1 in the API.
+	for i := range plan.Jobs {
+		if math.IsInf(plan.Jobs[i].PredictedRemaining, 0) || math.IsNaN(plan.Jobs[i].PredictedRemaining) {
+			plan.Jobs[i].PredictedRemaining = -1
+		}
+		if math.IsInf(plan.Jobs[i].Gain, 0) || math.IsNaN(plan.Jobs[i].Gain) {
+			plan.Jobs[i].Gain = -1
+		}
+	}
+	r.Plan = &plan
+	for i, jp := range plan.Jobs {
+		c := cands[i]
+		jp := jp
+		c.view.Plan = &jp
+		from := c.pj.Current.Workers
+		to := jp.Workers
+		if why := pinned[jp.ID]; why != "" {
+			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, why)
+		}
+		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
+		if to == from && !psChange {
+			continue
+		}
+		a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
+			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index}
+		if psChange {
+			a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
+		}
+		if p, ok := c.view.Predicted[from]; ok {
+			if q, ok2 := c.view.Predicted[to]; ok2 && p >= 0 && q >= 0 {
+				a.Saving = p - q
+			}
+		}
+		switch {
+		case to == 0 && from == 0:
+			a.Kind = KindScale // parameter servers only
+		case to == 0:
+			a.Kind = KindSuspend
+		case from == 0 && c.view.State == StateSuspended:
+			a.Kind = KindResume
+		case from == 0:
+			a.Kind = KindStart
+		default:
+			a.Kind = KindScale
+		}
+		actions = append(actions, a)
+	}
+	// Views were copied into r.Jobs before the plan: refresh them.
+	for i := range r.Jobs {
+		for _, c := range cands {
+			if r.Jobs[i].Namespace == c.view.Namespace && r.Jobs[i].ID == c.view.ID {
+				r.Jobs[i] = *c.view
+			}
+		}
+	}
+	if actions == nil {
+		actions = []Action{}
+	}
+	order(actions)
+	for i := range actions {
+		actions[i].Message = scaleMessage(actions[i])
+	}
+	r.Actions = actions
+	return r, errors.Join(errs...)
+}

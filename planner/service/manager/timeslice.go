@@ -1,0 +1,110 @@
+package manager
+
+import (
+	"sort"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/service/source"
+)
+
+// policyJob converts a managed job to the policy's view.
+func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView, nodes map[string]int, snap source.Snapshot, s Settings) policy.Job {
+	spec := j.Spec
+	gpuMilli := workerGPUMilli(j, snap, s)
+	pj := policy.Job{
+		ID:          j.Key.String(),
+		Kind:        spec.Kind,
+		Priority:    spec.Priority,
+		Min:         spec.MinWorkers,
+		Max:         spec.MaxWorkers,
+		Gang:        spec.Gang,
+		Worker:      policy.Demand{GPUMilli: gpuMilli},
+		RestartCost: s.RestartCost,
+		Current:     policy.Allocation{Workers: v.Workers},
+	}
+	if pj.Min == 0 {
+		pj.Min = 1
+	}
+	if spec.PSGroup != "" {
+		pj.MinPS, pj.MaxPS = spec.MinPS, spec.MaxPS
+		pj.Current.PS = v.PS
+	}
+	if j.Job.SubmitTime != nil {
+		pj.Age = now.Sub(time.Unix(0, *j.Job.SubmitTime))
+	}
+	nodeIDs := make([]string, 0, len(nodes))
+	for id := range nodes {
+		nodeIDs = append(nodeIDs, id)
+	}
+	sort.Strings(nodeIDs)
+	if len(nodeIDs) > 0 && sumCounts(nodes) == v.Workers {
+		for _, id := range nodeIDs {
+			pj.Current.Placement = append(pj.Current.Placement, policy.NodeAlloc{Node: id, Workers: nodes[id]})
+		}
+	}
+
+	// Time-slicing (Gandiva): the policy admits in Submitted order, so the
+	// queue key decides who runs under overload. A job inside its quantum
+	// (or one that may not be suspended) is protected; a job past its
+	// quantum queues from the end of its slice; a waiting job from when it
+	// started waiting. Suspended jobs thus resume once a runner's slice ends.
+	submitted := now
+	if j.Job.SubmitTime != nil {
+		submitted = time.Unix(0, *j.Job.SubmitTime)
+	}
+	protected := submitted.AddDate(-100, 0, 0)
+	if v.Workers > 0 {
+		if mm.lastResume.IsZero() {
+			mm.lastResume = maxTime(submitted, eventTime(mm.lastOurs))
+		}
+		mm.waitingSince = time.Time{}
+		end := mm.lastResume.Add(s.SuspendQuantum)
+		if now.Before(end) || !spec.Suspendable {
+			pj.Submitted = protected
+		} else {
+			// Re-queued at the start of its current slice, so a job that
+			// has run for many slices does not keep its place forever.
+			slices := now.Sub(mm.lastResume) / s.SuspendQuantum
+			pj.Submitted = mm.lastResume.Add(slices * s.SuspendQuantum)
+		}
+	} else {
+		if mm.waitingSince.IsZero() {
+			mm.waitingSince = maxTime(submitted, eventTime(mm.lastOurs))
+		}
+		mm.lastResume = time.Time{}
+		pj.Submitted = mm.waitingSince
+	}
+
+	// Speed and remaining work, when known, let the policy predict time.
+	sm, _, _, _ := speedModel(model.SpeedForm(spec.SpeedModel), mm.speed, v.Fit.Batch)
+	if sm != nil && v.Fit.RemainingSteps >= 0 {
+		pj.Speed, pj.Remaining = sm, v.Fit.RemainingSteps
+		v.Predicted = map[int]float64{}
+		for w := 0; w <= spec.MaxWorkers; w++ {
+			r := sm.Rate(policy.Shape{Workers: w, PS: pj.Current.PS, Nodes: 1})
+			if r > 0 {
+				v.Predicted[w] = pj.Remaining / r
+			} else {
+				v.Predicted[w] = -1
+			}
+		}
+	}
+	return pj
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
