@@ -2,13 +2,13 @@ package manager
 
 import (
 	"context"
-	"github.com/caravan-nomad/caravan/planner/service/failures"
-	"github.com/caravan-nomad/caravan/planner/service/source"
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/service/failures"
+	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
