@@ -207,9 +207,15 @@ func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
 	must.StrContains(t, c.Logs(t, a2.ID, task, "stdout"), "resumed step="+saved.Details["step"])
 
 	commit := durationDetail(t, saved, "duration")
+	taskWrite := durationDetail(t, saved, "task_duration")
 	restore := durationDetail(t, restored, "duration")
-	t.Logf("suspend -> resume: suspend %s (store commit %s of %s bytes), resume to running with progress %s (restore %s); driver's own share (commit + restore) %s",
-		suspended.Round(time.Millisecond), commit, saved.Details["bytes"], resumed.Round(time.Millisecond), restore, commit+restore)
+	toSaved := time.Unix(0, saved.Time).Sub(suspendStart)
+	toRestored := time.Unix(0, restored.Time).Sub(resumeStart)
+	t.Logf("suspend: scale 0 -> checkpoint saved %s (trainer writing %s, store commit %s, %s bytes), allocation stopped %s",
+		toSaved.Round(time.Millisecond), taskWrite, commit, saved.Details["bytes"], suspended.Round(time.Millisecond))
+	t.Logf("resume: scale 1 -> checkpoint restored %s (restore %s), training again %s",
+		toRestored.Round(time.Millisecond), restore, resumed.Round(time.Millisecond))
+	t.Logf("driver's own share of the cycle (commit + restore): %s", commit+restore)
 
 	// Migrate client1 -> client2 with `nomad alloc stop`.
 	eligible(t, c, "client2", true)
