@@ -74,6 +74,12 @@ func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
 	if r <= 0 {
 		return 0
 	}
+	if j.Speed == nil {
+		// No model yet: rate and remaining are placeholders (w and 1), so
+		// a restart cost in seconds has no common unit with them. Such jobs
+		// rank as the shortest and run first, which is how they get measured.
+		return r
+	}
 	rc := j.restartCost()
 	switch {
 	case sameShape(j, w, ps):

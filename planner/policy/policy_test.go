@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -381,4 +382,21 @@ func TestCurrentWithoutPSLocationsIsKept(t *testing.T) {
 		must.False(t, jp.Changed, must.Sprintf("%s: %s", name, jp.Reason))
 		must.Eq(t, "n001", jp.Placement[0].Node)
 	}
+}
+
+// TestGoodputRunsUnmodelledJobs: a job without a speed model yet (a new
+// kind) must run first so it gets measured, whatever the others' models say.
+func TestGoodputRunsUnmodelledJobs(t *testing.T) {
+	in := Input{Now: t0, Cluster: gpuCluster(1, 4)}
+	for i := 0; i < 4; i++ {
+		j := gpuJob(string(rune('a'+i)), i, 1, 4, concave(0.1, 0.001), 10)
+		j.Current = Allocation{Workers: 1, Placement: []NodeAlloc{{Node: "n000", Workers: 1}}}
+		j.Age = time.Hour
+		in.Jobs = append(in.Jobs, j)
+	}
+	in.Jobs = append(in.Jobs, gpuJob("new", 99, 1, 1, nil, 0))
+	plan, err := NewGoodput().Allocate(in)
+	must.NoError(t, err)
+	checkPlan(t, in, plan)
+	must.Eq(t, 1, plan.Jobs[4].Workers, must.Sprintf("%s", plan.Jobs[4].Reason))
 }

@@ -118,7 +118,6 @@ func (j *simJob) updateBatch() {
 	if bsz == 0 {
 		var sp *model.Speed
 		if j.pool != nil {
-			j.pool.update([]*simJob{j})
 			sp = j.pool.fit(a.Name)
 		}
 		if sp == nil {
@@ -156,6 +155,9 @@ func (j *simJob) observe(step, sync float64) {
 		return
 	}
 	j.profile[k] = [2]float64{step, sync}
+	if j.pool != nil {
+		j.pool.add(j.app.Name, k, [2]float64{step, sync})
+	}
 }
 
 // step advances the job by seconds of simulated time starting at now.

@@ -134,7 +134,6 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		if len(active) == 0 {
 			continue
 		}
-		pool.update(active)
 		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
 		in.Jobs = make([]policy.Job, len(active))
 		for i, j := range active {
@@ -333,20 +332,18 @@ func newAppPool() *appPool {
 	return &appPool{maxReps: map[string]int{}, samples: map[string]map[profileKey][2]float64{}, fits: map[string]*model.Speed{}, dirty: map[string]bool{}}
 }
 
-func (p *appPool) update(jobs []*simJob) {
-	for _, j := range jobs {
-		m := p.samples[j.app.Name]
-		if m == nil {
-			m = map[profileKey][2]float64{}
-			p.samples[j.app.Name] = m
-		}
-		for k, v := range j.profile {
-			p.maxReps[j.app.Name] = max(p.maxReps[j.app.Name], k.reps)
-			if _, ok := m[k]; !ok {
-				m[k] = v
-				p.dirty[j.app.Name] = true
-			}
-		}
+// add records one measurement of a job of kind app (jobs call it as they
+// measure, so a job that finishes between two rounds still contributes).
+func (p *appPool) add(app string, k profileKey, v [2]float64) {
+	m := p.samples[app]
+	if m == nil {
+		m = map[profileKey][2]float64{}
+		p.samples[app] = m
+	}
+	p.maxReps[app] = max(p.maxReps[app], k.reps)
+	if _, ok := m[k]; !ok {
+		m[k] = v
+		p.dirty[app] = true
 	}
 }
 
