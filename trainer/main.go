@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
 	hold := fs.Bool("hold", false, "after the last step keep running (answering checkpoint requests) until stopped, for service jobs")
+	tokenDefault := ""
+	if d := getenv("NOMAD_SECRETS_DIR"); d != "" {
+		tokenDefault = filepath.Join(d, "nomad_planner.jwt")
+	}
+	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports, if the file exists (default $NOMAD_SECRETS_DIR/nomad_planner.jwt)")
 	reportURL := fs.String("report-url", urlDefault, "POST progress as JSON to this URL (default $"+EnvProgressURL+"; empty: off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -115,7 +121,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
 	}
 	if *reportURL != "" {
-		o.Reporter = NewHTTPReporter(*reportURL)
+		tf := *tokenFile
+		if _, err := os.Stat(tf); tf != "" && err != nil {
+			if tf != tokenDefault {
+				fmt.Fprintf(stderr, "caravan trainer: report-token-file: %v\n", err)
+				return 2
+			}
+			tf = "" // the default identity file is optional
+		}
+		o.Reporter = NewHTTPReporter(*reportURL, tf)
 	}
 	if env.Generation > 0 {
 		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)

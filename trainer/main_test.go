@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -171,7 +172,13 @@ func TestMain_BadFlags(t *testing.T) {
 func TestHTTPReporter_PostsProgress(t *testing.T) {
 	var mu sync.Mutex
 	var got []Progress
+	secrets := t.TempDir()
+	must.NoError(t, os.WriteFile(filepath.Join(secrets, "nomad_planner.jwt"), []byte("tok123\n"), 0o600))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok123" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
 		var p Progress
 		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -184,14 +191,15 @@ func TestHTTPReporter_PostsProgress(t *testing.T) {
 	defer srv.Close()
 
 	var out bytes.Buffer
-	env := map[string]string{EnvProgressURL: srv.URL, "NOMAD_JOB_ID": "train"}
+	env := map[string]string{EnvProgressURL: srv.URL, "NOMAD_SECRETS_DIR": secrets}
 	code := run([]string{"-samples", "256", "-steps", "100", "-log-every", "50"}, func(k string) string { return env[k] }, &out, &out)
 	must.Eq(t, 0, code, must.Sprint(out.String()))
 	mu.Lock()
 	defer mu.Unlock()
 	must.SliceNotEmpty(t, got)
 	last := got[len(got)-1]
-	must.Eq(t, "train", last.Job)
+	must.Eq(t, uint64(100), last.Step)
+	must.True(t, last.Done)
 	must.Eq(t, uint64(100), last.StepsTotal)
 	must.Positive(t, last.SamplesPerSec)
 }

@@ -6,19 +6,26 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 )
 
-// Progress is one progress report.
+// Progress is one progress report, in the planner's progress protocol
+// (planner/README.md: POST /v1/progress). Job, Alloc and Task only label
+// local output: the planner takes the job from the token.
 type Progress struct {
-	Job           string    `json:"job,omitempty"`
-	Alloc         string    `json:"alloc,omitempty"`
-	Task          string    `json:"task,omitempty"`
+	Job           string    `json:"-"`
+	Alloc         string    `json:"-"`
+	Task          string    `json:"-"`
 	Step          uint64    `json:"step"`
 	StepsTotal    uint64    `json:"steps_total"`
 	Loss          float64   `json:"loss"`
 	SamplesPerSec float64   `json:"samples_per_sec"`
+	StepsPerSec   float64   `json:"steps_per_sec"`
 	BatchSize     int       `json:"batch_size"`
+	Checkpointed  bool      `json:"checkpointed"`
+	Done          bool      `json:"done"`
 	Time          time.Time `json:"time"`
 }
 
@@ -33,16 +40,18 @@ type nopReporter struct{}
 
 func (nopReporter) Report(context.Context, Progress) error { return nil }
 
-// HTTPReporter POSTs each report as JSON to URL (e.g. the planner's progress
-// endpoint on 127.0.0.1).
+// HTTPReporter POSTs each report as JSON to URL (the planner's
+// /v1/progress on 127.0.0.1), with the task's workload identity as a bearer
+// token when TokenFile is set (re-read on every report: Nomad renews it).
 type HTTPReporter struct {
-	URL    string
-	Client *http.Client
+	URL       string
+	TokenFile string
+	Client    *http.Client
 }
 
 // NewHTTPReporter returns a reporter with a short per-request timeout.
-func NewHTTPReporter(url string) *HTTPReporter {
-	return &HTTPReporter{URL: url, Client: &http.Client{Timeout: 2 * time.Second}}
+func NewHTTPReporter(url, tokenFile string) *HTTPReporter {
+	return &HTTPReporter{URL: url, TokenFile: tokenFile, Client: &http.Client{Timeout: 2 * time.Second}}
 }
 
 func (r *HTTPReporter) Report(ctx context.Context, p Progress) error {
@@ -55,6 +64,13 @@ func (r *HTTPReporter) Report(ctx context.Context, p Progress) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if r.TokenFile != "" {
+		tok, err := os.ReadFile(r.TokenFile)
+		if err != nil {
+			return fmt.Errorf("progress token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	resp, err := r.Client.Do(req)
 	if err != nil {
 		return err

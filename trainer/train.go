@@ -165,6 +165,8 @@ loop:
 			if rep != nil {
 				p := o.Identity
 				p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
+				p.StepsPerSec = float64(windowSteps) / max(elapsed, 1e-9)
+				p.Checkpointed, p.Done = res.Checkpoints > 0, step == c.Steps
 				rep.Report(p)
 			}
 			windowStart, windowSteps, windowLoss = time.Now(), 0, 0
