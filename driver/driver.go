@@ -285,7 +285,15 @@ func (d *Driver) buildFingerprint() *drivers.Fingerprint {
 		"driver.caravan.version": pstructs.NewStringAttribute(version.Version),
 	}
 	desc := drivers.DriverHealthy
-	if _, err := d.checkpointStore(); err != nil {
+	st, err := d.checkpointStore()
+	if err == nil {
+		// The store stays open once opened; check its root is still there
+		// (an unmounted share).
+		if _, serr := os.Stat(st.Root()); serr != nil {
+			err = fmt.Errorf("%w: %w", store.ErrUnavailable, serr)
+		}
+	}
+	if err != nil {
 		attrs["driver.caravan.checkpoint_store"] = pstructs.NewBoolAttribute(false)
 		desc = fmt.Sprintf("%s (checkpoints unavailable: %v)", drivers.DriverHealthy, err)
 	} else {

@@ -37,10 +37,20 @@ func TestDriver_Fingerprint(t *testing.T) {
 		{"store reachable", t.TempDir(), true},
 		{"store missing", filepath.Join(t.TempDir(), "nope"), false},
 		{"no store", "", false},
+		{"store gone after opening", "gone", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			td := newTestDriver(t, tc.store)
+			dir := tc.store
+			if dir == "gone" {
+				dir = t.TempDir()
+			}
+			td := newTestDriver(t, dir)
+			if tc.store == "gone" {
+				_, err := td.d.checkpointStore() // opened...
+				must.NoError(t, err)
+				must.NoError(t, os.RemoveAll(dir)) // ...then the share goes away
+			}
 			ch, err := td.Fingerprint(context.Background())
 			must.NoError(t, err)
 			fp := <-ch
