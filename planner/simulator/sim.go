@@ -137,7 +137,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
 		in.Jobs = make([]policy.Job, len(active))
 		for i, j := range active {
-			in.Jobs[i] = policyJob(policyName, j, now, pool)
+			in.Jobs[i] = policyJob(policyName, j, now, pool, cfg.GPUsPerNode)
 		}
 		t0 := time.Now()
 		plan, err := pol.Allocate(in)
@@ -216,7 +216,7 @@ func currentAlloc(j *simJob) policy.Allocation {
 
 // policyJob describes a simulated job to a policy the way each policy's
 // scheduler sees jobs in the artifact.
-func policyJob(name string, j *simJob, now float64, pool *appPool) policy.Job {
+func policyJob(name string, j *simJob, now float64, pool *appPool, gpn int) policy.Job {
 	a := j.app
 	pj := policy.Job{
 		ID:              j.spec.Name,
@@ -239,7 +239,7 @@ func policyJob(name string, j *simJob, now float64, pool *appPool) policy.Job {
 			pj.Max = 1
 		}
 		if name == "optimus" {
-			pj.Speed, pj.Remaining = oracleSpeed(j)
+			pj.Speed, pj.Remaining = oracleSpeed(j, gpn)
 		}
 	default: // goodput: adaptive jobs, fitted models
 		maxProfiled := 0
@@ -261,8 +261,9 @@ func policyJob(name string, j *simJob, now float64, pool *appPool) policy.Job {
 
 // oracleSpeed is Optimus+Oracle as the Pollux artifact defines it: exact
 // steps/s from the traces at the job's fixed batch with the workers packed
-// four per node, and exact remaining steps at epoch granularity.
-func oracleSpeed(j *simJob) (policy.SpeedModel, float64) {
+// gpn (four in the artifact) per node, and exact remaining steps at epoch
+// granularity.
+func oracleSpeed(j *simJob, gpn int) (policy.SpeedModel, float64) {
 	a := j.app
 	ce := a.CompletionEpoch()
 	remaining := 1.0
@@ -276,8 +277,8 @@ func oracleSpeed(j *simJob) (policy.SpeedModel, float64) {
 		}
 		w := s.Workers
 		var pl []int
-		for left := w; left > 0; left -= 4 {
-			pl = append(pl, min(left, 4))
+		for left := w; left > 0; left -= gpn {
+			pl = append(pl, min(left, gpn))
 		}
 		atomic, accum := a.fixedSplit(j.targetBsz, w, true)
 		st, sy := a.Throughput(pl, atomic)
