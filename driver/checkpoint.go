@@ -22,6 +22,7 @@ const (
 	reasonPeriodic = "periodic"
 	reasonOnDemand = "on demand"
 	reasonExit     = "exit"
+	reasonRecover  = "recovered"
 )
 
 // markerPoll is how often the checkpoint directory is polled for a new
@@ -81,7 +82,13 @@ func (c *checkpointer) release() { <-c.sem }
 // checkpoint asks the task for a checkpoint and commits it. waitCtx bounds
 // the wait for the marker, commitCtx the commit. The caller holds the slot.
 func (c *checkpointer) checkpoint(waitCtx, commitCtx context.Context, reason string) error {
+	// Wait for a marker newer than the one in the directory now, even if
+	// that one was never committed (a failed commit): the files beside it
+	// may be rewritten as soon as the task gets the signal.
 	base := c.lastSeq.Load()
+	if m, err := protocol.ReadMarker(c.dir); err == nil {
+		base = max(base, m.Sequence)
+	}
 	start := time.Now()
 	if err := c.signal(c.sig); err != nil {
 		select {

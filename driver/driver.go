@@ -374,6 +374,18 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	d.tasks.Set(taskState.TaskConfig.ID, h)
 	go h.run()
 	if h.ckpt != nil {
+		// A checkpoint the task completed while the plugin was down (or
+		// whose commit the plugin's death interrupted) is committed now.
+		// The task does not touch the directory until the next signal,
+		// which waits for this.
+		if h.ckpt.acquire(d.ctx) {
+			go func() {
+				defer h.ckpt.release()
+				ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
+				defer cancel()
+				_ = h.ckpt.commitIfNew(ctx, reasonRecover)
+			}()
+		}
 		go h.ckpt.periodic(d.ctx)
 	}
 	return nil

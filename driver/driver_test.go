@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,6 +277,13 @@ func TestDriver_RecoverAfterPluginRestart(t *testing.T) {
 
 	td.kill()
 
+	// While the plugin is down the task completes a checkpoint nobody
+	// commits (the trainer answers its signal on its own).
+	pidN, err := strconv.Atoi(pid)
+	must.NoError(t, err)
+	must.NoError(t, syscall.Kill(pidN, syscall.SIGUSR1))
+	waitStdout(t, cfg, "sequence=2")
+
 	td2 := newTestDriver(t, storeDir)
 	must.NoError(t, td2.RecoverTask(handle))
 	must.NoError(t, td2.RecoverTask(handle)) // idempotent
@@ -283,14 +291,19 @@ func TestDriver_RecoverAfterPluginRestart(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, drivers.TaskStateRunning, status.State)
 	must.Eq(t, pid, status.DriverAttributes["pid"])
-	must.Eq(t, "1", status.DriverAttributes["checkpoint_sequence"]) // learnt from the store
+	// The orphaned checkpoint is committed on recovery.
+	ev := td2.waitEvent(t, "Checkpoint saved (recovered)")
+	must.Eq(t, "2", ev.Annotations[annotationGeneration])
+	status, err = td2.InspectTask(cfg.ID)
+	must.NoError(t, err)
+	must.Eq(t, "2", status.DriverAttributes["checkpoint_sequence"])
 
 	must.NoError(t, td2.StopTask(cfg.ID, 20*time.Second, "SIGTERM"))
-	ev := td2.waitEvent(t, "Checkpoint saved (stop)")
-	must.Eq(t, "2", ev.Annotations[annotationGeneration])
+	ev = td2.waitEvent(t, "Checkpoint saved (stop)")
+	must.Eq(t, "3", ev.Annotations[annotationGeneration])
 	m, err := protocol.ReadMarker(filepath.Join(cfg.TaskDir().LocalDir, checkpointDirName))
 	must.NoError(t, err)
-	must.Eq(t, uint64(2), m.Sequence)
+	must.Eq(t, uint64(3), m.Sequence)
 	must.NoError(t, td2.DestroyTask(cfg.ID, true))
 }
 
