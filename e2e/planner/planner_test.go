@@ -8,6 +8,7 @@
 package planner
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,10 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
 // instance is one planner process started by the test.
@@ -253,9 +256,23 @@ func TestPlanner(t *testing.T) {
 	// never writes the note away.
 	ja, _, err := c.Nomad.Jobs().Info(a, nil)
 	must.NoError(t, err)
+	staleIndex := *ja.JobModifyIndex
 	ja.Meta["owner_note"] = "edited by a user"
 	_, _, err = c.Nomad.Jobs().Register(ja, nil)
 	must.NoError(t, err)
+
+	// The race itself, against the real Nomad: a planner write based on the
+	// version read before the user's edit is refused, in both write paths,
+	// and recognised as a conflict (not retried, not overwritten).
+	w := &submit.Writer{Client: c.Nomad, Logger: hclog.NewNullLogger()}
+	_, err = w.Scale(context.Background(), submit.Scale{Namespace: "default", JobID: a, Group: "worker", Count: 1,
+		JobModifyIndex: staleIndex, Message: "e2e: stale write"})
+	must.ErrorIs(t, err, submit.ErrConflict)
+	stale, err := submit.SetCounts(ja, map[string]int{"worker": 1})
+	must.NoError(t, err)
+	delete(stale.Meta, "owner_note")
+	_, err = w.Register(context.Background(), stale, staleIndex, "e2e: stale registration")
+	must.ErrorIs(t, err, submit.ErrConflict)
 
 	// A third job whose gang minimum (3 GPUs) cannot fit next to the
 	// others: it waits, then time-slicing suspends a runner for it, and
