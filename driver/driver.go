@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -26,7 +27,6 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
-	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
@@ -409,12 +409,11 @@ func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, 
 	}
 }
 
+// nodeName names the node in manifests and "restored from" events: the
+// Nomad node name, or the host name outside a Nomad client.
 func nodeName(cfg *drivers.TaskConfig) string {
 	if cfg.NodeName != "" {
 		return cfg.NodeName
-	}
-	if n := cfg.Env["NOMAD_NODE_NAME"]; n != "" { // not set by Nomad today; kept for tests
-		return n
 	}
 	h, _ := os.Hostname()
 	return h
@@ -722,10 +721,6 @@ func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, comman
 
 // parseSeq reads the marker sequence the driver stores in manifest meta.
 func parseSeq(meta map[string]string) (uint64, bool) {
-	var n uint64
-	_, err := fmt.Sscan(meta["sequence"], &n)
+	n, err := strconv.ParseUint(meta["sequence"], 10, 64)
 	return n, err == nil
 }
-
-// ensure the protocol package stays the single source of env names.
-var _ = protocol.EnvDir
