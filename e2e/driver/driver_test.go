@@ -172,7 +172,8 @@ func finish(t *testing.T, c *harness.C, allocID, want string, service bool) {
 
 // TestDriver_SuspendResumeMigrateDrain suspends the trainer (scale 0), resumes
 // it (scale 1), migrates it client1 -> client2 (alloc stop, client1
-// ineligible), then drains client2 (back to client1), and checks the final
+// ineligible), drains client2 (back to client1), replaces it by a
+// destructive job update, and checks the final
 // parameters equal an uninterrupted run's, bit for bit. It logs the
 // driver's share of the suspend -> resume cycle.
 func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
@@ -238,7 +239,16 @@ func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
 	ev = event(t, c, a4.ID, "Checkpoint restored")
 	must.Eq(t, "client2", ev.Details["node"])
 
-	finish(t, c, a4.ID, want, true)
+	// A destructive update (a new step delay: same training, new task
+	// config) replaces the allocation; the new one continues.
+	_, err = c.CLI(t, "job", "run", "-detach", "-var", "caravan_bin="+c.Bin, "-var", "steps="+strconv.Itoa(steps),
+		"-var", "step_delay=1ms", "-var", "job_type=service", "-var", "hold=true", jobspec)
+	must.NoError(t, err)
+	event(t, c, a4.ID, "Checkpoint saved (stop)")
+	a5 := running(t, c, map[string]bool{a1.ID: true, a2.ID: true, a3.ID: true, a4.ID: true})
+	event(t, c, a5.ID, "Checkpoint restored")
+
+	finish(t, c, a5.ID, want, true)
 }
 
 // pluginPID finds the caravan driver plugin process of a client agent.
