@@ -88,6 +88,10 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		if !ok {
 			return Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
 		}
+		if (policyName == "fifo" || policyName == "tiresias") && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
+			return Result{}, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
+				ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
+		}
 		sj[i] = newSimJob(j, app, mode)
 		sj[i].pool = pool
 	}
