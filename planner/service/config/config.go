@@ -82,6 +82,10 @@ type Policy struct {
 	// SuspendAfter is how long a job may stay at zero before it is resumed
 	// ahead of higher-gain jobs (time-slicing quantum, Gandiva).
 	SuspendQuantum time.Duration
+	// PlacementAffinity registers, with each resize, an affinity for the
+	// nodes the policy placed the job on (a second job version per resize;
+	// Nomad applies it in place, steering where new workers land).
+	PlacementAffinity bool
 }
 
 // Capacity tells the planner how many GPUs (and GPU shares) the cluster has.

@@ -64,6 +64,7 @@ type filePolicy struct {
 	MaxChangesPerRound *int     `hcl:"max_changes_per_round,optional"`
 	MinGain            *float64 `hcl:"min_gain,optional"`
 	SuspendQuantum     *string  `hcl:"suspend_quantum,optional"`
+	PlacementAffinity  *bool    `hcl:"placement_affinity,optional"`
 }
 
 type fileCapacity struct {
@@ -155,6 +156,7 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.MaxChangesPerRound, &c.Policy.MaxChangesPerRound)
 		set(p.MinGain, &c.Policy.MinGain)
 		dur("policy.suspend_quantum", p.SuspendQuantum, &c.Policy.SuspendQuantum)
+		set(p.PlacementAffinity, &c.Policy.PlacementAffinity)
 	}
 	if p := fc.Capacity; p != nil {
 		set(p.Device, &c.Capacity.Device)

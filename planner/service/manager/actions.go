@@ -29,13 +29,16 @@ type Action struct {
 	From  int    `json:"from"`
 	To    int    `json:"to"`
 	// PSGroup, PSFrom and PSTo describe a parameter-server change, if any.
-	PSGroup string  `json:"ps_group,omitempty"`
-	PSFrom  int     `json:"ps_from,omitempty"`
-	PSTo    int     `json:"ps_to,omitempty"`
-	Gain    float64 `json:"gain"`
-	Saving  float64 `json:"saving_seconds,omitempty"`
-	Reason  string  `json:"reason"`
-	Message string  `json:"message"`
+	PSGroup string `json:"ps_group,omitempty"`
+	PSFrom  int    `json:"ps_from,omitempty"`
+	PSTo    int    `json:"ps_to,omitempty"`
+	// Nodes, with placement affinity on, are the nodes the policy placed
+	// the job on.
+	Nodes   []string `json:"nodes,omitempty"`
+	Gain    float64  `json:"gain"`
+	Saving  float64  `json:"saving_seconds,omitempty"`
+	Reason  string   `json:"reason"`
+	Message string   `json:"message"`
 	// Status: planned (dry-run or follower), applied, deferred (rate
 	// limit), conflict (the job changed: decided again next round), failed.
 	Status string `json:"status"`

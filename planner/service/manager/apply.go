@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -109,8 +110,15 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 	}
 	workers := a.From != a.To
 	ps := a.PSGroup != "" && a.PSFrom != a.PSTo
+	counts := map[string]int{a.Group: a.To}
+	if a.PSGroup != "" {
+		counts[a.PSGroup] = a.PSTo
+	}
 	if workers && ps && a.From > 0 && a.To > 0 {
-		cp, err := submit.SetCounts(job.Job, map[string]int{a.Group: a.To, a.PSGroup: a.PSTo})
+		cp, err := submit.SetCounts(job.Job, counts)
+		if err == nil && len(a.Nodes) > 0 {
+			cp, err = submit.SetPlacement(cp, a.Group, a.Nodes)
+		}
 		if err != nil {
 			return err
 		}
@@ -144,6 +152,22 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.PSGroup, Count: a.PSTo,
 			JobModifyIndex: index, Message: a.Message, Meta: a.eventMeta(r.Policy),
 		})
+		if err != nil {
+			return err
+		}
+		a.EvalID, index = res.EvalID, res.JobModifyIndex
+	}
+	if len(a.Nodes) > 0 && !slices.Equal(a.Nodes, submit.PlacementNodes(job.Job, a.Group)) {
+		// The version the scales produced is the one read plus the new
+		// counts (the chained indexes guarantee nothing else changed).
+		cp, err := submit.SetCounts(job.Job, counts)
+		if err == nil {
+			cp, err = submit.SetPlacement(cp, a.Group, a.Nodes)
+		}
+		if err != nil {
+			return err
+		}
+		res, err := m.cfg.Writer.Register(ctx, cp, index, a.Message+" (placement affinity)")
 		if err != nil {
 			return err
 		}

@@ -52,6 +52,10 @@ type Settings struct {
 	Device             string
 	SharesPerGPU       int
 	GPUsPerNode        int
+	// PlacementAffinity makes resizes also register an affinity for the
+	// nodes the policy placed the job on (Nomad applies it in place: it
+	// steers where new workers land, running ones stay).
+	PlacementAffinity bool
 }
 
 // Config wires a Manager.

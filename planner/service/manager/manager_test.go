@@ -451,3 +451,21 @@ func TestManager_RefusedUpdateWaitsACooldown(t *testing.T) {
 	must.Eq(t, StatusRefused, r.Actions[0].Status)
 	must.Eq(t, 2, calls)
 }
+
+func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {
+	s := defaultSettings()
+	s.PlacementAffinity = true
+	h := newHarness(t, s, 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status)
+	must.Eq(t, 2, a.To)
+	must.SliceLen(t, 1, a.Nodes) // two half-GPU workers fit on one node
+	must.Eq(t, []string{"scale default/a worker 2", "register default/a"}, h.nomad.WritesSnapshot())
+	j := h.nomad.Job("default", "a")
+	must.Eq(t, 2, *j.TaskGroups[0].Count)
+	must.Eq(t, a.Nodes, submit.PlacementNodes(j, "worker"))
+	must.StrContains(t, h.nomad.Events("default", "a", "worker")[0].Message, "marginal gain")
+}

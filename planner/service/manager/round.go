@@ -213,6 +213,13 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		if psChange {
 			a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
 		}
+		if s.PlacementAffinity && to > 0 {
+			for _, na := range jp.Placement {
+				if na.Workers > 0 {
+					a.Nodes = append(a.Nodes, na.Node)
+				}
+			}
+		}
 		if p, ok := c.view.Predicted[from]; ok {
 			if q, ok2 := c.view.Predicted[to]; ok2 && p >= 0 && q >= 0 {
 				a.Saving = p - q

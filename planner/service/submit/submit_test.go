@@ -60,3 +60,24 @@ func TestSetDeviceCount(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestSetPlacement(t *testing.T) {
+	job := fakenomad.TrainingJob("a", 1, nil)
+	user := nomadapi.NewAffinity("${meta.rack}", "=", "r1", 20)
+	job.TaskGroups[0].Affinities = []*nomadapi.Affinity{user}
+	must.SliceEmpty(t, PlacementNodes(job, "worker"))
+	cp, err := SetPlacement(job, "worker", []string{"n2", "n1"})
+	must.NoError(t, err)
+	must.Eq(t, []string{"n1", "n2"}, PlacementNodes(cp, "worker"))
+	must.SliceLen(t, 2, cp.TaskGroups[0].Affinities)
+	must.SliceLen(t, 1, job.TaskGroups[0].Affinities) // the original is untouched
+	cp, err = SetPlacement(cp, "worker", []string{"n3"})
+	must.NoError(t, err)
+	must.Eq(t, []string{"n3"}, PlacementNodes(cp, "worker"))
+	must.Eq(t, user.LTarget, cp.TaskGroups[0].Affinities[0].LTarget) // the user's affinity stays
+	cp, err = SetPlacement(cp, "worker", nil)
+	must.NoError(t, err)
+	must.SliceLen(t, 1, cp.TaskGroups[0].Affinities)
+	_, err = SetPlacement(job, "nope", nil)
+	must.Error(t, err)
+}
