@@ -163,22 +163,24 @@ func (m *Manager) MetricsSnapshot() Metrics {
 	return cp
 }
 
-// debounce is the least time between two rounds triggered by changes in
-// Nomad (allocations change often; decisions need not follow every one).
+// debounce is the least time between a change in Nomad and the round it
+// triggers (allocations change in bursts).
 const debounce = 2 * time.Second
 
-// Run runs rounds every interval, when kicked, and (debounced) when Nomad
-// changes, until ctx ends.
+// Run runs rounds every interval, when kicked, and when Nomad changes (new
+// jobs start sooner, freed capacity is reused), until ctx ends. Rounds
+// triggered by changes come at most every quarter interval, so a busy
+// cluster does not turn the planner into a refitting loop.
 func (m *Manager) Run(ctx context.Context) error {
-	var changed <-chan time.Time
 	for {
 		m.mu.Lock()
 		interval := m.settings.Interval
 		m.mu.Unlock()
+		started := m.cfg.Clock.Now()
 		if _, err := m.RunRound(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("round failed", "error", err)
 		}
-		changed = nil
+		var changed <-chan time.Time
 		next := m.cfg.Clock.After(interval)
 	wait:
 		select {
@@ -189,7 +191,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-changed:
 		case <-m.cfg.Source.Changes():
 			if changed == nil {
-				changed = m.cfg.Clock.After(min(debounce, interval))
+				earliest := started.Add(interval / 4).Sub(m.cfg.Clock.Now())
+				changed = m.cfg.Clock.After(min(max(debounce, earliest), interval))
 			}
 			goto wait
 		}
