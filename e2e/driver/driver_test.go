@@ -63,6 +63,33 @@ func setup(t *testing.T, c *harness.C) {
 	t.Cleanup(clean)
 }
 
+// runJob runs the jobspec and, at the end of the test, stops the job and
+// waits until every allocation has stopped (its stop checkpoint committed)
+// before the harness purges it and setup cleans the store, so the next test
+// starts from no checkpoint.
+func runJob(t *testing.T, c *harness.C, vars ...string) {
+	t.Helper()
+	id := c.RunJob(t, jobspec, vars...)
+	t.Cleanup(func() { // runs before the harness's purge (cleanups are LIFO)
+		if _, _, err := c.Nomad.Jobs().Deregister(id, false, nil); err != nil {
+			t.Logf("stopping %s: %v", id, err)
+			return
+		}
+		harness.Eventually(t, 2*time.Minute, func() error {
+			allocs, _, err := c.Nomad.Jobs().Allocations(id, true, nil)
+			if err != nil {
+				return err
+			}
+			for _, a := range allocs {
+				if a.ClientStatus == "running" || a.ClientStatus == "pending" {
+					return fmt.Errorf("allocation %s is still %s", a.ID, a.ClientStatus)
+				}
+			}
+			return nil
+		})
+	})
+}
+
 func eligible(t *testing.T, c *harness.C, name string, on bool) {
 	t.Helper()
 	_, err := c.Nomad.Nodes().ToggleEligibility(c.Client(t, name).NodeID, on, nil)
@@ -183,7 +210,7 @@ func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
 
 	eligible(t, c, "client2", false) // start on client1
 	// A service job: Nomad does not replace drained batch allocations.
-	c.RunJob(t, jobspec, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay,
+	runJob(t, c, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay,
 		"job_type=service", "hold=true")
 	a1 := running(t, c, nil)
 	must.Eq(t, "client1", nodeName(t, c, a1.NodeID))
@@ -289,7 +316,7 @@ func TestDriver_PluginKillTaskSurvives(t *testing.T) {
 	setup(t, c)
 	want := reference(t, c)
 
-	c.RunJob(t, jobspec, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay)
+	runJob(t, c, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay)
 	a := running(t, c, nil)
 	var clientPID int
 	for _, cl := range c.Clients {
