@@ -451,13 +451,16 @@ func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
 	c := harness.Cluster(t)
 	p := startLeader(t, c, "trainers")
 	bin := filepath.Join(c.Root, "build", "caravan")
+	// Fresh job IDs: the checkpoint store outlives purged jobs, and a
+	// reused ID would resume an earlier run's checkpoint.
+	run := time.Now().Unix() % 1000000
 	var ids []string
 	for i := 0; i < 5; i++ {
 		count := "1"
 		if i == 4 {
 			count = "0"
 		}
-		ids = append(ids, c.RunJob(t, "jobspecs/planner-train.nomad.hcl", "name=real-"+string(rune('a'+i)),
+		ids = append(ids, c.RunJob(t, "jobspecs/planner-train.nomad.hcl", fmt.Sprintf("name=real-%c-%d", 'a'+i, run),
 			"caravan="+bin, "shares=4", "count="+count, "step_delay=10ms"))
 	}
 	last := ids[4]
