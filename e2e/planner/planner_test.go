@@ -227,6 +227,7 @@ func TestPlanner(t *testing.T) {
 
 	// Two jobs, one GPU-sized worker each: the planner fits them and gives
 	// each a second worker (4 GPUs of 4 shares: the cluster is full).
+	submitted := time.Now()
 	a := runSim(t, c, "sim-a", "count=1", "max_workers=2")
 	b := runSim(t, c, "sim-b", "count=1", "max_workers=2")
 	for _, id := range []string{a, b} {
@@ -240,6 +241,7 @@ func TestPlanner(t *testing.T) {
 			return fmt.Errorf("%s: no scale-up event yet", id)
 		})
 	}
+	t.Logf("scale-up events for both jobs %s after submission", time.Since(submitted).Round(100*time.Millisecond))
 	harness.Eventually(t, time.Minute, func() error {
 		jobs, err := p1.jobs()
 		if err != nil {
@@ -277,6 +279,7 @@ func TestPlanner(t *testing.T) {
 	// A third job whose gang minimum (3 GPUs) cannot fit next to the
 	// others: it waits, then time-slicing suspends a runner for it, and
 	// later resumes the suspended one with its progress intact.
+	overloaded := time.Now()
 	cjob := runSim(t, c, "sim-c", "count=0", "min_workers=3", "max_workers=3", "gang=true")
 	var suspended string
 	var stepAtSuspend int64
@@ -311,7 +314,9 @@ func TestPlanner(t *testing.T) {
 		}
 		return fmt.Errorf("%s not started", cjob)
 	})
-	t.Logf("suspended %s at step %d for %s", suspended, stepAtSuspend, cjob)
+	t.Logf("suspended %s at step %d for %s; %s started %s after it was submitted (quantum 30s)",
+		suspended, stepAtSuspend, cjob, cjob, time.Since(overloaded).Round(100*time.Millisecond))
+	suspendedAt := time.Now()
 
 	// The leader dies: the follower takes over within seconds.
 	killed := time.Now()
@@ -343,6 +348,7 @@ func TestPlanner(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("%s resumed about %s after its suspension", suspended, time.Since(suspendedAt).Round(time.Second))
 	harness.Eventually(t, time.Minute, func() error {
 		jobs, err := p2.jobs()
 		if err != nil {
