@@ -56,6 +56,18 @@ variable "device" {
   default     = "caravan/gpushare"
 }
 
+variable "interval" {
+  description = "Time between two decision rounds."
+  type        = string
+  default     = "30s"
+}
+
+variable "cooldown" {
+  description = "Minimum time between two changes of one job."
+  type        = string
+  default     = "3m"
+}
+
 variable "dry_run" {
   type    = bool
   default = false
@@ -117,8 +129,8 @@ job "caravan-planner" {
           }
           policy {
             name            = "${var.policy}"
-            interval        = "30s"
-            cooldown        = "3m"
+            interval        = "${var.interval}"
+            cooldown        = "${var.cooldown}"
             restart_cost    = "30s"
             suspend_quantum = "10m"
           }

@@ -29,9 +29,15 @@ func Browser(t testing.TB, timeout time.Duration) context.Context {
 	if _, err := exec.LookPath(path); err != nil {
 		t.Fatalf("harness: no Chromium at %s (make test installs Debian's chromium package): %v", path, err)
 	}
+	// Not t.TempDir: Chromium's helpers may still be writing the profile
+	// when the test ends, and a failed removal there fails the test.
+	profile, err := os.MkdirTemp("", "caravan-chromium-")
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
@@ -52,6 +58,9 @@ func Browser(t testing.TB, timeout time.Duration) context.Context {
 		cancelTimeout()
 		cancelTab()
 		cancelAlloc()
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 	return ctx
 }
