@@ -113,10 +113,10 @@ job "caravan-planner" {
       }
 
       template {
-        destination = "local/planner.hcl"
-        change_mode = "signal"
+        destination   = "local/planner.hcl"
+        change_mode   = "signal"
         change_signal = "SIGHUP"
-        data        = <<-EOT
+        data          = <<-EOT
           log_level = "info"
           bind_addr = "{{ env "NOMAD_IP_http" }}"
           dry_run   = ${var.dry_run}
