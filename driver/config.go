@@ -10,6 +10,12 @@ import (
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
 )
 
+// Chunk size bounds the store accepts (driver/store Options.ChunkSize).
+const (
+	minChunkSize = 4 << 10
+	maxChunkSize = 256 << 20
+)
+
 // Config is the plugin configuration (the client's `plugin "caravan"
 // { config { ... } }` block), set by the SetConfig RPC.
 type Config struct {
@@ -35,8 +41,9 @@ func (c *Config) validate() error {
 	if c.CheckpointRetain < 1 {
 		return fmt.Errorf("checkpoint_retain: must be at least 1, got %d", c.CheckpointRetain)
 	}
-	if c.CheckpointChunkSize < 0 {
-		return fmt.Errorf("checkpoint_chunk_size: must not be negative, got %d", c.CheckpointChunkSize)
+	if c.CheckpointChunkSize != 0 && (c.CheckpointChunkSize < minChunkSize || c.CheckpointChunkSize > maxChunkSize) {
+		return fmt.Errorf("checkpoint_chunk_size: must be 0 (4 MiB) or within [%d, %d] bytes, got %d",
+			minChunkSize, maxChunkSize, c.CheckpointChunkSize)
 	}
 	d, err := time.ParseDuration(c.CheckpointGCInterval)
 	if err != nil || d < 0 {

@@ -71,6 +71,7 @@ func TestDriver_SetConfigNamesBadField(t *testing.T) {
 		{Config{CheckpointStore: "relative/dir", CheckpointRetain: 3, CheckpointGCInterval: "1m"}, "checkpoint_store"},
 		{Config{CheckpointRetain: 0, CheckpointGCInterval: "1m"}, "checkpoint_retain"},
 		{Config{CheckpointRetain: 1, CheckpointChunkSize: -1, CheckpointGCInterval: "1m"}, "checkpoint_chunk_size"},
+		{Config{CheckpointRetain: 1, CheckpointChunkSize: 100, CheckpointGCInterval: "1m"}, "checkpoint_chunk_size"},
 		{Config{CheckpointRetain: 1, CheckpointGCInterval: "soon"}, "checkpoint_gc_interval"},
 	}
 	for _, tc := range cases {
