@@ -177,8 +177,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		interval := m.settings.Interval
 		m.mu.Unlock()
 		started := m.cfg.Clock.Now()
-		if _, err := m.RunRound(ctx); err != nil && ctx.Err() == nil {
+		r, err := m.RunRound(ctx)
+		if err != nil && ctx.Err() == nil {
 			m.log.Warn("round failed", "error", err)
+		}
+		gap := interval / 4
+		if r != nil && r.Skipped != "" {
+			gap = 0 // nothing decided yet (Nomad not read): the first change counts
 		}
 		var changed <-chan time.Time
 		next := m.cfg.Clock.After(interval)
@@ -191,7 +196,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-changed:
 		case <-m.cfg.Source.Changes():
 			if changed == nil {
-				earliest := started.Add(interval / 4).Sub(m.cfg.Clock.Now())
+				earliest := started.Add(gap).Sub(m.cfg.Clock.Now())
 				changed = m.cfg.Clock.After(min(max(debounce, earliest), interval))
 			}
 			goto wait
