@@ -56,16 +56,18 @@ func writeBenchTree(b *testing.B, dir string, size int64) {
 func benchStore(b *testing.B, root string) *Store {
 	b.Helper()
 	must.NoError(b, os.MkdirAll(root, 0o755))
-	s, err := Open(root, Options{Logger: benchLogger()})
+	w, _ := strconv.Atoi(os.Getenv("CARAVAN_STORE_BENCH_WORKERS"))
+	s, err := Open(root, Options{Logger: benchLogger(), Workers: w})
 	must.NoError(b, err)
 	return s
 }
 
 // timeCp copies src to dst with `cp -r`; with fsync it then fsyncs every
 // copied file and directory, the durability a commit provides.
-func timeCp(b *testing.B, src, dst string, fsync bool) time.Duration {
+func timeCp(b *testing.B, src, dst string, fsync bool) (wall, cpu time.Duration) {
 	b.Helper()
 	syscall.Sync()
+	self0, child0 := cpuTime()
 	start := time.Now()
 	out, err := exec.Command("cp", "-r", src, dst).CombinedOutput()
 	must.NoError(b, err, must.Sprintf("cp: %s", out))
@@ -82,13 +84,36 @@ func timeCp(b *testing.B, src, dst string, fsync bool) time.Duration {
 			return f.Sync()
 		}))
 	}
-	return time.Since(start)
+	wall = time.Since(start)
+	self1, child1 := cpuTime()
+	return wall, self1 - self0 + child1 - child0
 }
 
-func reportRatios(b *testing.B, op, cp, cpSync time.Duration, bytes int64) {
-	b.ReportMetric(float64(bytes)/op.Seconds()/1e6, "MB/s")
-	b.ReportMetric(cp.Seconds()/op.Seconds(), "ratio_vs_cp")
-	b.ReportMetric(cpSync.Seconds()/op.Seconds(), "ratio_vs_cp_fsync")
+// cpTimes accumulates wall and CPU time of an operation.
+type cpTimes struct{ wall, cpu time.Duration }
+
+func (c *cpTimes) add(wall, cpu time.Duration) { c.wall += wall; c.cpu += cpu }
+
+// reportRatios reports throughput and cp's time divided by ours (1 = as fast
+// as cp), by wall time and by CPU time.
+func reportRatios(b *testing.B, op, cp, cpSync cpTimes, bytes int64) {
+	b.ReportMetric(float64(bytes)/op.wall.Seconds()/1e6, "MB/s")
+	b.ReportMetric(cp.wall.Seconds()/op.wall.Seconds(), "ratio_vs_cp")
+	b.ReportMetric(cpSync.wall.Seconds()/op.wall.Seconds(), "ratio_vs_cp_fsync")
+	b.ReportMetric(cp.cpu.Seconds()/op.cpu.Seconds(), "cpu_ratio_vs_cp")
+	b.ReportMetric(cpSync.cpu.Seconds()/op.cpu.Seconds(), "cpu_ratio_vs_cp_fsync")
+}
+
+// cpuTime returns the CPU time (user+system) used so far by this process and
+// by its waited-for children. On a shared machine CPU time is steadier than
+// wall time; the benchmarks report both.
+func cpuTime() (self, children time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return self, children
 }
 
 // BenchmarkCommit commits a fresh checkpoint into an empty store (every
@@ -100,22 +125,24 @@ func BenchmarkCommit(b *testing.B) {
 	must.NoError(b, os.Mkdir(src, 0o755))
 	writeBenchTree(b, src, size)
 	ctx := context.Background()
-	var commit, cp, cpSync time.Duration
+	var commit, cp, cpSync cpTimes
 	b.ResetTimer()
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		cp += timeCp(b, src, filepath.Join(work, "cp"), false)
+		cp.add(timeCp(b, src, filepath.Join(work, "cp"), false))
 		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
-		cpSync += timeCp(b, src, filepath.Join(work, "cp"), true)
+		cpSync.add(timeCp(b, src, filepath.Join(work, "cp"), true))
 		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
 
 		s := benchStore(b, filepath.Join(work, "store"))
 		syscall.Sync()
+		self0, _ := cpuTime()
 		start := time.Now()
 		b.StartTimer()
 		_, stats, err := s.Commit(ctx, testKey("bench"), src, "n", nil)
 		b.StopTimer()
-		commit += time.Since(start)
+		self1, _ := cpuTime()
+		commit.add(time.Since(start), self1-self0)
 		must.NoError(b, err)
 		must.Eq(b, stats.Bytes, stats.NewBytes)
 		must.NoError(b, os.RemoveAll(filepath.Join(work, "store")))
@@ -137,22 +164,24 @@ func BenchmarkRestore(b *testing.B) {
 	key := testKey("bench")
 	_, _, err := s.Commit(ctx, key, src, "n", nil)
 	must.NoError(b, err)
-	var restore, cp, cpSync time.Duration
+	var restore, cp, cpSync cpTimes
 	b.ResetTimer()
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		cp += timeCp(b, src, filepath.Join(work, "cp"), false)
+		cp.add(timeCp(b, src, filepath.Join(work, "cp"), false))
 		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
-		cpSync += timeCp(b, src, filepath.Join(work, "cp"), true)
+		cpSync.add(timeCp(b, src, filepath.Join(work, "cp"), true))
 		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
 
 		dst := filepath.Join(work, "dst")
 		syscall.Sync()
+		self0, _ := cpuTime()
 		start := time.Now()
 		b.StartTimer()
 		_, err := s.Restore(ctx, key, dst)
 		b.StopTimer()
-		restore += time.Since(start)
+		self1, _ := cpuTime()
+		restore.add(time.Since(start), self1-self0)
 		must.NoError(b, err)
 		must.NoError(b, os.RemoveAll(dst))
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -177,11 +176,13 @@ type chunkJob struct {
 // by the last one.
 type sharedFile struct {
 	f       *os.File
+	data    []byte // read-only map of the file, nil when mapping failed
 	pending atomic.Int64
 }
 
 func (sf *sharedFile) done() {
 	if sf.pending.Add(-1) == 0 {
+		unmapFile(sf.data)
 		_ = sf.f.Close()
 	}
 }
@@ -219,10 +220,13 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, s.chunkSize)
+			guardFaults()
+			var buf []byte
+			bounce := alignedBuf(directAlign)
 			for job := range jobs {
 				if ctx.Err() == nil {
-					if err := s.hashChunk(job, buf); err != nil {
+					b, err := s.hashChunk(job, &buf)
+					if err != nil {
 						cancel(err)
 					} else {
 						d := job.entry.Chunks[job.index]
@@ -231,7 +235,7 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 						seen[d] = true
 						mu.Unlock()
 						if !dup {
-							pc, err := s.writeChunk(d, buf[:job.n])
+							pc, err := s.writeChunk(d, b, bounce)
 							if err != nil {
 								cancel(err)
 							} else if pc.tmp != "" {
@@ -271,6 +275,9 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 				return
 			}
 			sf := &sharedFile{f: f}
+			if data, err := mapFile(f, e.Size); err == nil {
+				sf.data = data
+			}
 			sf.pending.Store(int64(n))
 			for c := 0; c < n; c++ {
 				job := chunkJob{src: sf, entry: e, index: c, off: int64(c) * chunkSize, n: int(min(chunkSize, e.Size-int64(c)*chunkSize))}
@@ -342,40 +349,64 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 // final.
 type pendingChunk struct{ tmp, final string }
 
-// hashChunk reads one chunk into buf and records its digest.
-func (s *Store) hashChunk(job chunkJob, buf []byte) error {
-	b := buf[:job.n]
-	n, err := job.src.f.ReadAt(b, job.off)
-	if n < len(b) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+// hashChunk records the digest of one chunk and returns its bytes: a slice
+// of the file's map, or of *buf (allocated on first use) read with pread when
+// the file could not be mapped.
+func (s *Store) hashChunk(job chunkJob, buf *[]byte) ([]byte, error) {
+	var b []byte
+	if job.src.data != nil {
+		b = job.src.data[job.off : job.off+int64(job.n)]
+	} else {
+		if *buf == nil {
+			*buf = alignedBuf(s.chunkSize)
 		}
-		return fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		b = (*buf)[:job.n]
+		n, err := job.src.f.ReadAt(b, job.off)
+		if n < len(b) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		}
 	}
-	sum := sha256.Sum256(b)
+	sum, err := sumMapped(b)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", job.entry.Path, err)
+	}
 	job.entry.Chunks[job.index] = hex.EncodeToString(sum[:])
-	return nil
+	return b, nil
 }
 
-// writeChunk writes chunk b with digest d to a temp file and starts its
-// writeback, unless the store already holds it (then tmp is empty).
-func (s *Store) writeChunk(d string, b []byte) (pendingChunk, error) {
+// writeChunk writes chunk b with digest d to a temp file (with O_DIRECT where
+// possible, else starting its writeback), unless the store already holds it
+// (then tmp is empty). bounce is the worker's aligned block buffer.
+func (s *Store) writeChunk(d string, b, bounce []byte) (pendingChunk, error) {
 	final := s.chunkPath(d)
 	if fi, err := os.Stat(final); err == nil && fi.Size() == int64(len(b)) {
 		return pendingChunk{}, nil
 	}
-	tmp, err := os.CreateTemp(s.tmpDir(), "chunk-*")
+	name := filepath.Join(s.tmpDir(), "chunk-"+d[:16]+"-"+randomSuffix())
+	f, direct, err := openDirect(func(flag int) (*os.File, error) {
+		return os.OpenFile(name, flag, filePerm)
+	}, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return pendingChunk{}, fmt.Errorf("create chunk: %w", err)
 	}
-	name := tmp.Name()
-	if _, err := tmp.Write(b); err != nil {
-		_ = tmp.Close()
+	var isDirect atomic.Bool
+	isDirect.Store(direct)
+	padded, err := writeAtAligned(f, &isDirect, b, 0, true, bounce)
+	if err == nil && padded {
+		err = f.Truncate(int64(len(b)))
+	}
+	if err != nil {
+		_ = f.Close()
 		_ = os.Remove(name)
 		return pendingChunk{}, fmt.Errorf("write chunk: %w", err)
 	}
-	startWriteback(tmp, 0, 0)
-	if err := tmp.Close(); err != nil {
+	if !isDirect.Load() {
+		startWriteback(f, 0, 0)
+	}
+	if err := f.Close(); err != nil {
 		_ = os.Remove(name)
 		return pendingChunk{}, fmt.Errorf("close chunk: %w", err)
 	}

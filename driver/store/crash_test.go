@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -134,14 +135,15 @@ func mustList(t *testing.T, s *Store, key Key) []*Manifest {
 // verifyGeneration checks every chunk of m against its digest.
 func verifyGeneration(t *testing.T, s *Store, m *Manifest) error {
 	t.Helper()
-	buf := make([]byte, m.ChunkSize)
+	var buf []byte
 	f, err := os.CreateTemp(t.TempDir(), "verify")
 	must.NoError(t, err)
 	defer f.Close()
 	for i := range m.Files {
 		e := &m.Files[i]
 		for c := range e.Chunks {
-			if err := s.restoreChunk(f, e, c, m.ChunkSize, buf); err != nil {
+			w := chunkWriter{f: f, direct: &atomic.Bool{}, bounce: alignedBuf(directAlign)}
+			if err := s.restoreChunk(w, e, c, m.ChunkSize, &buf); err != nil {
 				return err
 			}
 		}

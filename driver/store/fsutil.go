@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,4 +52,11 @@ func (s *Store) ensureChunkDirs() error {
 		return err
 	}
 	return syncDir(s.root)
+}
+
+// randomSuffix returns 16 random hex characters for temp file names.
+func randomSuffix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

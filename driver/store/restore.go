@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -134,8 +135,9 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 	// Directories first (parents precede children in a manifest), then
 	// files, symlinks last so nothing is ever written through one.
 	type openFile struct {
-		e *FileEntry
-		f *os.File
+		e      *FileEntry
+		f      *os.File
+		direct *atomic.Bool // f has O_DIRECT on
 	}
 	var files []openFile
 	defer func() {
@@ -152,11 +154,15 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 				return fmt.Errorf("restore %s: %w", e.Path, err)
 			}
 		case e.Mode.IsRegular():
-			f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+			f, direct, err := openDirect(func(flag int) (*os.File, error) {
+				return root.OpenFile(p, flag, 0o600)
+			}, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW)
 			if err != nil {
 				return fmt.Errorf("restore %s: %w", e.Path, err)
 			}
-			files = append(files, openFile{e, f})
+			of := openFile{e, f, &atomic.Bool{}}
+			of.direct.Store(direct)
+			files = append(files, of)
 			if err := f.Truncate(e.Size); err != nil {
 				return fmt.Errorf("restore %s: %w", e.Path, err)
 			}
@@ -164,8 +170,7 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 	}
 
 	type job struct {
-		f     *os.File
-		e     *FileEntry
+		of    openFile
 		index int
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -176,12 +181,14 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buf := make([]byte, m.ChunkSize)
+			var buf []byte
+			bounce := alignedBuf(directAlign)
 			for j := range jobs {
 				if ctx.Err() != nil {
 					continue
 				}
-				if err := s.restoreChunk(j.f, j.e, j.index, m.ChunkSize, buf); err != nil {
+				w := chunkWriter{f: j.of.f, direct: j.of.direct, bounce: bounce}
+				if err := s.restoreChunk(w, j.of.e, j.index, m.ChunkSize, &buf); err != nil {
 					cancel(err)
 				}
 			}
@@ -192,7 +199,7 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 		for _, of := range files {
 			for i := range of.e.Chunks {
 				select {
-				case jobs <- job{of.f, of.e, i}:
+				case jobs <- job{of, i}:
 				case <-ctx.Done():
 					return
 				}
@@ -207,6 +214,10 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 	// Make the data durable, then set modes, owners and times.
 	if err := parallel(s.workers, len(files), func(i int) error {
 		of := files[i]
+		// Direct writes pad a file's last block; cut it back.
+		if err := of.f.Truncate(of.e.Size); err != nil {
+			return fmt.Errorf("restore %s: %w", of.e.Path, err)
+		}
 		if err := syscall.Fdatasync(int(of.f.Fd())); err != nil {
 			return fmt.Errorf("fsync %s: %w", of.e.Path, err)
 		}
@@ -260,16 +271,20 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 	return nil
 }
 
-// restoreChunk reads chunk index of e into buf, verifies its SHA-256 and
-// writes it at its offset in f. A missing, short, long or mismatching chunk
-// is ErrCorrupt; a mismatching chunk is moved to .corrupt/ so the next
-// commit writes it afresh.
-func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf []byte) error {
+// restoreChunk verifies chunk index of e against its SHA-256 and writes it at
+// its offset in w. The chunk is read with one O_DIRECT read where the file
+// system allows it (chunks are written with O_DIRECT, so they are rarely in
+// the page cache) into buf, allocated on first use. A missing chunk, one of
+// the wrong size or one that mismatches is ErrCorrupt; a mis-sized or
+// mismatching chunk is moved to .corrupt/ so the next commit writes it
+// afresh.
+func (s *Store) restoreChunk(w chunkWriter, e *FileEntry, index, chunkSize int, buf *[]byte) error {
 	d := e.Chunks[index]
 	off := int64(index) * int64(chunkSize)
 	n := int(min(int64(chunkSize), e.Size-off))
-	b := buf[:n]
-	cf, err := os.Open(s.chunkPath(d))
+	cf, _, err := openDirect(func(flag int) (*os.File, error) {
+		return os.OpenFile(s.chunkPath(d), flag, 0)
+	}, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %s: chunk %s is missing", ErrCorrupt, e.Path, d)
 	}
@@ -277,28 +292,63 @@ func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf
 		return fmt.Errorf("open chunk: %w", err)
 	}
 	defer cf.Close()
-	if _, err := io.ReadFull(cf, b); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			s.quarantine(d)
-			return fmt.Errorf("%w: %s: chunk %s is short", ErrCorrupt, e.Path, d)
-		}
-		return fmt.Errorf("read chunk: %w", err)
+	fi, err := cf.Stat()
+	if err != nil {
+		return fmt.Errorf("stat chunk: %w", err)
 	}
-	var one [1]byte
-	if k, _ := cf.Read(one[:]); k != 0 {
+	if fi.Size() != int64(n) {
 		s.quarantine(d)
-		return fmt.Errorf("%w: %s: chunk %s is too long", ErrCorrupt, e.Path, d)
+		return fmt.Errorf("%w: %s: chunk %s has %d bytes, want %d", ErrCorrupt, e.Path, d, fi.Size(), n)
+	}
+	// Room for a whole number of blocks: a direct read asks for that much
+	// and gets n.
+	if want := (chunkSize + directAlign - 1) &^ (directAlign - 1); len(*buf) < want {
+		*buf = alignedBuf(want)
+	}
+	b, err := readChunk(cf, (*buf)[:(n+directAlign-1)&^(directAlign-1)], n)
+	if err != nil {
+		return fmt.Errorf("read chunk %s: %w", d, err)
 	}
 	sum := sha256.Sum256(b)
 	if hex.EncodeToString(sum[:]) != d {
 		s.quarantine(d)
 		return fmt.Errorf("%w: %s: chunk %s fails its SHA-256", ErrCorrupt, e.Path, d)
 	}
-	if _, err := f.WriteAt(b, off); err != nil {
+	if _, err := writeAtAligned(w.f, w.direct, b, off, off+int64(n) == e.Size, w.bounce); err != nil {
 		return fmt.Errorf("write %s: %w", e.Path, err)
 	}
-	startWriteback(f, off, int64(n))
+	if !w.direct.Load() {
+		startWriteback(w.f, off, int64(n))
+	}
 	return nil
+}
+
+// readChunk reads the n-byte file f into room (n rounded up to whole blocks)
+// and returns room[:n]. A direct read the file system refuses is retried
+// buffered.
+func readChunk(f *os.File, room []byte, n int) ([]byte, error) {
+	got, err := io.ReadFull(f, room)
+	if errors.Is(err, syscall.EINVAL) && got == 0 {
+		if err := clearDirect(f); err != nil {
+			return nil, err
+		}
+		got, err = io.ReadFull(f, room)
+	}
+	if got >= n && (err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+		return room[:n], nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("%w: %d of %d bytes", io.ErrUnexpectedEOF, got, n)
+	}
+	return nil, err
+}
+
+// chunkWriter is where restoreChunk writes: a file being restored, whether
+// it has O_DIRECT on, and the worker's aligned block buffer.
+type chunkWriter struct {
+	f      *os.File
+	direct *atomic.Bool
+	bounce []byte
 }
 
 // quarantine moves a chunk that failed verification out of the chunk store.

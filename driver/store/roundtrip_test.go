@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -150,4 +151,31 @@ func TestRestoreOwnership(t *testing.T) {
 	fi, err := os.Stat(dst)
 	must.NoError(t, err)
 	must.Eq(t, os.FileMode(0o770), fi.Mode().Perm())
+}
+
+// TestRoundTripChunkSizes covers chunk sizes that allow direct I/O (multiples
+// of 4 KiB) and ones that force the buffered path, with files ending on and
+// off block and chunk boundaries.
+func TestRoundTripChunkSizes(t *testing.T) {
+	sizes := []int{0, 1, 4095, 4096, 4097, 5000, 8192, 12345, 65536, 65537}
+	for _, chunk := range []int{4096, 5000, 8192, 65536} {
+		t.Run(strconv.Itoa(chunk), func(t *testing.T) {
+			ctx := context.Background()
+			s := openTestStore(t, Options{ChunkSize: chunk})
+			key := testKey("sizes")
+			src := t.TempDir()
+			for i, n := range sizes {
+				must.NoError(t, os.WriteFile(filepath.Join(src, "f"+strconv.Itoa(n)), randomBytes(uint64(i), n), 0o644))
+			}
+			_, _, err := s.Commit(ctx, key, src, "n", nil)
+			must.NoError(t, err)
+			dst := filepath.Join(t.TempDir(), "ckpt")
+			_, err = s.Restore(ctx, key, dst)
+			must.NoError(t, err)
+			must.Eq(t, snapshot(t, src), snapshot(t, dst))
+			for _, m := range mustList(t, s, key) {
+				must.NoError(t, verifyGeneration(t, s, m))
+			}
+		})
+	}
 }

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package store
+
+import "os"
+
+const directFlag = 0
+
+func clearDirect(*os.File) error { return nil }
