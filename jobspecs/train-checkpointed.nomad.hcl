@@ -37,6 +37,18 @@ variable "step_delay" {
   default     = "2ms"
 }
 
+variable "trainer_args" {
+  description = "More trainer flags, e.g. [\"-features\", \"1024\", \"-hidden\", \"1024\"] for a 16 MiB state (see caravan trainer -h)."
+  type        = list(string)
+  default     = []
+}
+
+variable "memory" {
+  description = "Memory (MiB) of the trainer; about 6x the state size (trainer_args) plus 40."
+  type        = number
+  default     = 128
+}
+
 variable "checkpoint_interval" {
   description = "Periodic checkpoint interval (\"\" for none: only on stop and on demand)."
   type        = string
@@ -103,14 +115,14 @@ job "train-checkpointed" {
 
       config {
         command = var.caravan_bin
-        args = [
+        args = concat([
           "trainer",
           "-steps", "${var.steps}",
           "-step-delay", var.step_delay,
           "-log-every", "500",
           "-report-url", var.progress_url,
           "-hold=${var.hold}",
-        ]
+        ], var.trainer_args)
 
         checkpoint {
           signal           = "SIGUSR1"
@@ -122,7 +134,7 @@ job "train-checkpointed" {
 
       resources {
         cpu    = 200
-        memory = 64
+        memory = var.memory
       }
     }
   }

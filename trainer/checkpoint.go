@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -32,27 +33,37 @@ type State struct {
 	Velocity []float64
 }
 
-// encodeState lays out magic | fingerprint | step | n | params | velocity |
-// sha256(all before).
-func encodeState(c Config, s *State) []byte {
-	var b bytes.Buffer
-	b.WriteString(stateMagic)
+// encodeState streams magic | fingerprint | step | n | params | velocity |
+// sha256(all before) to w.
+func encodeState(c Config, s *State, w io.Writer) error {
+	h := sha256.New()
+	mw := io.MultiWriter(w, h)
 	fp := c.Fingerprint()
-	b.Write(fp[:])
-	_ = binary.Write(&b, binary.LittleEndian, s.Step)
-	_ = binary.Write(&b, binary.LittleEndian, uint64(len(s.Params)))
-	buf := make([]byte, 8*(len(s.Params)+len(s.Velocity)))
-	off := 0
+	head := make([]byte, 0, len(stateMagic)+32+16)
+	head = append(head, stateMagic...)
+	head = append(head, fp[:]...)
+	head = binary.LittleEndian.AppendUint64(head, s.Step)
+	head = binary.LittleEndian.AppendUint64(head, uint64(len(s.Params)))
+	if _, err := mw.Write(head); err != nil {
+		return err
+	}
+	buf := make([]byte, 0, 64<<10)
 	for _, v := range [][]float64{s.Params, s.Velocity} {
 		for _, f := range v {
-			binary.LittleEndian.PutUint64(buf[off:], math.Float64bits(f))
-			off += 8
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(f))
+			if len(buf) == cap(buf) {
+				if _, err := mw.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
 		}
 	}
-	b.Write(buf)
-	sum := sha256.Sum256(b.Bytes())
-	b.Write(sum[:])
-	return b.Bytes()
+	if _, err := mw.Write(buf); err != nil {
+		return err
+	}
+	_, err := w.Write(h.Sum(nil))
+	return err
 }
 
 func decodeState(c Config, data []byte) (*State, error) {
@@ -112,7 +123,7 @@ func LoadCheckpoint(c Config, dir string) (*State, error) {
 // SaveCheckpoint writes the state file, then the marker with sequence seq:
 // the protocol's order, so a marker never points at a torn state file.
 func SaveCheckpoint(c Config, dir string, s *State, seq uint64, paramsHash string) error {
-	if err := protocol.WriteFileAtomic(filepath.Join(dir, StateFile), encodeState(c, s)); err != nil {
+	if err := protocol.WriteAtomic(filepath.Join(dir, StateFile), func(w io.Writer) error { return encodeState(c, s, w) }); err != nil {
 		return fmt.Errorf("write %s: %w", StateFile, err)
 	}
 	step := s.Step

@@ -19,9 +19,11 @@
 package protocol
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -111,6 +113,15 @@ func WriteMarker(dir string, m *Marker) error {
 // WriteFileAtomic writes data to path through a fsynced temporary file and a
 // rename, so readers see the old content or the new one, never a torn file.
 func WriteFileAtomic(path string, data []byte) error {
+	return WriteAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic is WriteFileAtomic for content streamed by write, so a large
+// checkpoint never has to be held in memory whole.
+func WriteAtomic(path string, write func(w io.Writer) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -122,7 +133,12 @@ func WriteFileAtomic(path string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := write(bw); err != nil {
+		f.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		f.Close()
 		return err
 	}
