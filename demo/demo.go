@@ -35,6 +35,9 @@ type Config struct {
 	// StateDir is a directory every client reaches (the simulated planner
 	// jobs keep their global step there).
 	StateDir string
+	// CheckpointStore is the driver's checkpoint store; the demo removes
+	// its own jobs' checkpoints there before it starts.
+	CheckpointStore string
 	// Steps is the length of the checkpointed training run.
 	Steps int
 	// SkipPlanner leaves out the planner part.
@@ -78,6 +81,9 @@ func New(cfg Config, out io.Writer) (*Demo, error) {
 // Run runs every part of the scenario in turn and prints the summary.
 func (d *Demo) Run(ctx context.Context) (*Result, error) {
 	res := &Result{}
+	if err := d.cleanup(ctx); err != nil {
+		return res, fmt.Errorf("cleaning up an earlier run: %w", err)
+	}
 	var err error
 	d.step("1/4 GPU sharing: two jobs ask for 2 of a GPU's 4 shares")
 	if res.Sharing, err = d.sharing(ctx); err != nil {
@@ -124,13 +130,14 @@ func Main(args []string) int {
 	fs.StringVar(&cfg.NomadAddr, "nomad-addr", envOr("NOMAD_ADDR", "http://127.0.0.1:4646"), "Nomad HTTP address")
 	fs.StringVar(&cfg.ConsulAddr, "consul-addr", envOr("CONSUL_HTTP_ADDR", "127.0.0.1:8500"), "Consul HTTP address")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory every client reaches (required)")
+	fs.StringVar(&cfg.CheckpointStore, "checkpoint-store", "", "the driver's checkpoint store (required)")
 	fs.IntVar(&cfg.Steps, "steps", 6000, "steps of the checkpointed training run")
 	fs.BoolVar(&cfg.SkipPlanner, "skip-planner", false, "leave out the planner part")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if cfg.CaravanBin == "" || cfg.StateDir == "" {
-		fmt.Fprintln(os.Stderr, "caravan demo: -caravan-bin and -state-dir are required")
+	if cfg.CaravanBin == "" || cfg.StateDir == "" || cfg.CheckpointStore == "" {
+		fmt.Fprintln(os.Stderr, "caravan demo: -caravan-bin, -state-dir and -checkpoint-store are required")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -19,6 +19,7 @@ build/caravan demo \
   -nomad-bin "$root/build/bin/nomad" \
   -caravan-bin "$CARAVAN_CLUSTER_DIR/plugins/caravan" \
   -state-dir "$CARAVAN_CLUSTER_DIR/checkpoints" \
+  -checkpoint-store "$CARAVAN_CLUSTER_DIR/checkpoints" \
   -nomad-addr "$NOMAD_ADDR" \
   -consul-addr "$CONSUL_HTTP_ADDR" || status=$?
 

@@ -37,13 +37,14 @@ func TestUI_DemoStory(t *testing.T) {
 		out = os.Stdout
 	}
 	d, err := demo.New(demo.Config{
-		Root:       c.Root,
-		NomadBin:   c.NomadBin,
-		CaravanBin: c.Bin,
-		NomadAddr:  c.NomadAddr,
-		ConsulAddr: strings.TrimPrefix(c.ConsulAddr, "http://"),
-		StateDir:   c.CheckpointDir,
-		Steps:      6000,
+		Root:            c.Root,
+		NomadBin:        c.NomadBin,
+		CaravanBin:      c.Bin,
+		NomadAddr:       c.NomadAddr,
+		ConsulAddr:      strings.TrimPrefix(c.ConsulAddr, "http://"),
+		StateDir:        c.CheckpointDir,
+		CheckpointStore: c.CheckpointDir,
+		Steps:           6000,
 	}, out)
 	must.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

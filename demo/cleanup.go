@@ -1,0 +1,64 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+)
+
+// demoJobs are the job IDs the demo submits.
+var demoJobs = []string{"share-a", "share-b", trainJob, "sim-a", "sim-b"}
+
+// cleanup purges what an earlier run of the demo left: its jobs (Nomad does
+// not re-run a finished batch job whose spec is unchanged), their
+// checkpoints (a new run would resume from them) and the simulated jobs'
+// shared step files. The planner job is left running.
+func (d *Demo) cleanup(ctx context.Context) error {
+	var purged []string
+	for _, id := range demoJobs {
+		if _, _, err := d.nomad.Jobs().Info(id, nil); err != nil {
+			var resp nomadapi.UnexpectedResponseError
+			if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
+				continue
+			}
+			return err
+		}
+		if _, _, err := d.nomad.Jobs().Deregister(id, true, nil); err != nil {
+			return err
+		}
+		purged = append(purged, id)
+	}
+	for _, id := range purged {
+		err := d.poll(ctx, "the earlier run's "+id+" to stop", 2*time.Minute, func() (bool, error) {
+			as, _, err := d.nomad.Allocations().List(&nomadapi.QueryOptions{
+				Filter: fmt.Sprintf(`JobID == %q and (ClientStatus == "running" or ClientStatus == "pending")`, id),
+			})
+			return err == nil && len(as) == 0, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(purged) > 0 {
+		d.say("purged the previous demo run's jobs %v", purged)
+	}
+	for _, id := range demoJobs {
+		// The checkpoint store's key directory (namespace/job/...) and the
+		// simulated jobs' step files (jobspecs/planner-train-sim.nomad.hcl).
+		for _, dir := range []string{
+			filepath.Join(d.cfg.CheckpointStore, "default", id),
+			filepath.Join(d.cfg.StateDir, "default-"+id),
+		} {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
