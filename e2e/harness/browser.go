@@ -49,7 +49,7 @@ func Browser(t testing.TB, timeout time.Duration) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-default-apps", true),
 		chromedp.Flag("disable-extensions", true),
-		chromedp.WindowSize(1440, 1000),
+		chromedp.WindowSize(1440, 1800),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
