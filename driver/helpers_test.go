@@ -173,6 +173,17 @@ func (td *testDriver) waitEvent(t *testing.T, substr string) *drivers.TaskEvent 
 	}
 }
 
+// waitIdle waits until no checkpoint of the task is in flight.
+func (td *testDriver) waitIdle(t testing.TB, taskID string) {
+	t.Helper()
+	h, ok := td.d.tasks.Get(taskID)
+	must.True(t, ok)
+	must.Wait(t, wait.InitialSuccess(
+		wait.BoolFunc(func() bool { return len(h.ckpt.sem) == 0 }),
+		wait.Timeout(time.Minute), wait.Gap(5*time.Millisecond),
+	))
+}
+
 func (td *testDriver) waitExit(t *testing.T, taskID string) *drivers.ExitResult {
 	t.Helper()
 	ch, err := td.WaitTask(context.Background(), taskID)
