@@ -192,11 +192,12 @@ func (sf *sharedFile) done() {
 // the bytes of new chunks written. Every chunk and chunk directory is durable
 // when it returns nil.
 //
-// Durability is batched: workers write new chunks to temp files and only
-// start their writeback; once all are written, the temp files are fsynced in
-// parallel, renamed into place, and the chunk directories fsynced. This keeps
-// the disk busy while hashing and costs a few journal commits instead of one
-// per chunk.
+// Workers hash chunks straight from a read-only map of each source file and
+// write new ones to temp files with O_DIRECT (buffered plus an early
+// writeback where the file system refuses it). Durability is batched: once
+// all are written, the temp files are fdatasynced in parallel, renamed into
+// place, and the chunk directories fsynced, which costs a few journal commits
+// instead of one per chunk.
 func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntry) (int64, error) {
 	root, err := os.OpenRoot(srcDir)
 	if err != nil {

@@ -190,4 +190,13 @@ func TestCorruptSharedChunkHeals(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, uint64(2), res.Manifest.Generation)
 	must.Eq(t, snapshot(t, src), snapshot(t, dst))
+
+	// GC empties the quarantine.
+	q, err := os.ReadDir(filepath.Join(s.root, ".corrupt"))
+	must.NoError(t, err)
+	must.Len(t, 1, q)
+	must.NoError(t, s.GC(key))
+	q, err = os.ReadDir(filepath.Join(s.root, ".corrupt"))
+	must.NoError(t, err)
+	must.SliceEmpty(t, q)
 }

@@ -12,8 +12,8 @@ import (
 )
 
 // GC keeps the key's last Retain generations, deletes its older manifests,
-// then deletes every chunk that no manifest of any key references, and the
-// temp files of crashed commits.
+// then deletes every chunk that no manifest of any key references, the temp
+// files of crashed commits and the chunks Restore quarantined in .corrupt/.
 //
 // The chunk sweep holds the store-wide lock exclusively, so it waits for
 // commits and restores in flight (which hold it shared) and none start
@@ -128,8 +128,16 @@ func (s *Store) sweep(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// Quarantined chunks were moved aside by Restore for inspection; no
+	// manifest can use them.
+	quarantined, _ := os.ReadDir(filepath.Join(s.root, ".corrupt"))
+	for _, e := range quarantined {
+		if err := os.Remove(filepath.Join(s.root, ".corrupt", e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	s.logger.Info("garbage collected", "chunks_deleted", deleted, "bytes_freed", bytes,
-		"chunks_kept", len(referenced), "temp_files_deleted", len(tmps))
+		"chunks_kept", len(referenced), "temp_files_deleted", len(tmps), "quarantined_deleted", len(quarantined))
 	if len(errs) > 0 {
 		return fmt.Errorf("gc: %w", errors.Join(errs...))
 	}
