@@ -37,6 +37,9 @@ type Speed struct {
 	Form    SpeedForm
 	Theta   []float64 // t0, t1, ... (all >= 0)
 	Quality FitQuality
+	// MaxWorkers is the largest worker count among the fitted samples (0:
+	// unknown); OptimisticStepsPerSecond extrapolates no further than it.
+	MaxWorkers int
 }
 
 // features returns the linear features of the form and whether the fit
@@ -92,6 +95,27 @@ func (s Speed) StepsPerSecond(w, p, n int, m float64) float64 {
 	return 1 / t
 }
 
+// OptimisticStepsPerSecond is the speed an explorer assumes: the same as
+// StepsPerSecond up to MaxWorkers, and beyond it the all-reduce form's ring
+// term t4*max(w-2, 0) stays at its value for the largest ring measured.
+// The samples say nothing about how synchronisation grows past that ring; a
+// slope fitted inside one node, extrapolated, predicts that larger jobs are
+// slower and so keeps them from ever being measured (optimism in the face of
+// uncertainty; the caller bounds how far it explores, e.g. Pollux's rule of
+// at most twice the largest size measured). The other forms are returned
+// unchanged.
+func (s Speed) OptimisticStepsPerSecond(w, p, n int, m float64) float64 {
+	f := s.StepsPerSecond(w, p, n, m)
+	if s.Form != AllReduce || s.MaxWorkers <= 0 || w <= s.MaxWorkers || f <= 0 || len(s.Theta) != 5 {
+		return f
+	}
+	t := 1/f - s.Theta[4]*(math.Max(float64(w)-2, 0)-math.Max(float64(s.MaxWorkers)-2, 0))
+	if t <= 0 {
+		return f
+	}
+	return 1 / t
+}
+
 // FitSpeed fits a speed form to samples by non-negative least squares on
 // the form's linearisation, each row scaled by its target so residuals are
 // relative (a 10% error counts the same for fast and slow samples).
@@ -124,6 +148,9 @@ func FitSpeed(form SpeedForm, samples []SpeedSample) (Speed, error) {
 		return Speed{}, err
 	}
 	sp := Speed{Form: form, Theta: theta}
+	for _, s := range samples {
+		sp.MaxWorkers = max(sp.MaxWorkers, s.Workers)
+	}
 	pred := make([]float64, len(samples))
 	obs := make([]float64, len(samples))
 	for i, s := range samples {

@@ -97,3 +97,32 @@ func TestEfficiency(t *testing.T) {
 	// Pure noise: bigger batches are free.
 	must.True(t, math.Abs(Efficiency(0, 1, 128, 1024)-1) < 1e-12)
 }
+
+// TestOptimisticStepsPerSecond: up to the largest fitted worker count the
+// optimistic speed is the fitted one; beyond it the all-reduce ring term
+// stops growing; other forms are unchanged.
+func TestOptimisticStepsPerSecond(t *testing.T) {
+	truth := Speed{Form: AllReduce, Theta: []float64{0.0005, 0.02, 0.01, 0.05, 0.002}}
+	var train []SpeedSample
+	for _, w := range []int{1, 2, 4} {
+		for _, m := range []float64{256, 512, 1024} {
+			train = append(train, SpeedSample{Workers: w, Nodes: 1, Batch: m, StepsPerSec: truth.StepsPerSecond(w, 0, 1, m)})
+		}
+	}
+	got, err := FitSpeed(AllReduce, train)
+	must.NoError(t, err)
+	must.Eq(t, 4, got.MaxWorkers)
+	for _, w := range []int{1, 2, 3, 4} {
+		must.Eq(t, got.StepsPerSecond(w, 0, 1, 512), got.OptimisticStepsPerSecond(w, 0, 1, 512))
+	}
+	for _, w := range []int{5, 8, 16} {
+		n := (w + 3) / 4
+		th := got.Theta
+		want := 1 / (th[0]*512/float64(w) + th[1] + th[3] + th[4]*2)
+		opt := got.OptimisticStepsPerSecond(w, 0, n, 512)
+		must.True(t, math.Abs(opt-want) <= 1e-9*want, must.Sprintf("w=%d: %v want %v", w, opt, want))
+		must.True(t, opt >= got.StepsPerSecond(w, 0, n, 512))
+	}
+	ps := Speed{Form: PSSync, Theta: []float64{0.001, 0.01, 0.02, 0.001, 0.001}, MaxWorkers: 2}
+	must.Eq(t, ps.StepsPerSecond(8, 2, 2, 512), ps.OptimisticStepsPerSecond(8, 2, 2, 512))
+}

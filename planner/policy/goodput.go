@@ -16,9 +16,10 @@ import (
 //     with concave speedup, the allocation minimising mean response time
 //     serves every job but gives more to jobs with less remaining work, by
 //     rank rather than by size. We maximise sum_j c_j * speedup_j(w_j) where
-//     jobs are ranked by predicted remaining time at their minimum size and
-//     c = sqrt(2i-1) for the i-th longest job (heSRPT's weights for a
-//     square-root speedup). Optimus's gain, the absolute seconds saved,
+//     jobs are ranked by predicted remaining time at their fair share of
+//     the cluster, speedup is relative to the rate at that fair share (as
+//     in Pollux), and c = sqrt(2i-1) for the i-th longest job (heSRPT's
+//     weights for a square-root speedup). Optimus's gain, the absolute seconds saved,
 //     instead favours long jobs: a GPU saves more seconds on a 12-hour job
 //     than on a 10-minute one.
 //   - Goodput: the job's SpeedModel is expected to predict goodput
@@ -61,7 +62,7 @@ type goodputRound struct {
 	look   int
 	sizes  []size
 	weight []float64 // heSRPT weight / single-size rate, per job
-	t1     []float64 // predicted remaining seconds at the minimum size
+	t1     []float64 // predicted remaining seconds at the fair share
 }
 
 // effRate is the job's predicted progress rate with w workers and ps
@@ -133,9 +134,23 @@ func (g *goodputRound) best(i, rank int) *step {
 	return out
 }
 
-// weights ranks jobs by predicted remaining time at their minimum size
+// fairWorkers is the job's fair share of the cluster's GPUs (an equal
+// split among the round's jobs), clamped to its minimum and maximum.
+func (g *goodputRound) fairWorkers(j *Job) int {
+	w := j.minWorkers()
+	if n := int64(len(g.in.Jobs)); j.Worker.GPUMilli > 0 && n > 0 {
+		w = max(w, int(g.cap.gpu/n/int64(j.Worker.GPUMilli)))
+	}
+	return min(w, j.maxWorkers())
+}
+
+// weights ranks jobs by predicted remaining time at their fair share
 // (longest first) and sets heSRPT's weight c_i = sqrt(2i-1), divided by the
-// job's rate at its minimum so that c multiplies a speedup.
+// job's rate at its fair share so that c multiplies a speedup over the fair
+// share (Pollux's normalisation). The fair share, not the minimum, is the
+// reference because a job's rate at its minimum says little about its size
+// when it scales well (or, on one GPU, needs gradient accumulation), and
+// heSRPT's ranking compares jobs by how long they would keep the cluster busy.
 func (g *goodputRound) weights() {
 	n := len(g.in.Jobs)
 	g.weight = make([]float64, n)
@@ -144,7 +159,8 @@ func (g *goodputRound) weights() {
 	idx := make([]int, n)
 	for i := range g.in.Jobs {
 		j := &g.in.Jobs[i]
-		r1[i] = j.rate(j.minWorkers(), j.MinPS, nodesFor(j.minWorkers(), j.Worker, g.gpn))
+		ref := g.fairWorkers(j)
+		r1[i] = j.rate(ref, j.MinPS, nodesFor(ref, j.Worker, g.gpn))
 		g.t1[i] = math.Inf(1)
 		if r1[i] > 0 {
 			g.t1[i] = j.remaining() / r1[i]

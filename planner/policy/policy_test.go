@@ -400,3 +400,30 @@ func TestGoodputRunsUnmodelledJobs(t *testing.T) {
 	checkPlan(t, in, plan)
 	must.Eq(t, 1, plan.Jobs[4].Workers, must.Sprintf("%s", plan.Jobs[4].Reason))
 }
+
+// TestGoodputRanksAtFairShare: heSRPT's ranking and speedup normalisation
+// use the job's fair share of the cluster, not its minimum. "scales" has more
+// work but scales linearly, so at its fair share (4 of 8 GPUs between two
+// jobs) it finishes first; "flat" cannot use a second GPU.
+func TestGoodputRanksAtFairShare(t *testing.T) {
+	linear := SpeedFunc(func(s Shape) float64 { return float64(s.Workers) })
+	flat := SpeedFunc(func(s Shape) float64 { return math.Min(float64(s.Workers), 1) })
+	in := Input{Now: t0, Cluster: gpuCluster(2, 4), Jobs: []Job{
+		gpuJob("scales", 0, 1, 8, linear, 100), // 100 s on one GPU, 25 s on four
+		gpuJob("flat", 1, 1, 8, flat, 40),      // 40 s on any size
+	}}
+	g := &goodputRound{in: in, cap: clusterTotals(in.Cluster), gpn: 4}
+	must.Eq(t, 4, g.fairWorkers(&in.Jobs[0]))
+	g.weights()
+	must.Eq(t, 25.0, g.t1[0])
+	must.Eq(t, 40.0, g.t1[1])
+	// The shorter job at the fair share gets heSRPT's larger weight; the
+	// weight multiplies the speedup over the fair-share rate.
+	must.Eq(t, math.Sqrt(3)/4, g.weight[0])
+	must.Eq(t, 1.0, g.weight[1])
+	// The fair share is clamped to the job's maximum and minimum.
+	in.Jobs[1].Max = 2
+	must.Eq(t, 2, g.fairWorkers(&in.Jobs[1]))
+	in.Jobs[1].Min, in.Jobs[1].Max = 6, 8
+	must.Eq(t, 6, g.fairWorkers(&in.Jobs[1]))
+}

@@ -20,8 +20,12 @@ func sortSamples(s []model.SpeedSample) {
 }
 
 // predictStep is a fitted model's (step, compute) time for a per-GPU batch.
+// Past the largest size its kind has been measured at, the prediction is
+// optimistic (model.Speed.OptimisticStepsPerSecond), so jobs explore larger
+// sizes within the exploration cap instead of trusting an extrapolated
+// synchronisation slope.
 func predictStep(sp *model.Speed, nodes, reps int, atomic float64) (float64, float64) {
-	f := sp.StepsPerSecond(reps, 0, nodes, atomic*float64(reps))
+	f := sp.OptimisticStepsPerSecond(reps, 0, nodes, atomic*float64(reps))
 	if f <= 0 {
 		return math.Inf(1), math.Inf(1)
 	}
