@@ -15,6 +15,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
+	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
@@ -348,4 +349,31 @@ func TestDriver_PluginKillTaskSurvives(t *testing.T) {
 		}
 	}
 	must.Eq(t, 1, started, must.Sprint("the task was restarted instead of surviving"))
+}
+
+// TestDriver_PeriodicCheckpoints runs the trainer with checkpoint_interval
+// and sees periodic generations committed while it trains.
+func TestDriver_PeriodicCheckpoints(t *testing.T) {
+	c := harness.Cluster(t)
+	setup(t, c)
+	runJob(t, c, "caravan_bin="+c.Bin, "steps="+strconv.Itoa(steps), "step_delay="+stepDelay, "checkpoint_interval=2s")
+	a := running(t, c, nil)
+	harness.Eventually(t, time.Minute, func() error {
+		n := 0
+		for _, e := range c.TaskEvents(t, a.ID, task) {
+			if e.Type == nomadapi.TaskDriverMessage && strings.Contains(e.DriverMessage, "Checkpoint saved (periodic)") {
+				n++
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("%d periodic checkpoints so far", n)
+		}
+		return nil
+	})
+	st, err := store.Open(c.CheckpointDir, store.Options{})
+	must.NoError(t, err)
+	ms, err := st.List(store.Key{Namespace: "default", Job: jobID, Group: group, Task: task, Index: 0})
+	must.NoError(t, err)
+	must.SliceNotEmpty(t, ms)
+	must.Eq(t, "periodic", ms[len(ms)-1].Meta["reason"])
 }
