@@ -587,8 +587,8 @@ func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) e
 		return drivers.ErrTaskNotFound
 	}
 	start := time.Now()
+	reserve := timeout / 5 // kept for the kill signal, however long the checkpoint took
 	if h.ckpt != nil && h.IsRunning() {
-		reserve := timeout / 5
 		waitCtx, cancel := context.WithTimeout(d.ctx, timeout-reserve)
 		if h.ckpt.acquire(waitCtx) {
 			commitCtx, cancelCommit := context.WithTimeout(d.ctx, commitTimeout)
@@ -601,7 +601,7 @@ func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) e
 		cancel()
 	}
 
-	grace := max(timeout-time.Since(start), 0)
+	grace := max(timeout-time.Since(start), reserve)
 	select {
 	case <-h.doneCh:
 		grace = 0 // already exited (e.g. on a SIGTERM-style checkpoint signal)
