@@ -19,9 +19,9 @@ import (
 //     jobs are ranked by predicted remaining time at their fair share of
 //     the cluster, speedup is relative to the rate at that fair share (as
 //     in Pollux), and c = sqrt(2i-1) for the i-th longest job (heSRPT's
-//     weights for a square-root speedup). Optimus's gain, the absolute seconds saved,
-//     instead favours long jobs: a GPU saves more seconds on a 12-hour job
-//     than on a 10-minute one.
+//     weights for a square-root speedup). Optimus's gain, the absolute
+//     seconds saved, instead favours long jobs: a GPU saves more seconds on
+//     a 12-hour job than on a 10-minute one.
 //   - Goodput: the job's SpeedModel is expected to predict goodput
 //     (throughput times statistical efficiency, from the gradient noise the
 //     job reports), so a worker that only buys a larger, less efficient
@@ -61,7 +61,7 @@ type goodputRound struct {
 	gpn    int
 	look   int
 	sizes  []size
-	weight []float64 // heSRPT weight / single-size rate, per job
+	weight []float64 // heSRPT weight / fair-share rate, per job
 	t1     []float64 // predicted remaining seconds at the fair share
 }
 
