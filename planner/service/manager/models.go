@@ -151,8 +151,15 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 		s := samples[len(samples)-1]
 		return linear(s.Workers, s.StepsPerSec), nil, samples, fmt.Errorf("speed fit: %w", err)
 	}
+	// As in the simulator: past the largest measured size the prediction is
+	// optimistic, so a job explores sizes its fitted synchronisation slope
+	// would rule out, but no further than twice what was measured.
 	return policy.SpeedFunc(func(s policy.Shape) float64 {
-		return sp.StepsPerSecond(s.Workers, s.PS, s.Nodes, batch)
+		w := s.Workers
+		if sp.MaxWorkers > 0 && w > 2*sp.MaxWorkers {
+			w = 2 * sp.MaxWorkers
+		}
+		return sp.OptimisticStepsPerSecond(w, s.PS, s.Nodes, batch)
 	}), &sp, samples, nil
 }
 
