@@ -63,11 +63,12 @@ func (c *C) RunJob(t testing.TB, path string, vars ...string) string {
 	return id
 }
 
-// StopJob stops and purges a job and waits (bounded) until its allocations
-// are no longer running, so the next test starts from a quiet cluster.
+// StopJob stops a job, waits (bounded) until its allocations have stopped
+// (so a checkpoint taken on stop is committed before the next test starts),
+// then purges it.
 func (c *C) StopJob(t testing.TB, jobID string) {
 	t.Helper()
-	if _, _, err := c.Nomad.Jobs().Deregister(jobID, true, nil); err != nil {
+	if _, _, err := c.Nomad.Jobs().Deregister(jobID, false, nil); err != nil {
 		var resp nomadapi.UnexpectedResponseError
 		if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
 			return
@@ -76,16 +77,26 @@ func (c *C) StopJob(t testing.TB, jobID string) {
 		return
 	}
 	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		allocs, _, err := c.Nomad.Allocations().List(&nomadapi.QueryOptions{
-			Filter: fmt.Sprintf(`JobID == %q and (ClientStatus == "running" or ClientStatus == "pending")`, jobID),
-		})
-		if err == nil && len(allocs) == 0 {
-			return
+	for {
+		allocs, _, err := c.Nomad.Jobs().Allocations(jobID, true, nil)
+		live := 0
+		for _, a := range allocs {
+			if a.ClientStatus == nomadapi.AllocClientStatusRunning || a.ClientStatus == nomadapi.AllocClientStatusPending {
+				live++
+			}
+		}
+		if err == nil && live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("harness: %d allocations of %s still running a minute after the stop", live, jobID)
+			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Logf("harness: allocations of %s still running a minute after the stop", jobID)
+	if _, _, err := c.Nomad.Jobs().Deregister(jobID, true, nil); err != nil {
+		t.Logf("harness: purging %s: %v", jobID, err)
+	}
 }
 
 // WaitAllocs polls the job's allocations until cond holds, and returns them.
