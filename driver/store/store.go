@@ -56,7 +56,9 @@ type Options struct {
 	// Logger receives the store's logs; a null logger when nil.
 	Logger hclog.Logger
 	// Workers is the number of goroutines hashing and copying chunks
-	// (default 2*GOMAXPROCS within [4, 16], so I/O waits overlap hashing).
+	// (default 4*GOMAXPROCS within [4, 16]: chunk I/O is synchronous
+	// O_DIRECT, so several workers per core keep the disk queue full while
+	// others hash).
 	Workers int
 }
 
@@ -96,7 +98,7 @@ func Open(root string, opts Options) (*Store, error) {
 			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = min(max(2*runtime.GOMAXPROCS(0), 4), 16)
+		opts.Workers = min(max(4*runtime.GOMAXPROCS(0), 4), 16)
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
