@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -178,4 +179,28 @@ func TestRoundTripChunkSizes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCommitCancelled checks a cancelled commit publishes nothing and leaves
+// no temp files.
+func TestCommitCancelled(t *testing.T) {
+	s := openTestStore(t, Options{})
+	key := testKey("cancel")
+	src := t.TempDir()
+	writeTree(t, src, 13)
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls atomic.Int32
+	testHook = func(step string) {
+		if step == stepChunkTempWritten && calls.Add(1) == 2 {
+			cancel()
+		}
+	}
+	t.Cleanup(func() { testHook = nil })
+	_, _, err := s.Commit(ctx, key, src, "n", nil)
+	must.ErrorIs(t, err, context.Canceled)
+	_, err = s.Latest(key)
+	must.ErrorIs(t, err, ErrNoCheckpoint)
+	tmps, err := os.ReadDir(s.tmpDir())
+	must.NoError(t, err)
+	must.SliceEmpty(t, tmps)
 }
