@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -129,6 +131,48 @@ func TestGCKeepsChunksOfCommitInFlight(t *testing.T) {
 	must.NoError(t, <-done)
 	must.NoError(t, <-gcDone)
 
+	dst := filepath.Join(t.TempDir(), "ckpt")
+	_, err = s.Restore(ctx, b, dst)
+	must.NoError(t, err)
+	must.Eq(t, snapshot(t, src), snapshot(t, dst))
+}
+
+// TestGCWaitsForCommitInOtherProcess pauses a commit in a helper process
+// right before it publishes a manifest that references chunks no published
+// manifest references any more, and checks that this process cannot take
+// the GC lock until the helper is done, and that the helper's checkpoint
+// survives the GC that follows.
+func TestGCWaitsForCommitInOtherProcess(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{Retain: 1})
+	a, b := testKey("a"), testKey("b")
+	src := t.TempDir()
+	writeTree(t, src, 21)
+	_, _, err := s.Commit(ctx, a, src, "n", nil)
+	must.NoError(t, err)
+
+	cmd := helperCmd(t, "commit", s.root, src, b.Job, envPauseAt+"="+stepChunksSynced)
+	stdin, err := cmd.StdinPipe()
+	must.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must.NoError(t, err)
+	must.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	must.NoError(t, err)
+	must.Eq(t, "paused\n", line)
+
+	other := t.TempDir()
+	writeTree(t, other, 22)
+	_, _, err = s.Commit(ctx, a, other, "n", nil)
+	must.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = s.sweep(short)
+	must.ErrorIs(t, err, context.DeadlineExceeded)
+
+	must.NoError(t, stdin.Close())
+	must.NoError(t, cmd.Wait())
+	must.NoError(t, s.GC(a))
 	dst := filepath.Join(t.TempDir(), "ckpt")
 	_, err = s.Restore(ctx, b, dst)
 	must.NoError(t, err)

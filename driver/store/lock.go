@@ -23,17 +23,28 @@ import (
 //
 // flock(2) locks belong to open file descriptions, which is what we want on
 // local file systems. On NFS Linux emulates flock with POSIX byte-range locks,
-// which are per process; the in-process locks below make the goroutines of
-// one process exclude each other regardless.
+// which belong to the process and are all dropped when the process closes any
+// descriptor of the file. So the goroutines of one process also exclude each
+// other with in-process locks, and a process holds at most one descriptor of
+// each lock file at a time: the shared store lock is taken once for all the
+// process's commits and restores in flight and released by the last one.
 
 // lockPollInterval is how often a context-aware lock retries flock(LOCK_NB).
 const lockPollInterval = 5 * time.Millisecond
 
 var (
-	procLocksMu sync.Mutex
-	procKeyLock = map[string]chan struct{}{}
-	procRWLock  = map[string]*sync.RWMutex{}
+	procLocksMu   sync.Mutex
+	procKeyLock   = map[string]chan struct{}{}
+	procStoreLock = map[string]*storeLock{}
 )
+
+// storeLock is this process's side of one store's .gc.lock.
+type storeLock struct {
+	rw      sync.RWMutex // readers: commits and restores; writer: GC sweep
+	mu      sync.Mutex   // guards readers and f
+	readers int
+	f       *os.File // the flocked descriptor while readers > 0
+}
 
 func keyProcLock(path string) chan struct{} {
 	procLocksMu.Lock()
@@ -46,15 +57,15 @@ func keyProcLock(path string) chan struct{} {
 	return ch
 }
 
-func storeProcLock(path string) *sync.RWMutex {
+func storeProcLock(path string) *storeLock {
 	procLocksMu.Lock()
 	defer procLocksMu.Unlock()
-	rw, ok := procRWLock[path]
+	l, ok := procStoreLock[path]
 	if !ok {
-		rw = &sync.RWMutex{}
-		procRWLock[path] = rw
+		l = &storeLock{}
+		procStoreLock[path] = l
 	}
-	return rw
+	return l
 }
 
 // unlocker releases a lock.
@@ -88,27 +99,43 @@ func lockKey(ctx context.Context, keyDir string) (unlocker, error) {
 // lockStore takes the store-wide lock, shared or exclusive.
 func (s *Store) lockStore(ctx context.Context, exclusive bool) (unlocker, error) {
 	path := s.root + "/.gc.lock"
-	rw := storeProcLock(path)
-	how := syscall.LOCK_SH
+	l := storeProcLock(path)
 	if exclusive {
-		how = syscall.LOCK_EX
-		rw.Lock()
-	} else {
-		rw.RLock()
+		l.rw.Lock()
+		f, err := flockFile(ctx, path, syscall.LOCK_EX)
+		if err != nil {
+			l.rw.Unlock()
+			return nil, err
+		}
+		return func() {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			_ = f.Close()
+			l.rw.Unlock()
+		}, nil
 	}
-	release := rw.RUnlock
-	if exclusive {
-		release = rw.Unlock
+	l.rw.RLock()
+	l.mu.Lock()
+	if l.readers == 0 {
+		f, err := flockFile(ctx, path, syscall.LOCK_SH)
+		if err != nil {
+			l.mu.Unlock()
+			l.rw.RUnlock()
+			return nil, err
+		}
+		l.f = f
 	}
-	f, err := flockFile(ctx, path, how)
-	if err != nil {
-		release()
-		return nil, err
-	}
+	l.readers++
+	l.mu.Unlock()
 	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-		release()
+		l.mu.Lock()
+		l.readers--
+		if l.readers == 0 {
+			_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+			_ = l.f.Close()
+			l.f = nil
+		}
+		l.mu.Unlock()
+		l.rw.RUnlock()
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -25,6 +26,7 @@ const (
 	envCrashN  = "CARAVAN_STORE_CRASH_N"
 	envLoops   = "CARAVAN_STORE_LOOPS"
 	envChunk   = "CARAVAN_STORE_CHUNK"
+	envPauseAt = "CARAVAN_STORE_PAUSE_AT" // print "paused" at this step, resume when stdin closes
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +47,14 @@ func runHelper(mode string) int {
 			if seen++; seen >= n {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // never returns
+			}
+		}
+	}
+	if step := os.Getenv(envPauseAt); step != "" {
+		testHook = func(s string) {
+			if s == step {
+				fmt.Println("paused")
+				_, _ = io.Copy(io.Discard, os.Stdin)
 			}
 		}
 	}
