@@ -175,9 +175,12 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	jobs := make(chan job, s.workers*2)
+	// Each restore worker waits on two synchronous direct I/Os per chunk (read,
+	// write), so restores run twice the workers of a commit (at most 16).
+	workers := min(2*s.workers, max(s.workers, 16))
+	jobs := make(chan job, workers*2)
 	var wg sync.WaitGroup
-	for w := 0; w < s.workers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -58,7 +58,8 @@ type Options struct {
 	// Workers is the number of goroutines hashing and copying chunks
 	// (default 4*GOMAXPROCS within [4, 16]: chunk I/O is synchronous
 	// O_DIRECT, so several workers per core keep the disk queue full while
-	// others hash).
+	// others hash). Restore runs twice as many, up to 16 (or Workers if
+	// larger), each holding one chunk-sized buffer.
 	Workers int
 }
 
