@@ -16,7 +16,6 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/shoenig/test/must"
-	"golang.org/x/sys/unix"
 )
 
 // Benchmark size: -store.bench-bytes, else $CARAVAN_STORE_BENCH_BYTES, else
@@ -281,22 +280,4 @@ func benchLogger() hclog.Logger {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
-}
-
-// evict drops the clean cached pages of every file below dir
-// (posix_fadvise DONTNEED), after a sync(2) wrote the dirty ones.
-func evict(b *testing.B, dir string) {
-	b.Helper()
-	syscall.Sync()
-	must.NoError(b, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-	}))
 }

@@ -422,7 +422,7 @@ func fdatasyncPath(p string) error {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+	if err := fdatasync(f); err != nil {
 		return fmt.Errorf("fsync %s: %w", p, err)
 	}
 	return nil

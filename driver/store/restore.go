@@ -221,7 +221,7 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 		if err := of.f.Truncate(of.e.Size); err != nil {
 			return fmt.Errorf("restore %s: %w", of.e.Path, err)
 		}
-		if err := syscall.Fdatasync(int(of.f.Fd())); err != nil {
+		if err := fdatasync(of.f); err != nil {
 			return fmt.Errorf("fsync %s: %w", of.e.Path, err)
 		}
 		if err := of.f.Chmod(of.e.Mode.Perm()); err != nil {

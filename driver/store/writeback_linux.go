@@ -15,3 +15,6 @@ import (
 func startWriteback(f *os.File, off, n int64) {
 	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
+
+// fdatasync makes f's data (and the metadata needed to read it) durable.
+func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
