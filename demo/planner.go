@@ -27,7 +27,7 @@ type PlannerResult struct {
 func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 	res := PlannerResult{Decisions: map[string][]string{}}
 	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob,
-		"caravan="+d.cfg.CaravanBin, "nomad_addr="+d.cfg.NomadAddr, "consul_addr="+d.cfg.ConsulAddr,
+		"caravan_bin="+d.cfg.CaravanBin, "nomad_addr="+d.cfg.NomadAddr, "consul_addr="+d.cfg.ConsulAddr,
 		"count=1", "interval=5s", "cooldown=20s"); err != nil {
 		return res, err
 	}
@@ -47,7 +47,7 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 	jobs := []string{"sim-a", "sim-b"}
 	for _, name := range jobs {
 		if err := d.submit(ctx, "jobspecs/planner-train-sim.nomad.hcl", name,
-			"name="+name, "caravan="+d.cfg.CaravanBin, "state_dir="+d.cfg.StateDir,
+			"name="+name, "caravan_bin="+d.cfg.CaravanBin, "state_dir="+d.cfg.StateDir,
 			"count=1", "max_workers=2", "shares=4"); err != nil {
 			return res, err
 		}

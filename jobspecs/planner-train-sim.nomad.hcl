@@ -9,7 +9,7 @@
 # It exists so the planner can be exercised end to end without the trainer or
 # the checkpointing driver; planner-train.nomad.hcl runs the real trainer.
 #
-#   nomad job run -var name=sim-a -var caravan=$PWD/build/caravan \
+#   nomad job run -var name=sim-a -var caravan_bin=$PWD/build/caravan \
 #     -var state_dir=$PWD/build/cluster/checkpoints jobspecs/planner-train-sim.nomad.hcl
 
 variable "name" {
@@ -18,7 +18,7 @@ variable "name" {
   default     = "planner-sim"
 }
 
-variable "caravan" {
+variable "caravan_bin" {
   description = "Absolute path of the caravan binary (for `caravan planner report`)."
   type        = string
 }
@@ -146,7 +146,7 @@ job "planner-sim" {
       }
 
       env {
-        CARAVAN        = var.caravan
+        CARAVAN        = var.caravan_bin
         STATE_DIR      = var.state_dir
         STEPS_PER_TICK = var.steps_per_tick
         LOSS_B0        = var.b0

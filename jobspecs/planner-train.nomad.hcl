@@ -7,14 +7,14 @@
 # "progress" sidecar relays the trainer's log lines (planner/README.md, "The
 # progress protocol", for the meta keys and for reporting directly).
 #
-#   nomad job run -var caravan=$PWD/build/caravan jobspecs/planner-train.nomad.hcl
+#   nomad job run -var caravan_bin=$PWD/build/caravan jobspecs/planner-train.nomad.hcl
 
 variable "name" {
   type    = string
   default = "planner-train"
 }
 
-variable "caravan" {
+variable "caravan_bin" {
   description = "Absolute path of the caravan binary on the clients."
   type        = string
 }
@@ -79,7 +79,7 @@ job "planner-train" {
       driver = "caravan"
 
       config {
-        command = var.caravan
+        command = var.caravan_bin
         args    = ["trainer", "-steps", "${var.steps}", "-log-every", "50", "-step-delay", var.step_delay]
 
         # The planner's suspensions (scale to 0) and scale-downs checkpoint
@@ -114,7 +114,7 @@ job "planner-train" {
       }
 
       config {
-        command = var.caravan
+        command = var.caravan_bin
         args = ["planner", "relay", "-file", "${NOMAD_ALLOC_DIR}/logs/train.stdout",
         "-urls-file", "local/planners"]
       }

@@ -15,10 +15,10 @@
 # and a Consul token with jobspecs/acl/planner-consul.policy.hcl in the
 # variable consul_token (or CONSUL_HTTP_TOKEN from Vault/Nomad Variables).
 #
-#   nomad job run -var caravan=$PWD/build/caravan \
+#   nomad job run -var caravan_bin=$PWD/build/caravan \
 #     -var nomad_addr=$NOMAD_ADDR -var consul_addr=$CONSUL_HTTP_ADDR jobspecs/planner.nomad.hcl
 
-variable "caravan" {
+variable "caravan_bin" {
   description = "Absolute path of the caravan binary on the clients."
   type        = string
 }
@@ -95,7 +95,7 @@ job "caravan-planner" {
       driver = "raw_exec"
 
       config {
-        command = var.caravan
+        command = var.caravan_bin
         args = [
           "planner", "-config", "local/planner.hcl",
           "-port", "${NOMAD_PORT_http}",

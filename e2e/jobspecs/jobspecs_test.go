@@ -21,7 +21,6 @@ func TestJobspecs_Validate(t *testing.T) {
 	c := harness.Cluster(t)
 	// Values for the variables that have no default.
 	required := map[string]string{
-		"caravan":     c.Bin,
 		"caravan_bin": c.Bin,
 		"state_dir":   c.CheckpointDir,
 	}

@@ -189,7 +189,7 @@ func action(ev nomadapi.ScalingEvent) string {
 func runSim(t *testing.T, c *harness.C, name string, vars ...string) string {
 	t.Helper()
 	bin := filepath.Join(c.Root, "build", "caravan")
-	base := []string{"name=" + name, "caravan=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
+	base := []string{"name=" + name, "caravan_bin=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
 	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default-"+name))
 	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
 }
@@ -467,7 +467,7 @@ func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
 			count = "0"
 		}
 		ids = append(ids, c.RunJob(t, "jobspecs/planner-train.nomad.hcl", fmt.Sprintf("name=real-%c-%d", 'a'+i, run),
-			"caravan="+bin, "shares=4", "count="+count, "step_delay=10ms"))
+			"caravan_bin="+bin, "shares=4", "count="+count, "step_delay=10ms"))
 	}
 	last := ids[4]
 	var suspended string
