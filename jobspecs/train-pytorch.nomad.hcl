@@ -39,6 +39,12 @@ variable "gpu_shares" {
   default     = 0
 }
 
+variable "python" {
+  description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch)."
+  type        = string
+  default     = "python3"
+}
+
 variable "checkpoint_interval" {
   description = "Periodic checkpoint interval (\"\" for none: only on stop and on demand)."
   type        = string
@@ -71,9 +77,9 @@ job "train-pytorch" {
       kill_timeout = "60s"
 
       config {
-        # env execs python3, so the checkpoint signal reaches python itself.
+        # env execs python, so the checkpoint signal reaches python itself.
         command = "/usr/bin/env"
-        args    = ["python3", "-u", "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}"]
+        args    = [var.python, "-u", "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}"]
 
         checkpoint {
           signal           = "SIGUSR1"
@@ -89,7 +95,7 @@ job "train-pytorch" {
         right_delimiter = "]]"
         data            = <<-EOF
           """Minimal PyTorch trainer following caravan's checkpoint protocol."""
-          import argparse, json, os, signal, sys, time
+          import argparse, hashlib, json, os, signal, sys, time
 
           import torch
           import torch.nn as nn
@@ -141,6 +147,7 @@ job "train-pytorch" {
               fsync_dir(os.path.dirname(path))
 
           device = "cuda" if torch.cuda.is_available() else "cpu"
+          torch.set_num_threads(1)  # same arithmetic order on every node
           torch.manual_seed(args.seed)
           model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
           opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
@@ -196,7 +203,10 @@ job "train-pytorch" {
                   now = time.time()
                   print(f"step={step} loss={loss.item():.6f} samples_per_sec={(step - n_last) * args.batch / (now - t_last):.0f}", flush=True)
                   t_last, n_last = now, step
-          print(f"final step={step}", flush=True)
+          digest = hashlib.sha256()
+          for t in model.state_dict().values():
+              digest.update(t.detach().cpu().contiguous().numpy().tobytes())
+          print(f"final step={step} loss={loss.item():.6f} params_sha256={digest.hexdigest()}", flush=True)
         EOF
       }
 
