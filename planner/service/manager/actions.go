@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
@@ -116,5 +117,7 @@ func scaleMessage(a Action) string {
 	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
 		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)
 	}
-	return msg + ": " + a.Reason
+	// The policy's reason starts with its own "marginal gain:" label; the
+	// message has named the gain already.
+	return msg + ": " + strings.TrimPrefix(a.Reason, "marginal gain: ")
 }
