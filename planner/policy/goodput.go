@@ -200,34 +200,14 @@ func (gp *Goodput) Allocate(in Input) (Plan, error) {
 			heap.Push(&h, st)
 		}
 	}
-	for h.Len() > 0 {
-		st := heap.Pop(&h).(*step)
-		j := &in.Jobs[st.job]
-		if !g.free.fits(j.Worker, st.dw) || !g.free.fits(j.PSDem, st.dps) {
-			if nst := g.best(st.job, st.rank); nst.valid {
-				heap.Push(&h, nst)
-			}
-			continue
+	grantByGain(&h, in.Jobs, &g.free, g.sizes, g.best, func(s *size) string {
+		j := &in.Jobs[s.last.job]
+		left := math.Inf(1)
+		if r := j.rate(s.w, s.ps, nodesFor(s.w, j.Worker, gpn)); r > 0 {
+			left = j.remaining() / r
 		}
-		g.free.sub(j.Worker, st.dw)
-		g.free.sub(j.PSDem, st.dps)
-		s := &g.sizes[st.job]
-		s.w += st.dw
-		s.ps += st.dps
-		s.gain = st.gain
-		s.last = st
-		s.describe = func(s *size) string {
-			j := &in.Jobs[s.last.job]
-			left := math.Inf(1)
-			if r := j.rate(s.w, s.ps, nodesFor(s.w, j.Worker, gpn)); r > 0 {
-				left = j.remaining() / r
-			}
-			return fmt.Sprintf("goodput: %d workers, %d ps, predicted %.0f s left; last step +%d %s gained %.3g weighted speedup per dominant share",
-				s.w, s.ps, left, max(s.last.dw, s.last.dps), s.last.what, s.last.gain)
-		}
-		if nst := g.best(st.job, st.rank); nst.valid {
-			heap.Push(&h, nst)
-		}
-	}
+		return fmt.Sprintf("goodput: %d workers, %d ps, predicted %.0f s left; last step +%d %s gained %.3g weighted speedup per dominant share",
+			s.w, s.ps, left, max(s.last.dw, s.last.dps), s.last.what, s.last.gain)
+	})
 	return finishOpts(gp.Name(), in, g.sizes, order, true), nil
 }

@@ -98,8 +98,7 @@ func (g *greedyCtx) best(i, rank int) *step {
 }
 
 // run grants units by marginal gain until capacity runs out or no gain is
-// positive. Only the job that received a grant is re-evaluated; a popped
-// step that no longer fits (capacity shrank) is re-evaluated and re-pushed.
+// positive.
 func (g *greedyCtx) run(order []int) {
 	h := make(stepHeap, 0, len(order))
 	for r, i := range order {
@@ -107,25 +106,33 @@ func (g *greedyCtx) run(order []int) {
 			heap.Push(&h, st)
 		}
 	}
+	grantByGain(&h, g.in.Jobs, &g.free, g.sizes, g.best, describeOptimus)
+}
+
+// grantByGain is the marginal-gain loop both greedy policies share: pop the
+// best step; if it no longer fits (capacity shrank), re-evaluate that job and
+// re-push it; else grant it, let describe name the job's new size, and
+// re-evaluate only that job.
+func grantByGain(h *stepHeap, jobs []Job, free *totals, sizes []size, best func(job, rank int) *step, describe func(*size) string) {
 	for h.Len() > 0 {
-		st := heap.Pop(&h).(*step)
-		j := &g.in.Jobs[st.job]
-		if !g.free.fits(j.Worker, st.dw) || !g.free.fits(j.PSDem, st.dps) {
-			if nst := g.best(st.job, st.rank); nst.valid {
-				heap.Push(&h, nst)
+		st := heap.Pop(h).(*step)
+		j := &jobs[st.job]
+		if !free.fits(j.Worker, st.dw) || !free.fits(j.PSDem, st.dps) {
+			if nst := best(st.job, st.rank); nst.valid {
+				heap.Push(h, nst)
 			}
 			continue
 		}
-		g.free.sub(j.Worker, st.dw)
-		g.free.sub(j.PSDem, st.dps)
-		s := &g.sizes[st.job]
+		free.sub(j.Worker, st.dw)
+		free.sub(j.PSDem, st.dps)
+		s := &sizes[st.job]
 		s.w += st.dw
 		s.ps += st.dps
 		s.gain = st.gain
 		s.last = st
-		s.describe = describeOptimus
-		if nst := g.best(st.job, st.rank); nst.valid {
-			heap.Push(&h, nst)
+		s.describe = describe
+		if nst := best(st.job, st.rank); nst.valid {
+			heap.Push(h, nst)
 		}
 	}
 }
