@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -142,8 +141,7 @@ func verifyGeneration(t *testing.T, s *Store, m *Manifest) error {
 	for i := range m.Files {
 		e := &m.Files[i]
 		for c := range e.Chunks {
-			w := chunkWriter{f: f, direct: &atomic.Bool{}, bounce: alignedBuf(directAlign)}
-			if err := s.restoreChunk(w, e, c, m.ChunkSize, &buf); err != nil {
+			if err := s.restoreChunk(f, e, c, m.ChunkSize, &buf); err != nil {
 				return err
 			}
 		}

@@ -8,14 +8,13 @@ import (
 	"unsafe"
 )
 
-// Chunk files (Commit) and restored files (Restore) are written with
-// O_DIRECT where the file system allows it: the data goes from the source
-// map straight to the device, skipping the page cache. On the VMs we measured,
-// buffered write(2) cost about 3 s of system CPU per GiB against 0.4 s for
-// direct writes, and the data must reach the disk before the commit point
-// anyway. Unaligned data, and file systems that refuse O_DIRECT (tmpfs,
-// some FUSE mounts), fall back to buffered writes, so correctness never
-// depends on it.
+// Chunk files (Commit) are written with O_DIRECT where the file system
+// allows it: the data goes from the source map straight to the device,
+// skipping the page cache. It must reach the disk before the commit point
+// anyway, and nobody reads a chunk back soon. Unaligned data, and file
+// systems that refuse O_DIRECT (tmpfs, some FUSE mounts), fall back to
+// buffered writes, so correctness never depends on it. (Restore writes
+// through the page cache: its files are read by the task next.)
 
 // directAlign is the alignment O_DIRECT needs for offsets, lengths and
 // buffers (the largest common logical block size).

@@ -9,7 +9,8 @@ import (
 )
 
 // swapDir makes the complete directory tmp become dst, then removes the old
-// contents of dst. With renameat2(RENAME_EXCHANGE) the swap is one atomic
+// contents of dst. Nothing is fsynced: a restored tree is a working copy that
+// the next task start restores again. With renameat2(RENAME_EXCHANGE) the swap is one atomic
 // step. Where exchange is unsupported it falls back to two renames (dst to
 // .<base>.old-*, tmp to dst); a crash between them leaves no dst but two
 // complete directories, never a mix, and the next Restore cleans up.
@@ -18,13 +19,10 @@ func swapDir(tmp, dst, parent, base string) error {
 		if err := os.Rename(tmp, dst); err != nil {
 			return fmt.Errorf("move restored directory into place: %w", err)
 		}
-		return syncDir(parent)
+		return nil
 	}
 	err := exchangeFn(tmp, dst)
 	if err == nil {
-		if err := syncDir(parent); err != nil {
-			return err
-		}
 		// tmp now holds the old contents.
 		_ = os.RemoveAll(tmp)
 		return nil
@@ -46,9 +44,6 @@ func swapDir(tmp, dst, parent, base string) error {
 		_ = os.Rename(oldPath, dst)
 		_ = os.RemoveAll(old)
 		return fmt.Errorf("move restored directory into place: %w", err)
-	}
-	if err := syncDir(parent); err != nil {
-		return err
 	}
 	_ = os.RemoveAll(old)
 	return nil

@@ -18,3 +18,6 @@ func startWriteback(f *os.File, off, n int64) {
 
 // fdatasync makes f's data (and the metadata needed to read it) durable.
 func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
+
+// dropCached drops f's clean pages from the page cache.
+func dropCached(f *os.File) { _ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) }
