@@ -4,10 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -62,93 +60,40 @@ func benchStore(b *testing.B, root string) *Store {
 	return s
 }
 
-// timeCp copies src to dst with `cp -r`; with fsync it then fsyncs every
-// copied file and directory, the durability a commit provides.
-func timeCp(b *testing.B, src, dst string, fsync bool) (wall, cpu time.Duration) {
-	b.Helper()
-	syscall.Sync()
-	self0, child0 := cpuTime()
-	start := time.Now()
-	out, err := exec.Command("cp", "-r", src, dst).CombinedOutput()
-	must.NoError(b, err, must.Sprintf("cp: %s", out))
-	if fsync {
-		must.NoError(b, filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			return f.Sync()
-		}))
-	}
-	wall = time.Since(start)
-	self1, child1 := cpuTime()
-	return wall, self1 - self0 + child1 - child0
-}
-
-// cpTimes accumulates wall and CPU time of an operation.
-type cpTimes struct{ wall, cpu time.Duration }
-
-func (c *cpTimes) add(wall, cpu time.Duration) { c.wall += wall; c.cpu += cpu }
-
-// reportRatios reports throughput and cp's time divided by ours (1 = as fast
-// as cp), by wall time and by CPU time.
-func reportRatios(b *testing.B, op, cp, cpSync cpTimes, bytes int64) {
-	b.ReportMetric(float64(bytes)/op.wall.Seconds()/1e6, "MB/s")
-	b.ReportMetric(cp.wall.Seconds()/op.wall.Seconds(), "ratio_vs_cp")
-	b.ReportMetric(cpSync.wall.Seconds()/op.wall.Seconds(), "ratio_vs_cp_fsync")
-	b.ReportMetric(cp.cpu.Seconds()/op.cpu.Seconds(), "cpu_ratio_vs_cp")
-	b.ReportMetric(cpSync.cpu.Seconds()/op.cpu.Seconds(), "cpu_ratio_vs_cp_fsync")
-}
-
-// cpuTime returns the CPU time (user+system) used so far by this process and
-// by its waited-for children. On a shared machine CPU time is steadier than
-// wall time; the benchmarks report both.
-func cpuTime() (self, children time.Duration) {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
-	children = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	return self, children
-}
-
 // BenchmarkCommit commits a fresh checkpoint into an empty store (every
-// chunk new) and compares with cp -r of the same files on the same disk.
+// chunk new) and compares with cp -r of the same files on the same disk, and
+// with the disk itself: raw parallel direct writes of the same bytes plus
+// fdatasync, the least time any durable copy can take. The source tree is in
+// the page cache, as after a trainer wrote it. Sub-benchmarks per memory
+// state (see memoryState).
 func BenchmarkCommit(b *testing.B) {
-	size := benchSize(b)
-	work := b.TempDir()
-	src := filepath.Join(work, "src")
-	must.NoError(b, os.Mkdir(src, 0o755))
-	writeBenchTree(b, src, size)
-	ctx := context.Background()
-	var commit, cp, cpSync cpTimes
-	b.ResetTimer()
-	b.StopTimer()
-	for i := 0; i < b.N; i++ {
-		cp.add(timeCp(b, src, filepath.Join(work, "cp"), false))
-		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
-		cpSync.add(timeCp(b, src, filepath.Join(work, "cp"), true))
-		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
+	forMemoryStates(b, func(b *testing.B, mem memoryState) {
+		size := benchSize(b)
+		work := b.TempDir()
+		src := filepath.Join(work, "src")
+		must.NoError(b, os.Mkdir(src, 0o755))
+		writeBenchTree(b, src, size)
+		ctx := context.Background()
+		r := newRounds(b, mem, work, size)
+		for r.next() {
+			r.baseline("cp", timeCp(b, r, src, filepath.Join(work, "cp"), false))
+			r.baseline("cp_fsync", timeCp(b, r, src, filepath.Join(work, "cp"), true))
+			r.baseline("disk", timeDiskWrite(b, r, src, filepath.Join(work, "disk")))
 
-		s := benchStore(b, filepath.Join(work, "store"))
-		syscall.Sync()
-		self0, _ := cpuTime()
-		start := time.Now()
-		b.StartTimer()
-		_, stats, err := s.Commit(ctx, testKey("bench"), src, "n", nil)
-		b.StopTimer()
-		self1, _ := cpuTime()
-		commit.add(time.Since(start), self1-self0)
-		must.NoError(b, err)
-		must.Eq(b, stats.Bytes, stats.NewBytes)
-		must.NoError(b, os.RemoveAll(filepath.Join(work, "store")))
-	}
-	b.SetBytes(size)
-	reportRatios(b, commit, cp, cpSync, size*int64(b.N))
+			s := benchStore(b, filepath.Join(work, "store"))
+			var stats CommitStats
+			r.op(r.timed(false, func() {
+				var err error
+				b.StartTimer()
+				_, stats, err = s.Commit(ctx, testKey("bench"), src, "n", nil)
+				b.StopTimer()
+				must.NoError(b, err)
+			}))
+			must.Eq(b, stats.Bytes, stats.NewBytes)
+			must.NoError(b, os.RemoveAll(filepath.Join(work, "store")))
+		}
+		r.report()
+	})
 }
 
 // BenchmarkRestore restores a checkpoint into a fresh directory and compares
@@ -156,42 +101,36 @@ func BenchmarkCommit(b *testing.B) {
 // tree and the store are evicted from the page cache before each timed step,
 // as on a node that restores a checkpoint another node wrote.
 func BenchmarkRestore(b *testing.B) {
-	size := benchSize(b)
-	work := b.TempDir()
-	src := filepath.Join(work, "src")
-	must.NoError(b, os.Mkdir(src, 0o755))
-	writeBenchTree(b, src, size)
-	ctx := context.Background()
-	s := benchStore(b, filepath.Join(work, "store"))
-	key := testKey("bench")
-	_, _, err := s.Commit(ctx, key, src, "n", nil)
-	must.NoError(b, err)
-	var restore, cp, cpSync cpTimes
-	b.ResetTimer()
-	b.StopTimer()
-	for i := 0; i < b.N; i++ {
-		evict(b, src)
-		cp.add(timeCp(b, src, filepath.Join(work, "cp"), false))
-		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
-		evict(b, src)
-		cpSync.add(timeCp(b, src, filepath.Join(work, "cp"), true))
-		must.NoError(b, os.RemoveAll(filepath.Join(work, "cp")))
-
-		dst := filepath.Join(work, "dst")
-		syscall.Sync()
-		evict(b, filepath.Join(work, "store"))
-		self0, _ := cpuTime()
-		start := time.Now()
-		b.StartTimer()
-		_, err := s.Restore(ctx, key, dst)
-		b.StopTimer()
-		self1, _ := cpuTime()
-		restore.add(time.Since(start), self1-self0)
+	forMemoryStates(b, func(b *testing.B, mem memoryState) {
+		size := benchSize(b)
+		work := b.TempDir()
+		src := filepath.Join(work, "src")
+		must.NoError(b, os.Mkdir(src, 0o755))
+		writeBenchTree(b, src, size)
+		ctx := context.Background()
+		s := benchStore(b, filepath.Join(work, "store"))
+		key := testKey("bench")
+		_, _, err := s.Commit(ctx, key, src, "n", nil)
 		must.NoError(b, err)
-		must.NoError(b, os.RemoveAll(dst))
-	}
-	b.SetBytes(size)
-	reportRatios(b, restore, cp, cpSync, size*int64(b.N))
+		r := newRounds(b, mem, work, size)
+		for r.next() {
+			evict(b, src)
+			r.baseline("cp", timeCp(b, r, src, filepath.Join(work, "cp"), false))
+			evict(b, src)
+			r.baseline("cp_fsync", timeCp(b, r, src, filepath.Join(work, "cp"), true))
+
+			dst := filepath.Join(work, "dst")
+			evict(b, filepath.Join(work, "store"))
+			r.op(r.timed(false, func() {
+				b.StartTimer()
+				_, err := s.Restore(ctx, key, dst)
+				b.StopTimer()
+				must.NoError(b, err)
+			}))
+			must.NoError(b, os.RemoveAll(dst))
+		}
+		r.report()
+	})
 }
 
 // BenchmarkSecondCommit changes 10% of a committed checkpoint and measures
