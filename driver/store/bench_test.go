@@ -51,6 +51,18 @@ func writeBenchTree(b *testing.B, dir string, size int64) {
 	must.NoError(b, os.WriteFile(filepath.Join(dir, "meta.json"), []byte(`{"step": 1}`), 0o644))
 }
 
+// benchSource writes a benchmark checkpoint of benchSize bytes into src
+// below a fresh work directory.
+func benchSource(b *testing.B) (size int64, work, src string) {
+	b.Helper()
+	size = benchSize(b)
+	work = b.TempDir()
+	src = filepath.Join(work, "src")
+	must.NoError(b, os.Mkdir(src, 0o755))
+	writeBenchTree(b, src, size)
+	return size, work, src
+}
+
 func benchStore(b *testing.B, root string) *Store {
 	b.Helper()
 	must.NoError(b, os.MkdirAll(root, 0o755))
@@ -68,11 +80,7 @@ func benchStore(b *testing.B, root string) *Store {
 // state (see memoryState).
 func BenchmarkCommit(b *testing.B) {
 	forMemoryStates(b, func(b *testing.B, mem memoryState) {
-		size := benchSize(b)
-		work := b.TempDir()
-		src := filepath.Join(work, "src")
-		must.NoError(b, os.Mkdir(src, 0o755))
-		writeBenchTree(b, src, size)
+		size, work, src := benchSource(b)
 		ctx := context.Background()
 		r := newRounds(b, mem, work, size)
 		for r.next() {
@@ -102,11 +110,7 @@ func BenchmarkCommit(b *testing.B) {
 // as on a node that restores a checkpoint another node wrote.
 func BenchmarkRestore(b *testing.B) {
 	forMemoryStates(b, func(b *testing.B, mem memoryState) {
-		size := benchSize(b)
-		work := b.TempDir()
-		src := filepath.Join(work, "src")
-		must.NoError(b, os.Mkdir(src, 0o755))
-		writeBenchTree(b, src, size)
+		size, work, src := benchSource(b)
 		ctx := context.Background()
 		s := benchStore(b, filepath.Join(work, "store"))
 		key := testKey("bench")
