@@ -19,10 +19,8 @@ import (
 	"syscall"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/progress"
 )
-
-// EnvProgressURL sets -report-url when the flag is not given.
-const EnvProgressURL = "CARAVAN_PROGRESS_URL"
 
 // Main runs `caravan trainer [flags]`.
 func Main(args []string) int {
@@ -40,7 +38,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if sigDefault == "" {
 		sigDefault = "SIGUSR1"
 	}
-	urlDefault := getenv(EnvProgressURL)
+	urlDefault := progress.URLFromEnv(getenv)
 
 	fs := flag.NewFlagSet("caravan trainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,8 +60,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if d := getenv("NOMAD_SECRETS_DIR"); d != "" {
 		tokenDefault = filepath.Join(d, "nomad_planner.jwt")
 	}
-	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports, if the file exists (default $NOMAD_SECRETS_DIR/nomad_planner.jwt)")
-	reportURL := fs.String("report-url", urlDefault, "POST progress as JSON to this URL (default $"+EnvProgressURL+"; empty: off)")
+	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports (default: $NOMAD_SECRETS_DIR/nomad_planner.jwt, else $NOMAD_TOKEN_planner, $NOMAD_TOKEN, secrets/nomad_token)")
+	reportURL := fs.String("report-url", urlDefault, "planner base URL to report progress to (default $"+progress.EnvURL+"; planners listed in $"+progress.EnvURLsFile+" too; empty and no file: off)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -120,16 +118,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
 	}
-	if *reportURL != "" {
-		tf := *tokenFile
-		if _, err := os.Stat(tf); tf != "" && err != nil {
-			if tf != tokenDefault {
+	if urlsFile := getenv(progress.EnvURLsFile); *reportURL != "" || urlsFile != "" {
+		token := func() string { return progress.TokenFrom(getenv) }
+		if tf := *tokenFile; tf != tokenDefault && tf != "" {
+			if _, err := os.Stat(tf); err != nil {
 				fmt.Fprintf(stderr, "caravan trainer: report-token-file: %v\n", err)
 				return 2
 			}
-			tf = "" // the default identity file is optional
+			token = TokenFromFile(tf)
 		}
-		o.Reporter = NewHTTPReporter(*reportURL, tf)
+		urls := func() []string {
+			list := progress.ReadURLsFile(urlsFile)
+			if *reportURL != "" {
+				list = append(list, *reportURL)
+			}
+			return list
+		}
+		o.Reporter = NewHTTPReporter(urls, token)
 	}
 	if env.Generation > 0 {
 		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)

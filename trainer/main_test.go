@@ -2,7 +2,6 @@ package trainer
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 const envSubprocess = "CARAVAN_TRAINER_TEST_SUBPROCESS"
@@ -170,38 +170,54 @@ func TestMain_BadFlags(t *testing.T) {
 }
 
 func TestHTTPReporter_PostsProgress(t *testing.T) {
-	var mu sync.Mutex
-	var got []Progress
-	secrets := t.TempDir()
-	must.NoError(t, os.WriteFile(filepath.Join(secrets, "nomad_planner.jwt"), []byte("tok123\n"), 0o600))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer tok123" {
-			http.Error(w, "no token", http.StatusUnauthorized)
-			return
-		}
-		var p Progress
-		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		got = append(got, p)
-		mu.Unlock()
-	}))
-	defer srv.Close()
+	for _, envName := range []string{progress.EnvURL, progress.EnvURLDeprecated} {
+		t.Run(envName, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []progress.Sample
+			secrets := t.TempDir()
+			must.NoError(t, os.WriteFile(filepath.Join(secrets, "nomad_planner.jwt"), []byte("tok123\n"), 0o600))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "Bearer tok123" {
+					http.Error(w, "no token", http.StatusUnauthorized)
+					return
+				}
+				must.Eq(t, progress.Path, r.URL.Path)
+				s, err := progress.Decode(r.Body)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+				mu.Lock()
+				got = append(got, s)
+				mu.Unlock()
+			}))
+			defer srv.Close()
 
+			var out bytes.Buffer
+			env := map[string]string{envName: srv.URL, "NOMAD_SECRETS_DIR": secrets}
+			code := run([]string{"-samples", "256", "-steps", "100", "-log-every", "50"}, func(k string) string { return env[k] }, &out, &out)
+			must.Eq(t, 0, code, must.Sprint(out.String()))
+			must.StrNotContains(t, out.String(), "progress report failed")
+			mu.Lock()
+			defer mu.Unlock()
+			must.SliceNotEmpty(t, got)
+			last := got[len(got)-1]
+			must.Eq(t, int64(100), last.Step)
+			must.True(t, last.Done)
+			must.Eq(t, int64(100), last.StepsTotal)
+			must.Positive(t, last.SamplesPerSec)
+		})
+	}
+}
+
+func TestHTTPReporter_UnreachablePlannerIsLoggedOnce(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nothing listens there any more
 	var out bytes.Buffer
-	env := map[string]string{EnvProgressURL: srv.URL, "NOMAD_SECRETS_DIR": secrets}
-	code := run([]string{"-samples", "256", "-steps", "100", "-log-every", "50"}, func(k string) string { return env[k] }, &out, &out)
+	env := map[string]string{progress.EnvURL: srv.URL, progress.EnvToken: "tok"}
+	code := run([]string{"-samples", "256", "-steps", "100", "-log-every", "10"}, func(k string) string { return env[k] }, &out, &out)
 	must.Eq(t, 0, code, must.Sprint(out.String()))
-	mu.Lock()
-	defer mu.Unlock()
-	must.SliceNotEmpty(t, got)
-	last := got[len(got)-1]
-	must.Eq(t, uint64(100), last.Step)
-	must.True(t, last.Done)
-	must.Eq(t, uint64(100), last.StepsTotal)
-	must.Positive(t, last.SamplesPerSec)
+	must.Eq(t, 1, strings.Count(out.String(), "progress report failed"), must.Sprint(out.String()))
 }
 
 func TestMain_HoldKeepsRunningAndCheckpointsTheFinalState(t *testing.T) {

@@ -1,32 +1,48 @@
 package trainer
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
+	"math"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/caravan-nomad/caravan/progress"
 )
 
-// Progress is one progress report, in the planner's progress protocol
-// (planner/README.md: POST /v1/progress). Job, Alloc and Task only label
-// local output: the planner takes the job from the token.
+// Progress is one progress report as the training loop produces it. Job,
+// Alloc and Task only label local output: the planner takes the job from
+// the token. On the wire it is a progress.Sample (see Sample).
 type Progress struct {
-	Job           string    `json:"-"`
-	Alloc         string    `json:"-"`
-	Task          string    `json:"-"`
-	Step          uint64    `json:"step"`
-	StepsTotal    uint64    `json:"steps_total"`
-	Loss          float64   `json:"loss"`
-	SamplesPerSec float64   `json:"samples_per_sec"`
-	StepsPerSec   float64   `json:"steps_per_sec"`
-	BatchSize     int       `json:"batch_size"`
-	Checkpointed  bool      `json:"checkpointed"`
-	Done          bool      `json:"done"`
-	Time          time.Time `json:"time"`
+	Job           string
+	Alloc         string
+	Task          string
+	Step          uint64
+	StepsTotal    uint64
+	Loss          float64
+	SamplesPerSec float64
+	StepsPerSec   float64
+	BatchSize     int
+	// Workers and PS are the data-parallel workers and parameter servers
+	// that produced SamplesPerSec (0: not known, e.g. a single process).
+	Workers      int
+	PS           int
+	Checkpointed bool
+	Done         bool
+	Time         time.Time
+}
+
+// Sample is the report in the planner's progress wire.
+func (p Progress) Sample() progress.Sample {
+	clamp := func(v uint64) int64 { return int64(min(v, math.MaxInt64)) }
+	return progress.Sample{
+		Step: clamp(p.Step), StepsTotal: clamp(p.StepsTotal), Loss: p.Loss,
+		SamplesPerSec: p.SamplesPerSec, StepsPerSec: p.StepsPerSec, BatchSize: p.BatchSize,
+		Workers: p.Workers, PS: p.PS, Checkpointed: p.Checkpointed, Done: p.Done,
+	}
 }
 
 // Reporter receives progress. Report must not block training for long;
@@ -40,46 +56,48 @@ type nopReporter struct{}
 
 func (nopReporter) Report(context.Context, Progress) error { return nil }
 
-// HTTPReporter POSTs each report as JSON to URL (the planner's
-// /v1/progress on 127.0.0.1), with the task's workload identity as a bearer
-// token when TokenFile is set (re-read on every report: Nomad renews it).
+// HTTPReporter sends each report to the planner(s) with progress.Client.
+// It returns an error only when reporting starts failing (the first
+// failure, or the first after a success), so the caller's log carries one
+// line per outage, not one per report: reporting never stops training.
 type HTTPReporter struct {
-	URL       string
-	TokenFile string
-	Client    *http.Client
+	Client *progress.Client
+
+	mu      sync.Mutex
+	failing bool
 }
 
-// NewHTTPReporter returns a reporter with a short per-request timeout.
-func NewHTTPReporter(url, tokenFile string) *HTTPReporter {
-	return &HTTPReporter{URL: url, TokenFile: tokenFile, Client: &http.Client{Timeout: 2 * time.Second}}
+// NewHTTPReporter reports to urls() with the token token() returns (both
+// re-read for every report: Nomad renews the token, and a URLs file lists
+// the healthy planner instances), with a short per-request timeout.
+func NewHTTPReporter(urls func() []string, token func() string) *HTTPReporter {
+	return &HTTPReporter{Client: &progress.Client{URLs: urls, Token: token, HTTP: &http.Client{Timeout: 2 * time.Second}}}
+}
+
+// TokenFromFile reads a token file on every call ("" if unreadable).
+func TokenFromFile(path string) func() string {
+	return func() string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
 }
 
 func (r *HTTPReporter) Report(ctx context.Context, p Progress) error {
-	body, err := json.Marshal(p)
-	if err != nil {
+	err := r.Client.Report(ctx, p.Sample())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := r.failing
+	r.failing = err != nil
+	if err == nil || was {
+		return nil
+	}
+	if errors.Is(err, progress.ErrNoToken) || errors.Is(err, progress.ErrNoURL) {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if r.TokenFile != "" {
-		tok, err := os.ReadFile(r.TokenFile)
-		if err != nil {
-			return fmt.Errorf("progress token: %w", err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	}
-	resp, err := r.Client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("progress report to %s: %s", r.URL, resp.Status)
-	}
-	return nil
+	return errors.Join(err, errors.New("(reported once; training carries on)"))
 }
 
 // asyncReporter runs a Reporter off the training goroutine, keeping only the

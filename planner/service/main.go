@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/caravan-nomad/caravan/planner/service/config"
+	"github.com/caravan-nomad/caravan/progress/relay"
+	"github.com/caravan-nomad/caravan/progress/report"
 )
 
 // Main runs `caravan planner [-config planner.hcl] [flags]`, or
@@ -25,10 +27,10 @@ import (
 // the config files; SIGINT and SIGTERM stop cleanly.
 func Main(args []string) int {
 	if len(args) > 0 && args[0] == "report" {
-		return reportMain(args[1:], os.Getenv, os.Stderr)
+		return report.Main(args[1:], os.Getenv, os.Stderr)
 	}
 	if len(args) > 0 && args[0] == "relay" {
-		return relayMain(args[1:], os.Getenv, os.Stderr)
+		return relay.Main(args[1:], os.Getenv, os.Stderr)
 	}
 	flags, err := config.ParseFlags(args, os.Stderr)
 	if err != nil {

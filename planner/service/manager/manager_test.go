@@ -469,3 +469,33 @@ func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {
 	must.Eq(t, a.Nodes, submit.PlacementNodes(j, "worker"))
 	must.StrContains(t, h.nomad.Events("default", "a", "worker")[0].Message, "marginal gain")
 }
+
+func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))
+	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "alloc-0", Namespace: "default", JobID: "a", TaskGroup: "worker",
+		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
+	deadlineAllocs(t, h, 1)
+	k := progress.JobKey{Namespace: "default", ID: "a"}
+	t0 := h.clk.Now()
+	report := func(step int64) {
+		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 3, PS: 2,
+			StepsTotal: 1000, GradSqr: 0.5, GradVar: 2}, Time: h.clk.Now(), AllocationID: "alloc-0"})
+	}
+	report(100)
+	h.round() // the reported shape is stable from t0 on
+	h.clk.Advance(10 * time.Second)
+	report(300)
+	must.Eq(t, t0.Add(10*time.Second), h.clk.Now())
+	fit := findJob(t, h.round(), "a").Fit
+	// The task measured its speed with 3 workers and 2 parameter servers,
+	// though Nomad shows one allocation: the sample counts for 3 and 2.
+	must.SliceLen(t, 1, fit.SpeedSamples)
+	must.Eq(t, 3, fit.SpeedSamples[0].Workers)
+	must.Eq(t, 2, fit.SpeedSamples[0].PS)
+	must.Eq(t, 20.0, fit.SpeedSamples[0].StepsPerSec)
+	must.NotNil(t, fit.LastSample)
+	must.Eq(t, int64(1000), fit.LastSample.StepsTotal)
+	must.Eq(t, 0.5, fit.LastSample.GradSqr)
+	must.Eq(t, 2.0, fit.LastSample.GradVar)
+}

@@ -29,6 +29,9 @@ type Fit struct {
 	StepsPerSec   float64   `json:"steps_per_sec"`
 	SamplesPerSec float64   `json:"samples_per_sec"`
 	Batch         float64   `json:"batch_size,omitempty"`
+	// LastSample is the newest report as the task sent it, every field
+	// (steps_total, workers, ps, grad_sqr, grad_var, ...).
+	LastSample *progress.Sample `json:"last_sample,omitempty"`
 
 	Convergence    *model.Convergence  `json:"convergence,omitempty"`
 	ConvergenceErr string              `json:"convergence_error,omitempty"`
@@ -171,6 +174,7 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if n := len(recs); n > 0 {
 		last := recs[n-1]
 		f.Step, f.Loss, f.LastReport = last.Step, last.Loss, last.Time
+		f.LastSample = &last.Sample
 		for _, r := range recs {
 			if r.Step >= f.Step {
 				f.Step, f.Loss = r.Step, r.Loss
@@ -219,6 +223,12 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if j.Spec.PSGroup != "" {
 		sh.ps = j.Count(j.Spec.PSGroup)
 	}
+	// A task that says which shape produced its speed is believed over the
+	// group counts (which lag a scale while workers join).
+	reported := f.LastSample != nil && f.LastSample.Workers > 0
+	if reported {
+		sh.workers, sh.ps = f.LastSample.Workers, f.LastSample.PS
+	}
 	if sh != mm.stableShape {
 		mm.stableShape, mm.stableSince = sh, now
 	}
@@ -228,7 +238,7 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	}
 	steps, samples, _, ok := m.cfg.Progress.Rate(pk, since)
 	f.StepsPerSec, f.SamplesPerSec = steps, samples
-	if ok && running > 0 && sh.workers == v.Workers {
+	if ok && running > 0 && (reported || sh.workers == v.Workers) {
 		mm.speed[sh] = steps
 	}
 	form := model.SpeedForm(j.Spec.SpeedModel)

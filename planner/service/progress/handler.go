@@ -3,21 +3,14 @@ package progress
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
+	wire "github.com/caravan-nomad/caravan/progress"
 )
-
-// Path is where tasks POST their progress.
-const Path = "/v1/progress"
-
-// maxBody bounds a progress request body.
-const maxBody = 64 << 10
 
 // ErrForbidden is what an Authorizer returns for a valid identity that may
 // not report (the job is not managed, the allocation is gone).
@@ -37,17 +30,27 @@ type Handler struct {
 	OnSample func(JobKey, Record)
 }
 
-type errorBody struct {
-	Error string `json:"error"`
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeBody(w, code, wire.ErrorBody{Error: msg})
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
+func writeBody(w http.ResponseWriter, code int, body wire.ErrorBody) {
 	w.Header().Set("Content-Type", "application/json")
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="caravan-planner"`)
 	}
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: msg})
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// badSample answers 400, naming the field at fault when there is one.
+func badSample(w http.ResponseWriter, err error) {
+	body := wire.ErrorBody{Error: err.Error()}
+	var fe *wire.FieldError
+	if errors.As(err, &fe) {
+		body.Field = fe.Field
+	}
+	writeBody(w, http.StatusBadRequest, body)
 }
 
 // ServeHTTP implements http.Handler.
@@ -84,21 +87,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 		return
 	}
-	var s Sample
 	// Unknown fields are ignored (a trainer may send its own job/alloc
 	// fields): which job a sample belongs to comes only from the token.
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
-	if err := dec.Decode(&s); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("decoding progress sample: %v", err))
-		return
-	}
-	if err := s.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	s, err := wire.Decode(r.Body)
+	if err != nil {
+		badSample(w, err)
 		return
 	}
 	key := JobKey{Namespace: id.Namespace, ID: id.JobID}
 	rec := Record{Sample: s, Time: h.Clock.Now(), AllocationID: id.AllocationID, Task: id.Task}
-	h.Store.Add(key, rec)
+	if err := h.Store.AddPlausible(key, rec); err != nil {
+		h.Logger.Warn("refused implausible progress report", "job", id.JobID, "namespace", id.Namespace,
+			"allocation_id", id.AllocationID, "error", err)
+		badSample(w, err)
+		return
+	}
 	if h.OnSample != nil {
 		h.OnSample(key, rec)
 	}

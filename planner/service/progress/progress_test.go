@@ -22,6 +22,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
+	wire "github.com/caravan-nomad/caravan/progress"
 )
 
 var b64 = base64.RawURLEncoding
@@ -234,13 +235,13 @@ func TestReport(t *testing.T) {
 	srv := httptest.NewServer(&Handler{Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger()})
 	defer srv.Close()
 	tok := f.sign(t, "EdDSA", "ed-1", workload("train-a", now))
-	must.NoError(t, Report(context.Background(), nil, srv.URL, tok, Sample{Step: 5, Loss: 2.5, SamplesPerSec: 10}))
-	must.NoError(t, Report(context.Background(), nil, srv.URL+Path, tok, Sample{Step: 6, Loss: 2.4, SamplesPerSec: 10}))
+	must.NoError(t, wire.Report(context.Background(), nil, srv.URL, tok, Sample{Step: 5, Loss: 2.5, SamplesPerSec: 10}))
+	must.NoError(t, wire.Report(context.Background(), nil, srv.URL+Path, tok, Sample{Step: 6, Loss: 2.4, SamplesPerSec: 10}))
 	must.SliceLen(t, 2, store.Records(JobKey{Namespace: "default", ID: "train-a"}))
-	err := Report(context.Background(), nil, srv.URL, "bad", Sample{Step: 7, Loss: 2.3})
-	must.ErrorIs(t, err, ErrRejected)
-	err = Report(context.Background(), nil, srv.URL, tok, Sample{Step: -1})
-	must.ErrorIs(t, err, ErrBadSample)
+	err := wire.Report(context.Background(), nil, srv.URL, "bad", Sample{Step: 7, Loss: 2.3})
+	must.ErrorIs(t, err, wire.ErrRejected)
+	err = wire.Report(context.Background(), nil, srv.URL, tok, Sample{Step: -1})
+	must.ErrorIs(t, err, wire.ErrBadSample)
 }
 
 func TestStoreRate(t *testing.T) {

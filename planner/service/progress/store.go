@@ -28,6 +28,10 @@ func NewStore(max int) *Store {
 func (s *Store) Add(k JobKey, r Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addLocked(k, r)
+}
+
+func (s *Store) addLocked(k JobKey, r Record) {
 	list := append(s.series[k], r)
 	if len(list) > s.max {
 		// Drop the oldest quarter at once, so Add stays amortised O(1).
@@ -35,6 +39,22 @@ func (s *Store) Add(k JobKey, r Record) {
 		list = append([]Record(nil), list[drop:]...)
 	}
 	s.series[k] = list
+}
+
+// AddPlausible stores a record unless its step advanced implausibly fast
+// since the job's newest record (Sample.ValidateAfter); the check and the
+// add are one step, so concurrent reports cannot slip past each other.
+func (s *Store) AddPlausible(k JobKey, r Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if list := s.series[k]; len(list) > 0 {
+		prev := list[len(list)-1]
+		if err := r.Sample.ValidateAfter(prev.Sample, r.Time.Sub(prev.Time)); err != nil {
+			return err
+		}
+	}
+	s.addLocked(k, r)
+	return nil
 }
 
 // Records returns a copy of a job's records, oldest first.

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 // ParseLine reads one log line. It returns ok for a progress line: one with

@@ -6,14 +6,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/caravan-nomad/caravan/planner/service/clock"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/progress"
 )
+
+// Clock is the relay's notion of time (the planner's clock.Real and
+// clock.Fake fit it).
+type Clock interface {
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Config configures a relay.
 type Config struct {
@@ -30,7 +37,7 @@ type Config struct {
 	// Nomad renews it). Defaults to progress.TokenFromEnv.
 	Token  func() string
 	HTTP   *http.Client
-	Clock  clock.Clock
+	Clock  Clock
 	Poll   time.Duration
 	Stderr io.Writer
 }
@@ -39,7 +46,7 @@ type Config struct {
 // makes relaying impossible (the log cannot be read).
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
+		cfg.Clock = realClock{}
 	}
 	if cfg.Token == nil {
 		cfg.Token = progress.TokenFromEnv
@@ -169,14 +176,7 @@ func (r *relay) complain(err error) {
 func (r *relay) urls() []string {
 	urls := append([]string(nil), r.cfg.URLs...)
 	if r.cfg.URLsFile != "" {
-		b, err := os.ReadFile(r.cfg.URLsFile)
-		if err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if l = strings.TrimSpace(l); l != "" {
-					urls = append(urls, l)
-				}
-			}
-		}
+		urls = append(urls, progress.ReadURLsFile(r.cfg.URLsFile)...)
 	}
 	return urls
 }

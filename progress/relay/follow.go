@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/caravan-nomad/caravan/planner/service/clock"
 )
 
 // follower reads lines from a log file as it grows. Given a path P that
@@ -20,7 +18,7 @@ import (
 // on when a newer one appears.
 type follower struct {
 	path  string
-	clk   clock.Clock
+	clk   Clock
 	poll  time.Duration
 	file  *os.File
 	cur   string

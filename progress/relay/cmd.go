@@ -1,4 +1,4 @@
-package service
+package relay
 
 import (
 	"context"
@@ -12,8 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/caravan-nomad/caravan/planner/service/progress"
-	"github.com/caravan-nomad/caravan/planner/service/relay"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 type urlList []string
@@ -21,16 +20,16 @@ type urlList []string
 func (u *urlList) String() string     { return strings.Join(*u, ",") }
 func (u *urlList) Set(v string) error { *u = append(*u, v); return nil }
 
-// relayMain runs `caravan planner relay ...`: a sidecar that follows a
-// training task's log and reports its progress lines (see package relay).
-func relayMain(args []string, getenv func(string) string, stderr io.Writer) int {
+// Main runs `caravan planner relay ...`: a sidecar that follows a training
+// task's log and reports its progress lines.
+func Main(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("caravan planner relay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg relay.Config
+	var cfg Config
 	var urls urlList
 	fs.StringVar(&cfg.File, "file", "", "log to follow, e.g. ${NOMAD_ALLOC_DIR}/logs/train.stdout (rotations .0, .1, ... are followed)")
 	fs.Var(&urls, "url", "planner address (repeatable; default $"+progress.EnvURL+")")
-	fs.StringVar(&cfg.URLsFile, "urls-file", "", "file listing planner addresses, one per line, re-read before each report")
+	fs.StringVar(&cfg.URLsFile, "urls-file", getenv(progress.EnvURLsFile), "file listing planner addresses, one per line, re-read before each report (default $"+progress.EnvURLsFile+")")
 	fs.DurationVar(&cfg.Every, "every", 2*time.Second, "least time between two reports")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -43,18 +42,19 @@ func relayMain(args []string, getenv func(string) string, stderr io.Writer) int 
 		return 2
 	}
 	if len(urls) == 0 && cfg.URLsFile == "" {
-		if u := getenv(progress.EnvURL); u != "" {
-			urls = append(urls, u)
-		} else {
-			fmt.Fprintf(stderr, "caravan planner relay: set -url, -urls-file or $%s\n", progress.EnvURL)
+		u := progress.URLFromEnv(getenv)
+		if u == "" {
+			fmt.Fprintf(stderr, "caravan planner relay: set -url, -urls-file, $%s or $%s\n", progress.EnvURL, progress.EnvURLsFile)
 			return 2
 		}
+		urls = append(urls, u)
 	}
 	cfg.URLs = urls
 	cfg.Stderr = stderr
+	cfg.Token = func() string { return progress.TokenFrom(getenv) }
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := relay.Run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+	if err := Run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "caravan planner relay:", err)
 		return 1
 	}
