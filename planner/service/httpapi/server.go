@@ -122,16 +122,18 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, h)
 }
 
-// JobsResponse is GET /v1/jobs.
+// JobsResponse is GET /v1/jobs: each element of Jobs is a manager.JobView
+// (or, for a view that cannot be encoded, its namespace, id, state and a
+// render_error).
 type JobsResponse struct {
 	Leader bool              `json:"leader"`
-	Jobs   []manager.JobView `json:"jobs"`
+	Jobs   []json.RawMessage `json:"jobs"`
 }
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request) {
-	resp := JobsResponse{Leader: s.Leader.IsLeader(), Jobs: []manager.JobView{}}
+	resp := JobsResponse{Leader: s.Leader.IsLeader(), Jobs: []json.RawMessage{}}
 	if last := s.Rounds.Last(); last != nil {
-		resp.Jobs = last.Jobs
+		resp.Jobs = renderJobs(last.Jobs)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -147,7 +149,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 	if last := s.Rounds.Last(); last != nil {
 		for _, j := range last.Jobs {
 			if j.Namespace == ns && j.ID == id {
-				writeJSON(w, http.StatusOK, j)
+				writeJSON(w, http.StatusOK, renderJob(j))
 				return
 			}
 		}
@@ -161,7 +163,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no decision round yet")
 		return
 	}
-	writeJSON(w, http.StatusOK, last)
+	writeJSON(w, http.StatusOK, renderRound(last))
 }
 
 // statusRecorder captures a handler's response code.

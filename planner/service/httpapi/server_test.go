@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shoenig/test/must"
 
+	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
@@ -78,4 +80,43 @@ func TestServer(t *testing.T) {
 	code, body := do("GET", "/v1/health")
 	must.Eq(t, 503, code)
 	must.StrContains(t, body, "stopping")
+}
+
+// One job's view holding a NaN (a model that went wrong) must not make
+// /v1/jobs or /v1/plan fail for every job: that job shows a render_error.
+func TestServer_OneUnrenderableJobDoesNotFailTheOthers(t *testing.T) {
+	bad := manager.JobView{Namespace: "default", ID: "bad", State: manager.StateRunning}
+	bad.Fit.Loss = math.NaN()
+	good := manager.JobView{Namespace: "default", ID: "good", State: manager.StateRunning}
+	good.Fit.Loss = 0.5
+	round := &manager.Round{Jobs: []manager.JobView{bad, good}, Actions: []manager.Action{{Job: "default/bad", Gain: math.Inf(1)}},
+		Plan: &policy.Plan{Jobs: []policy.JobPlan{{ID: "default/bad", PredictedRemaining: math.NaN()}}}}
+	s := &Server{ID: "p", Rounds: rounds{last: round}, Leader: follower{}, Source: snap{}}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	get := func(path string, v any) {
+		resp, err := http.Get(srv.URL + path)
+		must.NoError(t, err)
+		defer resp.Body.Close()
+		must.Eq(t, 200, resp.StatusCode)
+		must.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	}
+	var jobs struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	get("/v1/jobs", &jobs)
+	must.SliceLen(t, 2, jobs.Jobs)
+	must.Eq(t, "bad", jobs.Jobs[0]["id"])
+	must.StrContains(t, jobs.Jobs[0]["render_error"].(string), "NaN")
+	must.Eq(t, 0.5, jobs.Jobs[1]["model"].(map[string]any)["loss"])
+
+	var plan map[string]any
+	get("/v1/plan", &plan)
+	must.SliceLen(t, 2, plan["jobs"].([]any))
+	must.StrContains(t, plan["plan"].(map[string]any)["error"].(string), "cannot be rendered")
+	must.StrContains(t, plan["actions"].([]any)[0].(map[string]any)["error"].(string), "cannot be rendered")
+
+	var one map[string]any
+	get("/v1/jobs/default/bad", &one)
+	must.StrContains(t, one["render_error"].(string), "cannot be rendered")
 }

@@ -2,7 +2,9 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -498,4 +500,43 @@ func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
 	must.Eq(t, int64(1000), fit.LastSample.StepsTotal)
 	must.Eq(t, 0.5, fit.LastSample.GradSqr)
 	must.Eq(t, 2.0, fit.LastSample.GradVar)
+}
+
+// A poisoned series (as stored before samples had bounds: step 2^63-1, loss
+// 1e308) must not make the round unrenderable: its model is dropped with an
+// error, and every other job is unaffected.
+func TestManager_PoisonedProgressKeepsRoundRenderable(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	now := h.clk.Now()
+	for i := 1; i <= 5; i++ {
+		h.store.Add(progress.JobKey{Namespace: "default", ID: "b"}, progress.Record{
+			Sample: progress.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3, SamplesPerSec: 10},
+			Time:   now.Add(time.Duration(i) * time.Second), AllocationID: "x"})
+	}
+	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "y", Namespace: "default", JobID: "a", TaskGroup: "worker",
+		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
+	deadlineAllocs(t, h, 1)
+	h.round()
+	var poison []progress.Sample
+	for i := 1; i <= 20; i++ {
+		poison = append(poison, progress.Sample{Step: int64(i * 100), Loss: 2 / float64(i), SamplesPerSec: 10})
+	}
+	poison = append(poison, progress.Sample{Step: math.MaxInt64, Loss: 1e308, SamplesPerSec: 1e308}, progress.Sample{Step: 2100, Loss: 0.1})
+	for i, s := range poison {
+		h.store.Add(progress.JobKey{Namespace: "default", ID: "a"}, progress.Record{Sample: s, Time: h.clk.Now().Add(time.Duration(i) * time.Second), AllocationID: "y"})
+	}
+	h.clk.Advance(30 * time.Second)
+	r := h.round()
+	_, err := json.Marshal(r)
+	must.NoError(t, err)
+	a, b := findJob(t, r, "a"), findJob(t, r, "b")
+	must.Nil(t, a.Fit.Convergence)
+	must.StrContains(t, a.Fit.ConvergenceErr, "not finite")
+	must.NotNil(t, b.Fit.Convergence)
+	for _, v := range r.Jobs {
+		_, err := json.Marshal(v)
+		must.NoError(t, err, must.Sprintf("job %s", v.ID))
+	}
 }

@@ -78,6 +78,9 @@ func fitLoss(recs []progress.Record) (pts []model.LossPoint, c *model.Convergenc
 	if err != nil {
 		return pts, nil, err
 	}
+	if p := nonFinite(fit); p != "" {
+		return pts, nil, fmt.Errorf("convergence fit is not finite (%s): the reported losses or steps are out of range", p)
+	}
 	return pts, &fit, nil
 }
 
@@ -150,6 +153,11 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 		return linear(s.Workers, s.StepsPerSec), nil, samples, nil
 	}
 	sp, err := model.FitSpeed(form, samples)
+	if err == nil {
+		if p := nonFinite(sp); p != "" {
+			err = fmt.Errorf("not finite (%s)", p)
+		}
+	}
 	if err != nil {
 		s := samples[len(samples)-1]
 		return linear(s.Workers, s.StepsPerSec), nil, samples, fmt.Errorf("speed fit: %w", err)
@@ -237,6 +245,9 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 		since = w
 	}
 	steps, samples, _, ok := m.cfg.Progress.Rate(pk, since)
+	if nonFinite([]float64{steps, samples}) != "" {
+		steps, samples, ok = 0, 0, false
+	}
 	f.StepsPerSec, f.SamplesPerSec = steps, samples
 	if ok && running > 0 && (reported || sh.workers == v.Workers) {
 		mm.speed[sh] = steps

@@ -273,3 +273,49 @@ func TestStoreBounded(t *testing.T) {
 	must.LessEq(t, 40, len(recs))
 	must.Eq(t, int64(999), recs[len(recs)-1].Step)
 }
+
+// The report that poisoned a live planner (step 2^63-1, loss 1e308) and
+// its kin are refused with a 400 naming the field; a sample's every field
+// is kept; a step may not leap ahead of the job's previous report.
+func TestHandler_PlausibilityBounds(t *testing.T) {
+	f := newFakeJWKS(t)
+	now := time.Now()
+	clk := clock.NewFake(now)
+	store := NewStore(100)
+	srv := httptest.NewServer(&Handler{Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger()})
+	defer srv.Close()
+	tok := f.sign(t, "RS256", "rsa-1", workload("train-a", now))
+	post := func(body string) (int, wire.ErrorBody) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		must.NoError(t, err)
+		defer resp.Body.Close()
+		var eb wire.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&eb)
+		return resp.StatusCode, eb
+	}
+	code, _ := post(`{"step": 1000, "loss": 0.5, "samples_per_sec": 10, "workers": 4, "ps": 2, "steps_total": 5000, "grad_sqr": 0.25, "grad_var": 3}`)
+	must.Eq(t, 204, code)
+	cases := []struct{ name, body, field string }{
+		{"the poison", `{"step": 9223372036854775807, "loss": 1e308, "samples_per_sec": 1}`, "step"},
+		{"huge loss", `{"step": 1001, "loss": 1e308, "samples_per_sec": 1}`, "loss"},
+		{"huge speed", `{"step": 1001, "loss": 1, "samples_per_sec": 1e300}`, "samples_per_sec"},
+		{"a leap", `{"step": 100000000000000, "loss": 1, "samples_per_sec": 1}`, "step"},
+		{"missing loss", `{"step": 1001, "samples_per_sec": 1}`, "loss"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, eb := post(tc.body)
+			must.Eq(t, 400, code)
+			must.Eq(t, tc.field, eb.Field)
+			must.StrContains(t, eb.Error, tc.field)
+		})
+	}
+	recs := store.Records(JobKey{Namespace: "default", ID: "train-a"})
+	must.SliceLen(t, 1, recs)
+	must.Eq(t, Sample{Step: 1000, Loss: 0.5, SamplesPerSec: 10, Workers: 4, PS: 2, StepsTotal: 5000, GradSqr: 0.25, GradVar: 3}, recs[0].Sample)
+	// Going back (a restart from an older checkpoint) is fine.
+	code, _ = post(`{"step": 10, "loss": 2, "samples_per_sec": 10}`)
+	must.Eq(t, 204, code)
+}
