@@ -190,7 +190,7 @@ func (a *Agent) Reload(cfg *config.Config) {
 // Run serves until ctx ends, then stops cleanly: health turns 503, the
 // service is deregistered, leadership released, the HTTP server drained.
 func (a *Agent) Run(ctx context.Context) error {
-	srv := &http.Server{Handler: a.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := a.api.HTTPServer(httpapi.DefaultLimits())
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(a.listener) }()
 	a.log.Info("planner listening", "addr", a.Addr(), "dry_run", a.cfg.DryRun, "policy", a.cfg.Policy.Name)

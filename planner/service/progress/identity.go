@@ -109,7 +109,12 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	}
 	now := v.Clock.Now()
 	at := func(f float64) time.Time { return time.Unix(0, int64(f*1e9)) }
-	if c.Expiry != nil && now.After(at(*c.Expiry).Add(v.Leeway)) {
+	if c.Expiry == nil {
+		// A token that never expires is a credential forever: Nomad's
+		// identities with a ttl carry exp (and are renewed in place).
+		return Identity{}, unauth("token has no exp claim: give the task's planner identity a ttl")
+	}
+	if now.After(at(*c.Expiry).Add(v.Leeway)) {
 		return Identity{}, unauth("token expired at %s", at(*c.Expiry).UTC().Format(time.RFC3339))
 	}
 	if c.NotBefore != nil && now.Add(v.Leeway).Before(at(*c.NotBefore)) {

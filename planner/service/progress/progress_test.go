@@ -113,6 +113,9 @@ func TestVerifier(t *testing.T) {
 		{"expired", func() string {
 			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["exp"] = now.Add(-time.Hour).Unix() }))
 		}, "expired"},
+		{"no exp", func() string {
+			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { delete(c, "exp") }))
+		}, "no exp claim"},
 		{"not yet valid", func() string {
 			return f.sign(t, "RS256", "rsa-1", with(func(c map[string]any) { c["nbf"] = now.Add(time.Hour).Unix() }))
 		}, "not valid before"},
