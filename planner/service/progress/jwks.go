@@ -40,19 +40,38 @@ type publicKey struct {
 // even after a refresh.
 var ErrUnknownKey = errors.New("unknown signing key")
 
-// KeySet fetches Nomad's JWKS (/.well-known/jwks.json) and caches it. An
-// unknown key ID triggers a refresh (Nomad rotates keys), at most once per
-// MinRefresh so forged key IDs cannot make the planner hammer Nomad.
+// KeySet fetches Nomad's JWKS (/.well-known/jwks.json) and caches it. Every
+// task can send the planner a token naming any key ID, so an unknown ID must
+// cost little: a token with a known key never waits for a fetch; fetches run
+// outside the lock, one at a time (concurrent callers share it), at most
+// once per MinRefresh whether they succeed or fail (a failure is returned to
+// callers until then); and a key ID still unknown after a fetch is
+// remembered as unknown for UnknownTTL.
 type KeySet struct {
 	URL        string
 	HTTP       *http.Client
 	Clock      clock.Clock
 	MinRefresh time.Duration
+	UnknownTTL time.Duration
+	// FetchTimeout bounds one fetch (it does not end when the caller that
+	// started it gives up: others may be waiting for it).
+	FetchTimeout time.Duration
 
-	mu      sync.Mutex
-	keys    map[string]publicKey
-	fetched time.Time
+	mu        sync.Mutex
+	keys      map[string]publicKey
+	attempted time.Time // last fetch start; zero before the first
+	lastErr   error     // the last fetch's error, nil after a success
+	inflight  *fetchCall
+	unknown   map[string]time.Time // kid -> remembered as unknown until
 }
+
+type fetchCall struct {
+	done chan struct{}
+	err  error
+}
+
+// maxUnknown bounds the negative cache (forged IDs are unbounded).
+const maxUnknown = 4096
 
 // NewKeySet returns a KeySet for url.
 func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
@@ -62,29 +81,75 @@ func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: 10 * time.Second}
+	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: 10 * time.Second, UnknownTTL: 30 * time.Second,
+		FetchTimeout: 10 * time.Second}
 }
 
-// Key returns the key with the given ID, refreshing the set if needed.
+// Key returns the key with the given ID, refreshing the set if allowed.
 func (ks *KeySet) Key(ctx context.Context, kid string) (publicKey, error) {
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	if k, ok := ks.keys[kid]; ok {
-		return k, nil
+	for attempt := 0; ; attempt++ {
+		ks.mu.Lock()
+		if k, ok := ks.keys[kid]; ok {
+			ks.mu.Unlock()
+			return k, nil
+		}
+		now := ks.Clock.Now()
+		if until, ok := ks.unknown[kid]; ok && now.Before(until) {
+			ks.mu.Unlock()
+			return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+		}
+		call := ks.inflight
+		if call == nil && attempt == 0 && (ks.attempted.IsZero() || now.Sub(ks.attempted) >= ks.MinRefresh) {
+			call = ks.startFetch(now)
+		}
+		if call == nil {
+			// Rate limited, or our own wait ended: answer from the cache.
+			err := ks.lastErr // a failed fetch is answered until the next may run
+			if err == nil {
+				ks.rememberUnknown(kid, now)
+				err = fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+			}
+			ks.mu.Unlock()
+			return publicKey{}, err
+		}
+		ks.mu.Unlock()
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			return publicKey{}, fmt.Errorf("waiting for the JWKS: %w", ctx.Err())
+		}
+		if call.err != nil {
+			return publicKey{}, call.err
+		}
+		// Look again (the set is fresh), without starting another fetch.
 	}
-	now := ks.Clock.Now()
-	if ks.keys != nil && now.Sub(ks.fetched) < ks.MinRefresh {
-		return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+}
+
+// startFetch begins a fetch in the background; ks.mu is held.
+func (ks *KeySet) startFetch(now time.Time) *fetchCall {
+	call := &fetchCall{done: make(chan struct{})}
+	ks.inflight, ks.attempted = call, now
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ks.FetchTimeout)
+		defer cancel()
+		keys, err := ks.fetch(ctx)
+		ks.mu.Lock()
+		if err == nil {
+			ks.keys, ks.unknown = keys, nil // a new set: forget what was unknown
+		}
+		ks.lastErr, call.err, ks.inflight = err, err, nil
+		ks.mu.Unlock()
+		close(call.done)
+	}()
+	return call
+}
+
+// rememberUnknown caches kid as unknown; ks.mu is held.
+func (ks *KeySet) rememberUnknown(kid string, now time.Time) {
+	if ks.unknown == nil || len(ks.unknown) >= maxUnknown {
+		ks.unknown = map[string]time.Time{}
 	}
-	keys, err := ks.fetch(ctx)
-	if err != nil {
-		return publicKey{}, err
-	}
-	ks.keys, ks.fetched = keys, now
-	if k, ok := ks.keys[kid]; ok {
-		return k, nil
-	}
-	return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+	ks.unknown[kid] = now.Add(ks.UnknownTTL)
 }
 
 func (ks *KeySet) fetch(ctx context.Context) (map[string]publicKey, error) {

@@ -10,6 +10,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	wire "github.com/caravan-nomad/caravan/progress"
@@ -158,14 +161,137 @@ func TestKeySet_UnknownKeyRefreshIsRateLimited(t *testing.T) {
 	_, err := ks.Key(context.Background(), "rsa-1")
 	must.NoError(t, err)
 	for i := 0; i < 5; i++ {
-		_, err = ks.Key(context.Background(), "forged")
+		_, err = ks.Key(context.Background(), fmt.Sprintf("forged-%d", i))
 		must.ErrorIs(t, err, ErrUnknownKey)
 	}
 	must.Eq(t, int32(1), f.fetches.Load())
+	// After MinRefresh a new unknown ID may refresh the set (Nomad rotated
+	// its keys); an ID already found unknown stays so for UnknownTTL.
 	clk.Advance(11 * time.Second)
-	_, err = ks.Key(context.Background(), "forged")
+	_, err = ks.Key(context.Background(), "forged-0")
+	must.ErrorIs(t, err, ErrUnknownKey)
+	must.Eq(t, int32(1), f.fetches.Load())
+	_, err = ks.Key(context.Background(), "forged-new")
 	must.ErrorIs(t, err, ErrUnknownKey)
 	must.Eq(t, int32(2), f.fetches.Load())
+	clk.Advance(31 * time.Second)
+	_, err = ks.Key(context.Background(), "forged-0")
+	must.ErrorIs(t, err, ErrUnknownKey)
+	must.Eq(t, int32(3), f.fetches.Load())
+}
+
+// gatedJWKS serves the fake's key set only when let through, and fails
+// while failing is set, counting fetches.
+type gatedJWKS struct {
+	*httptest.Server
+	gate    chan struct{}
+	failing atomic.Bool
+	fetches atomic.Int32
+}
+
+func newGatedJWKS(t *testing.T, f *fakeJWKS) *gatedJWKS {
+	g := &gatedJWKS{gate: make(chan struct{})}
+	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.fetches.Add(1)
+		<-g.gate
+		if g.failing.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		resp, err := http.Get(f.URL)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(func() { g.open(); g.Close() })
+	return g
+}
+
+func (g *gatedJWKS) open() {
+	select {
+	case <-g.gate:
+	default:
+		close(g.gate)
+	}
+}
+
+// A forged key ID makes the planner fetch the JWKS; while that fetch hangs,
+// a token with a known key is verified at once, and concurrent forged IDs
+// share the one fetch.
+func TestKeySet_ForgedKidsNeverBlockKnownKeys(t *testing.T) {
+	f := newFakeJWKS(t)
+	clk := clock.NewFake(time.Now())
+	g := newGatedJWKS(t, f)
+	ks := NewKeySet(g.URL, nil, clk)
+	g.open()
+	_, err := ks.Key(context.Background(), "rsa-1")
+	must.NoError(t, err)
+	g.gate = make(chan struct{}) // the next fetch hangs
+	clk.Advance(time.Minute)
+
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			_, err := ks.Key(context.Background(), fmt.Sprintf("forged-%d", i))
+			errs <- err
+		}()
+	}
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return g.fetches.Load() == 2 }),
+		wait.Timeout(5*time.Second), wait.Gap(time.Millisecond)))
+	known := make(chan error, 1)
+	go func() { _, err := ks.Key(context.Background(), "ed-1"); known <- err }()
+	select {
+	case err := <-known:
+		must.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a known key waited for the forged IDs' JWKS fetch")
+	}
+	g.open()
+	for i := 0; i < 8; i++ {
+		must.ErrorIs(t, <-errs, ErrUnknownKey)
+	}
+	must.Eq(t, int32(2), g.fetches.Load())
+}
+
+// A failing JWKS endpoint is asked at most once per MinRefresh: the failure
+// is answered from the cache (503 to the caller, not 401).
+func TestKeySet_FailuresAreCached(t *testing.T) {
+	f := newFakeJWKS(t)
+	clk := clock.NewFake(time.Now())
+	g := newGatedJWKS(t, f)
+	g.failing.Store(true)
+	g.open()
+	ks := NewKeySet(g.URL, nil, clk)
+	for i := 0; i < 5; i++ {
+		_, err := ks.Key(context.Background(), fmt.Sprintf("k-%d", i))
+		must.Error(t, err)
+		must.False(t, errors.Is(err, ErrUnknownKey))
+		must.StrContains(t, err.Error(), "HTTP 502")
+	}
+	must.Eq(t, int32(1), g.fetches.Load())
+	g.failing.Store(false)
+	clk.Advance(11 * time.Second)
+	_, err := ks.Key(context.Background(), "rsa-1")
+	must.NoError(t, err)
+	must.Eq(t, int32(2), g.fetches.Load())
+}
+
+// A caller that gives up stops waiting; the fetch goes on for the others.
+func TestKeySet_CallerContextEndsItsWaitOnly(t *testing.T) {
+	f := newFakeJWKS(t)
+	g := newGatedJWKS(t, f)
+	ks := NewKeySet(g.URL, nil, clock.NewFake(time.Now()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := ks.Key(ctx, "rsa-1")
+	must.ErrorIs(t, err, context.Canceled)
+	g.open()
+	_, err = ks.Key(context.Background(), "rsa-1")
+	must.NoError(t, err)
+	must.Eq(t, int32(1), g.fetches.Load())
 }
 
 func TestHandler(t *testing.T) {
