@@ -42,6 +42,7 @@ type Agent struct {
 	store    *progress.Store
 	manager  *manager.Manager
 	elector  *consul.Elector
+	registry *consul.Registrar
 	api      *httpapi.Server
 	listener net.Listener
 	service  consul.Service
@@ -95,10 +96,12 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 	}
 	var leader manager.Leader = consul.AlwaysLeader{}
 	if a.consul != nil {
+		a.registry = &consul.Registrar{Client: a.consul, Service: a.service, Clock: clk, Logger: log.Named("consul"),
+			Every: max(cfg.Consul.CheckInterval, time.Second)}
 		a.elector = consul.NewElector(consul.ElectorConfig{
 			Client: a.consul, Key: cfg.Consul.LockKey, ID: id + " http://" + addr + ":" + strconv.Itoa(port),
 			CheckID: a.service.CheckID(), SessionTTL: cfg.Consul.SessionTTL, LockDelay: cfg.Consul.LockDelay,
-			Clock: clk, Logger: log,
+			BeforeSession: a.registry.Ensure, Clock: clk, Logger: log,
 		})
 		leader = a.elector
 	}
@@ -210,10 +213,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("source", a.source.Run)
 	run("manager", a.manager.Run)
 	if a.consul != nil {
-		run("consul", func(ctx context.Context) error {
-			if err := consul.Register(ctx, a.consul, a.service, a.clk, a.log.Named("consul")); err != nil {
-				return err
-			}
+		run("consul registration", a.registry.Run)
+		run("leader election", func(ctx context.Context) error {
 			go func() {
 				for {
 					select {

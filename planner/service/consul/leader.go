@@ -27,8 +27,11 @@ type ElectorConfig struct {
 	// Nomad enforce job modify indexes, so a deposed leader's late write
 	// cannot land on a job that changed since it decided.
 	LockDelay time.Duration
-	Clock     clock.Clock
-	Logger    hclog.Logger
+	// BeforeSession, if set, runs before each session is created (the
+	// Registrar's Ensure: a session on a lost check cannot be created).
+	BeforeSession func(context.Context) error
+	Clock         clock.Clock
+	Logger        hclog.Logger
 }
 
 // Elector campaigns for leadership until its context ends.
@@ -40,6 +43,12 @@ type Elector struct {
 	leader  bool
 	since   time.Time
 	changes chan bool
+	// confirmed is when the session was last known alive: the start of the
+	// last request that created or renewed it. Leadership counts only while
+	// it is younger than the session TTL (the fence: Consul invalidates the
+	// session no sooner than one TTL after the last renewal, so another
+	// instance cannot lead before this one stops writing).
+	confirmed time.Time
 }
 
 // NewElector returns an elector; call Run.
@@ -53,11 +62,31 @@ func NewElector(cfg ElectorConfig) *Elector {
 	return &Elector{cfg: cfg, log: cfg.Logger.Named("leader"), changes: make(chan bool, 8)}
 }
 
-// IsLeader reports whether this instance holds the lock now.
+// IsLeader reports whether this instance holds the lock and confirmed its
+// session within the last TTL. A leader cut off from Consul (frozen,
+// partitioned) stops being one here, before Consul could elect another.
 func (e *Elector) IsLeader() bool {
+	return !e.LeaseUntil().IsZero()
+}
+
+// LeaseUntil is when this instance's leadership stops being confirmed (zero
+// when it does not lead now). A write to Nomad must finish before it.
+func (e *Elector) LeaseUntil() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.leader
+	until := e.confirmed.Add(e.cfg.SessionTTL)
+	if !e.leader || !e.cfg.Clock.Now().Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+func (e *Elector) confirm(at time.Time) {
+	e.mu.Lock()
+	if at.After(e.confirmed) {
+		e.confirmed = at
+	}
+	e.mu.Unlock()
 }
 
 // Changes receives true when leadership is gained and false when lost.
@@ -144,18 +173,24 @@ func (e *Elector) createSession(ctx context.Context) (string, error) {
 
 // campaign acquires the lock once and holds it until it is lost or ctx ends.
 func (e *Elector) campaign(ctx context.Context) error {
+	if e.cfg.BeforeSession != nil {
+		if err := e.cfg.BeforeSession(ctx); err != nil {
+			return err
+		}
+	}
+	started := e.cfg.Clock.Now()
 	session, err := e.createSession(ctx)
 	if err != nil {
 		return err
 	}
-	renewDone := make(chan struct{})
+	e.confirm(started)
+	renewCtx, stopRenew := context.WithCancel(ctx)
 	renewErr := make(chan error, 1)
-	go func() {
-		renewErr <- e.cfg.Client.Session().RenewPeriodic(e.cfg.SessionTTL.String(), session, nil, renewDone)
-	}()
+	go func() { renewErr <- e.renew(renewCtx, session) }()
 	defer func() {
-		close(renewDone) // RenewPeriodic destroys the session on its way out
+		stopRenew()
 		<-renewErr
+		e.destroy(session)
 	}()
 
 	lock, err := e.cfg.Client.LockOpts(&consulapi.LockOptions{
@@ -202,6 +237,49 @@ func (e *Elector) campaign(ctx context.Context) error {
 		e.set(false)
 		_ = lock.Unlock()
 		return fmt.Errorf("session renewal stopped: %w", err)
+	}
+}
+
+// renew renews the session every third of its TTL, each attempt bounded by
+// that third, and records each confirmation. It returns when the session is
+// gone, when it could not be confirmed for a whole TTL, or when ctx ends.
+func (e *Elector) renew(ctx context.Context, session string) error {
+	every := e.cfg.SessionTTL / 3
+	last := e.cfg.Clock.Now()
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.cfg.Clock.After(wait):
+		}
+		started := e.cfg.Clock.Now()
+		rctx, cancel := context.WithTimeout(ctx, every)
+		entry, _, err := e.cfg.Client.Session().Renew(session, (&consulapi.WriteOptions{}).WithContext(rctx))
+		cancel()
+		switch {
+		case err == nil && entry == nil:
+			return consulapi.ErrSessionExpired
+		case err == nil:
+			e.confirm(started)
+			last, wait = started, every
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case e.cfg.Clock.Now().Sub(last) >= e.cfg.SessionTTL:
+			return fmt.Errorf("session not confirmed for %s: %w", e.cfg.SessionTTL, err)
+		default:
+			e.log.Warn("session renewal failed; retrying", "error", err)
+			wait = time.Second
+		}
+	}
+}
+
+// destroy ends the session (best effort, bounded: Consul may be away).
+func (e *Elector) destroy(session string) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.SessionTTL/3)
+	defer cancel()
+	if _, err := e.cfg.Client.Session().Destroy(session, (&consulapi.WriteOptions{}).WithContext(ctx)); err != nil {
+		e.log.Debug("destroying session", "error", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	consulapi "github.com/hashicorp/consul/api"
@@ -56,22 +57,70 @@ func (s Service) registration() *consulapi.AgentServiceRegistration {
 	}
 }
 
-// Register registers the service, retrying with backoff until it succeeds or
-// ctx ends.
-func Register(ctx context.Context, c *consulapi.Client, s Service, clk clock.Clock, log hclog.Logger) error {
+// Registrar keeps the service registered: Consul can lose its state (an
+// agent restarted without its data directory), and then sessions tied to the
+// health check fail with "Missing check" until the service is registered
+// again. Run checks the registration every Every and restores it; the
+// elector calls Ensure before each session.
+type Registrar struct {
+	Client  *consulapi.Client
+	Service Service
+	Clock   clock.Clock
+	Logger  hclog.Logger
+	// Every is how often Run checks the registration (default 5 s).
+	Every time.Duration
+
+	mu         sync.Mutex
+	registered bool
+}
+
+// Ensure registers the service unless the local agent already holds its
+// health check.
+func (r *Registrar) Ensure(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	checks, err := r.Client.Agent().ChecksWithFilterOpts("", (&consulapi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("reading the agent's checks: %w", err)
+	}
+	if _, ok := checks[r.Service.CheckID()]; ok {
+		return nil
+	}
+	if err := r.Client.Agent().ServiceRegisterOpts(r.Service.registration(), consulapi.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
+		return fmt.Errorf("registering %s: %w", r.Service.ID, err)
+	}
+	if r.registered {
+		r.Logger.Warn("registration was gone from consul (state lost?); registered again", "service_id", r.Service.ID)
+	} else {
+		r.Logger.Info("registered in consul", "service", r.Service.Name, "service_id", r.Service.ID)
+	}
+	r.registered = true
+	return nil
+}
+
+// Run keeps the registration until ctx ends, backing off while Consul is
+// unreachable. It returns ctx.Err().
+func (r *Registrar) Run(ctx context.Context) error {
+	every := r.Every
+	if every <= 0 {
+		every = 5 * time.Second
+	}
 	b := retry.New(500*time.Millisecond, 15*time.Second)
 	for {
-		err := c.Agent().ServiceRegisterOpts(s.registration(), consulapi.ServiceRegisterOpts{}.WithContext(ctx))
-		if err == nil {
-			log.Info("registered in consul", "service", s.Name, "service_id", s.ID)
-			return nil
+		wait := every
+		if err := r.Ensure(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.Logger.Warn("consul registration failed, backing off", "error", err)
+			wait = b.Next()
+		} else {
+			b.Reset()
 		}
-		if ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
 			return ctx.Err()
-		}
-		log.Warn("consul registration failed, backing off", "error", err)
-		if err := b.Wait(ctx, clk); err != nil {
-			return err
+		case <-r.Clock.After(wait):
 		}
 	}
 }

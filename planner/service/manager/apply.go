@@ -37,6 +37,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.Error = "dry-run"
 			m.log.Info("dry-run: would apply", "job", a.Job, "kind", a.Kind, "from", a.From, "to", a.To, "message", a.Message)
 			continue
+		case !m.leads():
+			// Decided as leader, but leadership is not confirmed now (the
+			// session could not be renewed): fence the write.
+			a.Status = StatusPlanned
+			a.Error = "leadership not confirmed now: not writing"
+			continue
 		case applied >= s.MaxChangesPerRound:
 			a.Status = StatusDeferred
 			a.Error = fmt.Sprintf("rate limit: %d changes per round", s.MaxChangesPerRound)
@@ -58,7 +64,9 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
 			continue
 		}
-		err := m.write(ctx, r, a, job)
+		wctx, cancel := m.fenced(ctx)
+		err := m.write(wctx, r, a, job)
+		cancel()
 		applied++
 		m.mu.Lock()
 		switch {
@@ -92,6 +100,21 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// Lease is a Leader that knows until when its leadership is confirmed
+// (consul.Elector): no write may run past it.
+type Lease interface{ LeaseUntil() time.Time }
+
+func (m *Manager) leads() bool { return m.cfg.Leader == nil || m.cfg.Leader.IsLeader() }
+
+// fenced bounds a write to the leader's lease, when the leader has one.
+func (m *Manager) fenced(ctx context.Context) (context.Context, context.CancelFunc) {
+	l, ok := m.cfg.Leader.(Lease)
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, l.LeaseUntil().Sub(m.cfg.Clock.Now()))
 }
 
 // write submits one action. Worker and parameter-server counts that change

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -539,4 +540,69 @@ func TestManager_PoisonedProgressKeepsRoundRenderable(t *testing.T) {
 		_, err := json.Marshal(v)
 		must.NoError(t, err, must.Sprintf("job %s", v.ID))
 	}
+}
+
+// leaseLeader leads until a time on the test's clock, like consul.Elector
+// with a session last confirmed at until minus the TTL.
+type leaseLeader struct {
+	mu    sync.Mutex
+	clk   clock.Clock
+	until time.Time
+}
+
+func (l *leaseLeader) LeaseUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.clk.Now().Before(l.until) {
+		return time.Time{}
+	}
+	return l.until
+}
+func (l *leaseLeader) IsLeader() bool { return !l.LeaseUntil().IsZero() }
+func (l *leaseLeader) expire() {
+	l.mu.Lock()
+	l.until = time.Time{}
+	l.mu.Unlock()
+}
+
+// lapsingWriter lets the leader's lease lapse after the first write, as when
+// Consul stops answering in the middle of a round.
+type lapsingWriter struct {
+	Writer
+	lease     *leaseLeader
+	deadlines []time.Duration
+}
+
+func (w *lapsingWriter) Scale(ctx context.Context, s submit.Scale) (submit.Result, error) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return submit.Result{}, fmt.Errorf("write without a deadline")
+	}
+	w.deadlines = append(w.deadlines, time.Until(dl))
+	res, err := w.Writer.Scale(ctx, s)
+	w.lease.expire()
+	return res, err
+}
+
+// The leader decides a round with two changes; its session lapses after the
+// first write: the second is not written, and every write is bounded by the
+// lease.
+func TestManager_FencesEveryWriteOnTheLease(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	lease := &leaseLeader{clk: h.clk, until: h.clk.Now().Add(10 * time.Second)}
+	w := &lapsingWriter{Writer: h.writer, lease: lease}
+	var err error
+	h.mgr, err = New(Config{Settings: defaultSettings(), Source: h.src, Progress: h.store, Writer: w, Leader: lease, Clock: h.clk})
+	must.NoError(t, err)
+	r := h.round()
+	must.True(t, r.Leader)
+	must.SliceLen(t, 2, r.Actions)
+	must.Eq(t, StatusApplied, r.Actions[0].Status)
+	must.Eq(t, StatusPlanned, r.Actions[1].Status)
+	must.StrContains(t, r.Actions[1].Error, "leadership not confirmed")
+	must.SliceLen(t, 1, h.nomad.WritesSnapshot())
+	must.SliceLen(t, 1, w.deadlines)
+	must.LessEq(t, 10*time.Second, w.deadlines[0])
 }

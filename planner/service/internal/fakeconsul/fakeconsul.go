@@ -28,6 +28,7 @@ type Server struct {
 	kv       map[string]*consulapi.KVPair
 	sessions map[string]consulapi.SessionEntry
 	services map[string]consulapi.AgentServiceRegistration
+	frozen   sync.RWMutex // held for writing while frozen
 }
 
 // New starts a fake Consul.
@@ -88,6 +89,40 @@ func (s *Server) Services() []string {
 	return out
 }
 
+// Wipe makes the fake lose all its state, as a Consul agent restarted
+// without its data directory does: services, checks, sessions and keys.
+func (s *Server) Wipe() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kv = map[string]*consulapi.KVPair{}
+	s.sessions = map[string]consulapi.SessionEntry{}
+	s.services = map[string]consulapi.AgentServiceRegistration{}
+	s.bump()
+}
+
+// Freeze makes every request wait until Thaw, as a Consul stopped with
+// SIGSTOP does.
+func (s *Server) Freeze() {
+	s.frozen.Lock()
+}
+
+// Thaw ends a Freeze.
+func (s *Server) Thaw() {
+	s.frozen.Unlock()
+}
+
+// checks lists the registered checks by ID; s.mu is held.
+func (s *Server) checks() map[string]*consulapi.AgentCheck {
+	out := map[string]*consulapi.AgentCheck{}
+	for _, reg := range s.services {
+		if reg.Check != nil && reg.Check.CheckID != "" {
+			out[reg.Check.CheckID] = &consulapi.AgentCheck{CheckID: reg.Check.CheckID, ServiceID: reg.ID,
+				Name: reg.Check.Name, Status: consulapi.HealthPassing}
+		}
+	}
+	return out
+}
+
 // Invalidate kills a session as Consul does when its health check fails:
 // locks it holds are released.
 func (s *Server) Invalidate(id string) {
@@ -132,6 +167,8 @@ func (s *Server) block(r *http.Request) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.frozen.RLock()
+	s.frozen.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := r.URL.Path
@@ -148,9 +185,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/v1/agent/service/deregister/"):
 		delete(s.services, strings.TrimPrefix(p, "/v1/agent/service/deregister/"))
 		s.bump()
+	case p == "/v1/agent/checks":
+		s.reply(w, s.checks())
 	case p == "/v1/session/create":
 		var se consulapi.SessionEntry
 		_ = json.NewDecoder(r.Body).Decode(&se)
+		checks := s.checks()
+		for _, sc := range se.ServiceChecks {
+			if _, ok := checks[sc.ID]; !ok {
+				// What Consul answers for a session on a check it lost.
+				http.Error(w, fmt.Sprintf("Missing check '%s' registration", sc.ID), 500)
+				return
+			}
+		}
 		s.nextID++
 		id := fmt.Sprintf("session-%d", s.nextID)
 		se.ID = id
