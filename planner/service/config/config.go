@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -148,6 +149,18 @@ func Default() *Config {
 }
 
 // Validate reports every invalid field, naming it.
+// Bounds on settings: far beyond any sensible value, they turn a typo (or
+// `max_samples = 1e18`, which would let tasks grow the planner's memory
+// without limit) into a clear error.
+const (
+	MaxDuration        = 7 * 24 * time.Hour
+	MaxMinGain         = 1e9
+	MaxSamples         = 1_000_000
+	MaxSharesPerGPU    = 4096
+	MaxGPUsPerNode     = 1024
+	MaxChangesPerRound = 10_000
+)
+
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -161,6 +174,20 @@ func (c *Config) Validate() error {
 	}
 	if c.Nomad.BlockingWait <= 0 {
 		bad("nomad.blocking_wait", "must be positive")
+	}
+	durations := []struct {
+		field string
+		d     time.Duration
+	}{
+		{"nomad.blocking_wait", c.Nomad.BlockingWait}, {"policy.interval", c.Policy.Interval},
+		{"policy.cooldown", c.Policy.Cooldown}, {"policy.restart_cost", c.Policy.RestartCost},
+		{"policy.suspend_quantum", c.Policy.SuspendQuantum}, {"consul.check_interval", c.Consul.CheckInterval},
+		{"consul.lock_delay", c.Consul.LockDelay},
+	}
+	for _, d := range durations {
+		if d.d > MaxDuration {
+			bad(d.field, "must be at most %s, got %s", MaxDuration, d.d)
+		}
 	}
 	if c.Consul.Enabled {
 		if c.Consul.ServiceName == "" {
@@ -188,20 +215,20 @@ func (c *Config) Validate() error {
 	if c.Policy.RestartCost < 0 {
 		bad("policy.restart_cost", "must not be negative")
 	}
-	if c.Policy.MaxChangesPerRound < 1 {
-		bad("policy.max_changes_per_round", "must be at least 1, got %d", c.Policy.MaxChangesPerRound)
+	if c.Policy.MaxChangesPerRound < 1 || c.Policy.MaxChangesPerRound > MaxChangesPerRound {
+		bad("policy.max_changes_per_round", "must be in 1..%d, got %d", MaxChangesPerRound, c.Policy.MaxChangesPerRound)
 	}
-	if c.Policy.MinGain < 0 {
-		bad("policy.min_gain", "must not be negative")
+	if math.IsNaN(c.Policy.MinGain) || c.Policy.MinGain < 0 || c.Policy.MinGain > MaxMinGain {
+		bad("policy.min_gain", "must be in 0..%g, got %v", MaxMinGain, c.Policy.MinGain)
 	}
 	if c.Policy.SuspendQuantum <= 0 {
 		bad("policy.suspend_quantum", "must be positive")
 	}
-	if c.Capacity.SharesPerGPU < 0 {
-		bad("capacity.shares_per_gpu", "must not be negative")
+	if c.Capacity.SharesPerGPU < 0 || c.Capacity.SharesPerGPU > MaxSharesPerGPU {
+		bad("capacity.shares_per_gpu", "must be in 0..%d, got %d", MaxSharesPerGPU, c.Capacity.SharesPerGPU)
 	}
-	if c.Capacity.GPUsPerNode < 0 {
-		bad("capacity.gpus_per_node", "must not be negative")
+	if c.Capacity.GPUsPerNode < 0 || c.Capacity.GPUsPerNode > MaxGPUsPerNode {
+		bad("capacity.gpus_per_node", "must be in 0..%d, got %d", MaxGPUsPerNode, c.Capacity.GPUsPerNode)
 	}
 	if c.Capacity.GPUsPerNode == 0 && c.Capacity.Device == "" {
 		bad("capacity", "set device (discovery) or gpus_per_node (fixed)")
@@ -209,8 +236,8 @@ func (c *Config) Validate() error {
 	if c.Capacity.GPUsPerNode > 0 && c.Capacity.SharesPerGPU == 0 {
 		bad("capacity.shares_per_gpu", "must be set with gpus_per_node")
 	}
-	if c.Progress.MaxSamples < 10 {
-		bad("progress.max_samples", "must be at least 10, got %d", c.Progress.MaxSamples)
+	if c.Progress.MaxSamples < 10 || c.Progress.MaxSamples > MaxSamples {
+		bad("progress.max_samples", "must be in 10..%d, got %d", MaxSamples, c.Progress.MaxSamples)
 	}
 	return errors.Join(errs...)
 }

@@ -101,6 +101,10 @@ func TestLoad_Errors(t *testing.T) {
 		{"invalid value", `policy { max_changes_per_round = 0 }`, "policy.max_changes_per_round"},
 		{"short ttl", `consul { session_ttl = "1s" }`, "consul.session_ttl"},
 		{"fixed gpus need shares", `capacity { gpus_per_node = 2 }`, "capacity.shares_per_gpu"},
+		{"absurd max_samples", `progress { max_samples = 1e18 }`, "progress.max_samples"},
+		{"absurd shares", `capacity { shares_per_gpu = 1000000 }`, "capacity.shares_per_gpu"},
+		{"huge min_gain", `policy { min_gain = 1e300 }`, "policy.min_gain"},
+		{"huge interval", `policy { interval = "100000h" }`, "policy.interval"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
