@@ -1,0 +1,341 @@
+package adversarial
+
+// Helpers of the planner's adversarial tests (planner_test.go): planner
+// processes on the host, the cluster's Consul agent, task tokens. Names
+// start with "pl" so they never collide with other files of the package.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/progress"
+)
+
+// plProc is one planner process started by a test.
+type plProc struct {
+	name, url, log, config string
+	port                   int
+	cmd                    *exec.Cmd
+	logFile                *os.File
+}
+
+func plFreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// plStart runs `caravan planner` as a host process (so a test can kill -9
+// it) with the session TTL the tests reason about, on port (0: a free one);
+// policy lines are added to the policy block.
+func plStart(t *testing.T, c *harness.C, name string, port int, policy ...string) *plProc {
+	t.Helper()
+	if port == 0 {
+		port = plFreePort(t)
+	}
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+log_level = "debug"
+bind_addr = "127.0.0.1"
+port      = %d
+nomad {
+  address       = %q
+  blocking_wait = "30s"
+}
+consul {
+  address        = %q
+  service_id     = "caravan-planner-adv-%s"
+  check_interval = "1s"
+  session_ttl    = "%s"
+}
+policy {
+  name            = "optimus"
+  interval        = "3s"
+  cooldown        = "10s"
+  restart_cost    = "5s"
+  suspend_quantum = "30s"
+  %s
+}
+capacity {
+  device = "caravan/gpushare"
+}
+`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, plSessionTTL, strings.Join(policy, "\n  "))
+	path := filepath.Join(dir, "planner.hcl")
+	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	p := &plProc{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, config: path,
+		log: filepath.Join(dir, "planner.log")}
+	var err error
+	p.logFile, err = os.Create(p.log)
+	must.NoError(t, err)
+	p.cmd = exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
+	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
+	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr)
+	must.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("planner %s log (tail):\n%s", name, plTail(string(b), 60))
+		}
+	})
+	return p
+}
+
+// plSessionTTL is the planners' Consul session TTL in these tests.
+const plSessionTTL = 10 * time.Second
+
+// stop ends the process (SIGTERM, then SIGKILL after 10 s); idempotent.
+func (p *plProc) stop() {
+	if p.cmd.ProcessState == nil {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-done
+		}
+	}
+	p.logFile.Close()
+}
+
+// kill9 kills the process at once, as a crash does.
+func (p *plProc) kill9() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+func plTail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func plGetJSON(url string, v any) error {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+type plHealth struct {
+	Leader bool `json:"leader"`
+	Synced bool `json:"nomad_synced"`
+}
+
+func (p *plProc) health() (plHealth, error) {
+	var h plHealth
+	err := plGetJSON(p.url+"/v1/health", &h)
+	return h, err
+}
+
+// waitLeading waits until the planner says it leads (want) or not.
+func (p *plProc) waitLeading(t *testing.T, want bool, timeout time.Duration) {
+	t.Helper()
+	harness.Eventually(t, timeout, func() error {
+		h, err := p.health()
+		if err != nil {
+			return err
+		}
+		if h.Leader != want || !h.Synced {
+			return fmt.Errorf("planner %s: leader=%v synced=%v, want leader=%v", p.name, h.Leader, h.Synced, want)
+		}
+		return nil
+	})
+}
+
+type plJob struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Model struct {
+		Step int64   `json:"step"`
+		Loss float64 `json:"loss"`
+	} `json:"model"`
+	RenderError string `json:"render_error"`
+}
+
+func (p *plProc) jobs() (map[string]plJob, error) {
+	var resp struct {
+		Jobs []plJob `json:"jobs"`
+	}
+	if err := plGetJSON(p.url+"/v1/jobs", &resp); err != nil {
+		return nil, err
+	}
+	out := map[string]plJob{}
+	for _, j := range resp.Jobs {
+		out[j.ID] = j
+	}
+	return out, nil
+}
+
+// post sends a progress body with a bearer token; it returns the status
+// and the planner's error body.
+func (p *plProc) post(token, body string) (int, progress.ErrorBody, error) {
+	req, err := http.NewRequest(http.MethodPost, p.url+progress.Path, strings.NewReader(body))
+	if err != nil {
+		return 0, progress.ErrorBody{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return 0, progress.ErrorBody{}, err
+	}
+	defer resp.Body.Close()
+	var eb progress.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	return resp.StatusCode, eb, nil
+}
+
+// plPlannerEvents returns the planner's scaling events on a job's worker group.
+func plPlannerEvents(t *testing.T, c *harness.C, job string) []nomadapi.ScalingEvent {
+	t.Helper()
+	st, _, err := c.Nomad.Jobs().ScaleStatus(job, nil)
+	must.NoError(t, err)
+	var out []nomadapi.ScalingEvent
+	for _, ev := range st.TaskGroups["worker"].Events {
+		if strings.HasPrefix(ev.Message, "caravan planner:") {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// plRunSim submits a managed job of simulated workers that report progress
+// (jobspecs/planner-train-sim.nomad.hcl).
+func plRunSim(t *testing.T, c *harness.C, name string, vars ...string) string {
+	t.Helper()
+	bin := filepath.Join(c.Root, "build", "caravan")
+	base := []string{"name=" + name, "caravan_bin=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
+	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default-"+name))
+	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
+}
+
+// plTaskToken reads the planner identity Nomad gave a running task of job
+// (the file is in the task's secrets directory on the client that runs it;
+// the test runs as the same user as the clients).
+func plTaskToken(t *testing.T, c *harness.C, job, task string) string {
+	t.Helper()
+	var token string
+	harness.Eventually(t, 2*time.Minute, func() error {
+		allocs, _, err := c.Nomad.Jobs().Allocations(job, false, nil)
+		if err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			if a.ClientStatus != "running" {
+				continue
+			}
+			for _, cl := range c.Clients {
+				b, err := os.ReadFile(filepath.Join(c.Dir, cl.Name, "alloc", a.ID, task, "secrets", progress.TokenFile))
+				if err == nil && len(bytes.TrimSpace(b)) > 0 {
+					token = string(bytes.TrimSpace(b))
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no running allocation of %s with a planner token yet", job)
+	})
+	return token
+}
+
+// plClaims decodes a JWT's payload (no verification: the test only looks).
+func plClaims(t *testing.T, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	must.SliceLen(t, 3, parts)
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	must.NoError(t, err)
+	var m map[string]any
+	must.NoError(t, json.Unmarshal(b, &m))
+	return m
+}
+
+// plConsulPID is the cluster's Consul agent process (scripts/cluster.sh
+// writes its pid file).
+func plConsulPID(t *testing.T, c *harness.C) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "pids", "consul.pid"))
+	must.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	must.NoError(t, err)
+	must.NoError(t, syscall.Kill(pid, 0))
+	return pid
+}
+
+// plFreezeConsul stops the Consul agent with SIGSTOP; the returned function
+// (also run at cleanup) continues it. Idempotent.
+func plFreezeConsul(t *testing.T, c *harness.C) (thaw func()) {
+	t.Helper()
+	pid := plConsulPID(t, c)
+	must.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	thawed := false
+	thaw = func() {
+		if !thawed {
+			thawed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// plRestartConsulLosingState stops the Consul dev agent and starts it again
+// the way scripts/cluster.sh does: a dev agent keeps its state in memory, so
+// every registration, session and key is gone afterwards.
+func plRestartConsulLosingState(t *testing.T, c *harness.C) {
+	t.Helper()
+	pid := plConsulPID(t, c)
+	must.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	harness.Eventually(t, 30*time.Second, func() error {
+		if syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("consul (pid %d) still running", pid)
+		}
+		return nil
+	})
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", "consul.log"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	must.NoError(t, err)
+	defer logf.Close()
+	cmd := exec.Command(filepath.Join(c.Root, "build", "bin", "consul"), "agent", "-dev",
+		"-config-file="+filepath.Join(c.Dir, "config", "consul.hcl"))
+	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_MARK="+c.Dir)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	must.NoError(t, cmd.Start())
+	must.NoError(t, os.WriteFile(filepath.Join(c.Dir, "pids", "consul.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644))
+	go func() { _ = cmd.Wait() }() // reap it if it ends while the test runs
+	harness.Eventually(t, time.Minute, func() error {
+		leader, err := c.Consul.Status().Leader()
+		if err != nil || leader == "" {
+			return fmt.Errorf("consul has no leader yet: %v", err)
+		}
+		return nil
+	})
+}
