@@ -16,6 +16,13 @@ func NewOptimus() *Optimus { return &Optimus{} }
 // Name implements Policy.
 func (*Optimus) Name() string { return "optimus" }
 
+// Info implements Policy. Optimus ranks by remaining work; with the exact
+// remaining work and speeds the simulator gives it, it is Optimus+Oracle.
+func (o *Optimus) Info() Info {
+	return Info{Name: o.Name(), Class: ClassOracle, Traits: Traits{UsesRemaining: true},
+		Summary: "Optimus+Oracle: marginal-gain greedy on exact remaining work and exact speeds"}
+}
+
 // Allocate implements Policy.
 func (o *Optimus) Allocate(in Input) (Plan, error) {
 	if err := Validate(in); err != nil {
