@@ -69,10 +69,10 @@ func (g *Goodput) Name() string {
 
 // Info implements Policy.
 func (g *Goodput) Info() Info {
-	tr := Traits{AdaptiveBatch: true, UsesRemaining: true}
+	tr := Traits{AdaptiveBatch: true, UsesRemaining: true, KindPriors: !g.oracle}
 	if g.oracle {
 		return Info{Name: g.Name(), Class: ClassOracle, Traits: tr,
-			Summary: "goodput's greedy fed exact remaining work (ablation bound, not deployable)"}
+			Summary: "goodput's greedy fed exact remaining work and per-kind pooled speed profiles (ablation bound, not deployable)"}
 	}
 	return Info{Name: g.Name(), Class: ClassOnline, Traits: tr,
 		Summary: "heSRPT-weighted goodput greedy on remaining work estimated from observed progress"}

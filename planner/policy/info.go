@@ -35,6 +35,11 @@ type Traits struct {
 	// UsesRemaining: the policy reads Job.Remaining (Optimus, goodput).
 	// Pollux and Tiresias do not.
 	UsesRemaining bool
+	// KindPriors: the policy's jobs start from what finished jobs of the
+	// same kind measured (their speed samples and the largest size they
+	// ran at), on top of their own measurements. Pollux starts every job
+	// from nothing.
+	KindPriors bool
 }
 
 // Info describes a registered policy.

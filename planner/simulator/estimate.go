@@ -17,28 +17,47 @@ const (
 // the total progress each reached, per kind. It also caches the loss-curve
 // fits of running jobs (refitted only when a job reports a new point).
 type kindHistory struct {
-	totals map[string][]float64
-	fits   map[string]cachedCurve
+	done map[string][]float64 // final progress of finished jobs
+	fits map[string]cachedCurve
+	// samples are the speed measurements of finished jobs per kind, and
+	// version counts the jobs that contributed (jobs refit when it moves).
+	samples map[string]map[profileKey][2]float64
+	maxReps map[string]int
+	version map[string]int
 }
 
 type cachedCurve struct {
-	points int
-	total  float64 // predicted total progress; NaN: no fit
+	points    int
+	predicted float64 // predicted final progress; NaN: no fit
 }
 
 func newKindHistory() *kindHistory {
-	return &kindHistory{totals: map[string][]float64{}, fits: map[string]cachedCurve{}}
+	return &kindHistory{done: map[string][]float64{}, fits: map[string]cachedCurve{},
+		samples: map[string]map[profileKey][2]float64{}, maxReps: map[string]int{}, version: map[string]int{}}
 }
 
-// finished records a completed job of kind with its final progress.
-func (k *kindHistory) finished(kind, name string, progress float64) {
-	k.totals[kind] = append(k.totals[kind], progress)
+// finished records a completed job of kind: its final progress and what it
+// measured.
+func (k *kindHistory) finished(kind, name string, progress float64, profile map[profileKey][2]float64) {
+	k.done[kind] = append(k.done[kind], progress)
 	delete(k.fits, name)
+	m := k.samples[kind]
+	if m == nil {
+		m = map[profileKey][2]float64{}
+		k.samples[kind] = m
+	}
+	for key, v := range profile {
+		if _, ok := m[key]; !ok {
+			m[key] = v
+		}
+		k.maxReps[kind] = max(k.maxReps[kind], key.reps)
+	}
+	k.version[kind]++
 }
 
 // prior is the mean total progress of finished jobs of kind.
 func (k *kindHistory) prior(kind string) (float64, bool) {
-	t := k.totals[kind]
+	t := k.done[kind]
 	if len(t) == 0 {
 		return 0, false
 	}
@@ -75,10 +94,10 @@ func estimateRemaining(o *observed, kinds *kindHistory) (float64, string) {
 func (k *kindHistory) curveTotal(o *observed) float64 {
 	n := len(o.curve)
 	if c, ok := k.fits[o.name]; ok && c.points == n {
-		return c.total
+		return c.predicted
 	}
 	total := fitCurveTotal(o.curve)
-	k.fits[o.name] = cachedCurve{points: n, total: total}
+	k.fits[o.name] = cachedCurve{points: n, predicted: total}
 	return total
 }
 

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"maps"
 	"math"
 
 	"github.com/caravan-nomad/caravan/planner/model"
@@ -57,8 +58,11 @@ type simJob struct {
 	fit              *model.Speed              // own speed model, refitted when profile grows
 	fitDirty         bool
 	// pool, when set, pools measurements per kind (the goodput-oracle
-	// ablation); online jobs fit only their own profile.
-	pool *appPool
+	// ablation); online jobs fit their own profile, plus, when kinds is
+	// set (trait KindPriors), the samples of finished jobs of their kind.
+	pool         *appPool
+	kinds        *kindHistory
+	priorVersion int
 }
 
 func newSimJob(spec workload.Job, app *Application, mode batchMode) *simJob {
@@ -76,9 +80,19 @@ func (j *simJob) speedModel() *model.Speed {
 	if j.pool != nil {
 		return j.pool.fit(j.app.Name)
 	}
+	samples := j.profile
+	if j.kinds != nil {
+		if v := j.kinds.version[j.app.Name]; v != j.priorVersion {
+			j.priorVersion, j.fitDirty = v, true
+		}
+		if prior := j.kinds.samples[j.app.Name]; j.fitDirty && len(prior) > 0 {
+			samples = maps.Clone(prior)
+			maps.Copy(samples, j.profile) // the job's own measurements win
+		}
+	}
 	if j.fitDirty {
 		j.fitDirty = false
-		if sp, err := fitProfile(j.profile); err == nil {
+		if sp, err := fitProfile(samples); err == nil {
 			j.fit = sp
 		}
 	}

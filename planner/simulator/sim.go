@@ -99,6 +99,9 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		}
 		sj[i] = newSimJob(j, app, mode)
 		sj[i].pool = pool
+		if info.Class == policy.ClassOnline && info.Traits.KindPriors {
+			sj[i].kinds = kinds
+		}
 	}
 	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
 	for n := range cluster.Nodes {
@@ -132,7 +135,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			} else if len(j.placement) > 0 {
 				j.placement, j.alloc = nil, nil
 				lastProgress = now
-				kinds.finished(j.app.Name, j.spec.Name, j.progress)
+				kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile)
 			}
 		}
 		if remaining == 0 {
@@ -230,6 +233,9 @@ func jobFor(info policy.Info, j *simJob, now float64, pool *appPool, kinds *kind
 	switch info.Class {
 	case policy.ClassOnline:
 		o := j.observed(now, j.speedModel())
+		if j.kinds != nil {
+			o.priorMaxReps = kinds.maxReps[j.app.Name]
+		}
 		return onlineJob(info.Traits, &o, kinds)
 	case policy.ClassDeclared:
 		d := j.declared(now)

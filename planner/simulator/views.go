@@ -27,8 +27,12 @@ type observed struct {
 	limits     batchLimits
 	// profile is the job's own step/sync measurements.
 	profile map[profileKey][2]float64
-	// fit is the speed model fitted to profile (nil before any measurement).
+	// fit is the speed model fitted to profile, and with kind priors also
+	// to finished same-kind jobs' samples (nil before any measurement).
 	fit *model.Speed
+	// priorMaxReps is the largest size finished jobs of the kind ran at
+	// (0 without kind priors).
+	priorMaxReps int
 	// gradSqr, gradVar are the gradient statistics last reported (0, 0
 	// before the first report).
 	gradSqr, gradVar float64
@@ -93,9 +97,9 @@ func maxProfiled(profile map[profileKey][2]float64) int {
 // estimated from what it and finished jobs of its kind have shown.
 func onlineJob(tr policy.Traits, o *observed, kinds *kindHistory) policy.Job {
 	pj := baseJob(o)
-	pj.Max = maxExplore(o.limits, maxProfiled(o.profile))
-	if o.fit == nil {
-		return pj // never measured: no model (policies treat it as unknown)
+	pj.Max = maxExplore(o.limits, max(maxProfiled(o.profile), o.priorMaxReps))
+	if o.fit == nil || len(o.profile) == 0 {
+		return pj // never measured (no gradient statistics yet): policies treat it as unknown
 	}
 	pj.Speed = goodputSpeed(o.limits, o.fit, o.gradSqr, o.gradVar)
 	if tr.UsesRemaining {
