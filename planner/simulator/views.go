@@ -97,10 +97,11 @@ func maxProfiled(profile map[profileKey][2]float64) int {
 // estimated from what it and finished jobs of its kind have shown.
 func onlineJob(tr policy.Traits, o *observed, kinds *kindHistory) policy.Job {
 	pj := baseJob(o)
-	pj.Max = maxExplore(o.limits, max(maxProfiled(o.profile), o.priorMaxReps))
+	pj.Max = maxExplore(o.limits, maxProfiled(o.profile))
 	if o.fit == nil || len(o.profile) == 0 {
-		return pj // never measured (no gradient statistics yet): policies treat it as unknown
+		return pj // never measured (no gradient statistics yet): one GPU, no model
 	}
+	pj.Max = maxExplore(o.limits, max(maxProfiled(o.profile), o.priorMaxReps))
 	pj.Speed = goodputSpeed(o.limits, o.fit, o.gradSqr, o.gradVar)
 	if tr.UsesRemaining {
 		pj.Remaining, _ = estimateRemaining(o, kinds)
