@@ -49,3 +49,12 @@ type Info struct {
 	Summary string // one line
 	Traits  Traits
 }
+
+// ArtifactMode is implemented by policies whose published reference (the
+// Pollux artifact) differs from their default in a way that is not an
+// information question, such as a placement rule. A simulator reproducing
+// the artifact calls UseArtifactMode on a fresh policy; the live planner
+// never does.
+type ArtifactMode interface {
+	UseArtifactMode()
+}

@@ -96,3 +96,34 @@ func TestPolluxRestartPenalty(t *testing.T) {
 	must.Eq(t, -1/(scaled(2)+polluxPowerEps), p.value(0, 2, 0))
 	must.Eq(t, -1/(0.25*scaled(3)+polluxPowerEps), p.value(0, 3, 0))
 }
+
+// TestOptimusArtifactPlacement: in artifact mode Optimus places the
+// smallest jobs first, each on the nodes with the most free GPUs, as the
+// Pollux artifact does; by default it packs the largest first.
+func TestOptimusArtifactPlacement(t *testing.T) {
+	in := Input{Now: t0, Cluster: gpuCluster(2, 4)}
+	in.Jobs = append(in.Jobs,
+		gpuJob("big", 0, 5, 5, concave(1, 0), 100),
+		gpuJob("small", 1, 2, 2, concave(1, 0), 100))
+	o := NewOptimus()
+	o.UseArtifactMode()
+	plan, err := o.Allocate(in)
+	must.NoError(t, err)
+	small, _ := plan.Job("small")
+	big, _ := plan.Job("big")
+	must.Eq(t, 1, small.Nodes())
+	must.Eq(t, 2, big.Nodes())
+	// small went first onto an empty node; big then took the other node's
+	// four and one of the two left beside small.
+	counts := map[string]int{}
+	for _, na := range big.Placement {
+		counts[na.Node] = na.Workers
+	}
+	smallNode := small.Placement[0].Node
+	other := "n000"
+	if smallNode == other {
+		other = "n001"
+	}
+	must.Eq(t, 4, counts[other])
+	must.Eq(t, 1, counts[smallNode])
+}

@@ -77,6 +77,9 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	if err != nil {
 		return Result{}, err
 	}
+	if am, ok := pol.(policy.ArtifactMode); ok {
+		am.UseArtifactMode()
+	}
 	info := pol.Info()
 	mode := fixedBatch
 	if info.Traits.AdaptiveBatch {
