@@ -124,12 +124,17 @@ func fitCurveTotal(curve []model.LossPoint) float64 {
 	if err != nil || c.B0 <= 0 {
 		return math.NaN()
 	}
-	kk := pts[len(pts)-1].Step
-	for i := 0; i < 60; i++ {
+	last := pts[len(pts)-1].Step
+	for kk := last; kk <= maxExtrapolation*last; kk *= 1.25 {
 		if c.Loss(kk)-c.Loss(2*kk) < 0.01*c.Loss(kk) {
 			return kk
 		}
-		kk *= 1.25
 	}
-	return kk
+	return math.NaN() // converges only far beyond the data: not a credible fit
 }
+
+// maxExtrapolation bounds how far past the observed progress a fitted
+// curve is trusted: a fit that converges only beyond ten times the
+// progress seen (a learning-rate step, for one, makes the metric climb
+// again and the fit extrapolate nearly linear improvement) is discarded.
+const maxExtrapolation = 10
