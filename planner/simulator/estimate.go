@@ -24,6 +24,8 @@ type kindHistory struct {
 	samples map[string]map[profileKey][2]float64
 	maxReps map[string]int
 	version map[string]int
+	// firstGrad sums the gradient statistics finished jobs first reported.
+	firstGrad map[string][3]float64
 }
 
 type cachedCurve struct {
@@ -33,13 +35,18 @@ type cachedCurve struct {
 
 func newKindHistory() *kindHistory {
 	return &kindHistory{done: map[string][]float64{}, fits: map[string]cachedCurve{},
-		samples: map[string]map[profileKey][2]float64{}, maxReps: map[string]int{}, version: map[string]int{}}
+		samples: map[string]map[profileKey][2]float64{}, maxReps: map[string]int{}, version: map[string]int{},
+		firstGrad: map[string][3]float64{}}
 }
 
-// finished records a completed job of kind: its final progress and what it
-// measured.
-func (k *kindHistory) finished(kind, name string, progress float64, profile map[profileKey][2]float64) {
+// finished records a completed job of kind: its final progress, what it
+// measured and the gradient statistics it first reported.
+func (k *kindHistory) finished(kind, name string, progress float64, profile map[profileKey][2]float64, firstGrad [2]float64) {
 	k.done[kind] = append(k.done[kind], progress)
+	if firstGrad != [2]float64{} {
+		g := k.firstGrad[kind]
+		k.firstGrad[kind] = [3]float64{g[0] + firstGrad[0], g[1] + firstGrad[1], g[2] + 1}
+	}
 	delete(k.fits, name)
 	m := k.samples[kind]
 	if m == nil {
@@ -53,6 +60,17 @@ func (k *kindHistory) finished(kind, name string, progress float64, profile map[
 		k.maxReps[kind] = max(k.maxReps[kind], key.reps)
 	}
 	k.version[kind]++
+}
+
+// gradPrior is the mean of the gradient statistics finished jobs of kind
+// first reported ((0, 0) when none has finished): a new job's batch choice
+// starts from it instead of assuming no gradient noise.
+func (k *kindHistory) gradPrior(kind string) (float64, float64) {
+	g := k.firstGrad[kind]
+	if g[2] == 0 {
+		return 0, 0
+	}
+	return g[0] / g[2], g[1] / g[2]
 }
 
 // prior is the mean total progress of finished jobs of kind.

@@ -54,6 +54,7 @@ type simJob struct {
 	// What the job has observed and reported (for fitted models).
 	profile          map[profileKey][2]float64 // step, sync
 	gradSqr, gradVar float64                   // last reported; 0 before the first step
+	firstGrad        [2]float64                // the first report
 	curve            []model.LossPoint         // (progress, validation metric) at each epoch's end
 	fit              *model.Speed              // own speed model, refitted when profile grows
 	fitDirty         bool
@@ -151,7 +152,11 @@ func (j *simJob) updateBatch() {
 		if sp == nil {
 			bsz = math.Max(a.InitBatch, a.MinLocalBsz*float64(r))
 		} else {
-			_, atomic, accum := bestBatch(a.limits(), sp, j.gradSqr, j.gradVar, j.nodes(), r)
+			sqr, v := j.gradSqr, j.gradVar
+			if sqr == 0 && v == 0 && j.kinds != nil {
+				sqr, v = j.kinds.gradPrior(a.Name) // not measured yet: what finished jobs of the kind first reported
+			}
+			_, atomic, accum := bestBatch(a.limits(), sp, sqr, v, j.nodes(), r)
 			if atomic > 0 {
 				count := float64(r * (accum + 1))
 				j.atomicBsz = math.Min(atomic, math.Floor(a.MaxBatch/count))
@@ -209,6 +214,9 @@ func (j *simJob) step(now, seconds, interference float64) {
 		st, sy := a.Throughput(j.placement, j.atomicBsz)
 		accumT := st - sy
 		sqr, v := a.GradStats(bsz, j.epoch)
+		if j.gradSqr == 0 && j.gradVar == 0 {
+			j.firstGrad = [2]float64{sqr, v}
+		}
 		j.gradSqr, j.gradVar = sqr, v
 		gain := model.Gain(sqr, v, scale)
 		j.observe(st, sy)

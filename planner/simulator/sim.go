@@ -138,7 +138,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			} else if len(j.placement) > 0 {
 				j.placement, j.alloc = nil, nil
 				lastProgress = now
-				kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile)
+				kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile, j.firstGrad)
 			}
 		}
 		if remaining == 0 {
