@@ -27,7 +27,7 @@ func sameShape(j *Job, w, ps int) bool {
 // priority order (indices into in.Jobs): earlier jobs are placed first among
 // equals and keep their size when the cluster is fragmented.
 func finish(name string, in Input, sizes []size, order []int) Plan {
-	return finishOpts(name, in, sizes, order, false)
+	return finishWith(name, in, sizes, order, placeOpts{})
 }
 
 // finishOpts is finish; with packAware, a job that fragmentation would
@@ -35,6 +35,19 @@ func finish(name string, in Input, sizes []size, order []int) Plan {
 // (down to its minimum) whose actual placement predicts the best rate:
 // three GPUs on one node often beat four spread over two.
 func finishOpts(name string, in Input, sizes []size, order []int, packAware bool) Plan {
+	return finishWith(name, in, sizes, order, placeOpts{packAware: packAware})
+}
+
+// placeOpts selects the placement rule for jobs whose shape changed.
+type placeOpts struct {
+	packAware bool
+	// mostFree is the Pollux artifact's Optimus placement: smallest jobs
+	// first, each worker on the node with the most free GPUs.
+	mostFree bool
+}
+
+func finishWith(name string, in Input, sizes []size, order []int, opts placeOpts) Plan {
+	packAware := opts.packAware
 	for i := range sizes {
 		if s := &sizes[i]; s.describe != nil && (s.last != nil || s.w == 0) {
 			s.reason = s.describe(s)
@@ -71,14 +84,19 @@ func finishOpts(name string, in Input, sizes []size, order []int, packAware bool
 		da := int64(sizes[rest[a]].w) * int64(max(ja.Worker.GPUMilli, 1))
 		db := int64(sizes[rest[b]].w) * int64(max(jb.Worker.GPUMilli, 1))
 		if da != db {
-			return da > db
+			return (da > db) != opts.mostFree
 		}
 		return rank[rest[a]] < rank[rest[b]]
 	})
 	for _, i := range rest {
 		j := &in.Jobs[i]
 		s := &sizes[i]
-		out := pl.placeWorkers(j, s.w)
+		var out map[int]*NodeAlloc
+		if opts.mostFree && j.Worker.GPUMilli >= MilliGPU {
+			out = pl.placeMostFree(j, s.w)
+		} else {
+			out = pl.placeWorkers(j, s.w)
+		}
 		if packAware && j.Speed != nil && len(out) > nodesFor(s.w, j.Worker, pl.maxGPUs) {
 			out = pl.repack(j, s, out)
 		}

@@ -5,7 +5,8 @@
 //
 // The contract, in one place:
 //
-//	p, err := policy.New("optimus")           // or "fifo", "drf", "tiresias", "goodput"
+//	p, err := policy.New("optimus")           // or "fifo", "drf", "tiresias", "goodput", "goodput-oracle", "pollux"
+//	info := p.Info()                          // information class (oracle, declared, online) and traits
 //	plan, err := p.Allocate(policy.Input{Now: now, Cluster: cluster, Jobs: jobs})
 //	for _, jp := range plan.Jobs { ... jp.Workers, jp.Placement, jp.Gain, jp.Reason ... }
 //

@@ -16,6 +16,12 @@ func NewDRF() *DRF { return &DRF{} }
 // Name implements Policy.
 func (*DRF) Name() string { return "drf" }
 
+// Info implements Policy.
+func (d *DRF) Info() Info {
+	return Info{Name: d.Name(), Class: ClassDeclared,
+		Summary: "dominant-resource fairness: minimums, then progressive filling by smallest dominant share"}
+}
+
 type shareItem struct {
 	job   int
 	share float64

@@ -13,6 +13,12 @@ func NewFIFO() *FIFO { return &FIFO{} }
 // Name implements Policy.
 func (*FIFO) Name() string { return "fifo" }
 
+// Info implements Policy.
+func (f *FIFO) Info() Info {
+	return Info{Name: f.Name(), Class: ClassDeclared, Traits: Traits{FixedSize: true},
+		Summary: "arrival order, each job at its requested size, all or nothing, no backfilling"}
+}
+
 // Allocate implements Policy.
 func (f *FIFO) Allocate(in Input) (Plan, error) {
 	if err := Validate(in); err != nil {

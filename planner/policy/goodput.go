@@ -46,13 +46,37 @@ type Goodput struct {
 	// Lookahead bounds how many workers one greedy step may grant; 0 means
 	// twice the largest node's GPU count.
 	Lookahead int
+	// oracle marks the variant registered as "goodput-oracle": the same
+	// algorithm, fed by its caller with exact remaining work (class oracle).
+	oracle bool
 }
 
-// NewGoodput returns the goodput policy.
+// NewGoodput returns the goodput policy (class online: its caller must
+// estimate Remaining from what the job has shown).
 func NewGoodput() *Goodput { return &Goodput{} }
 
+// NewGoodputOracle returns the same algorithm registered as
+// "goodput-oracle", class oracle: its caller gives it exact remaining work.
+func NewGoodputOracle() *Goodput { return &Goodput{oracle: true} }
+
 // Name implements Policy.
-func (*Goodput) Name() string { return "goodput" }
+func (g *Goodput) Name() string {
+	if g.oracle {
+		return "goodput-oracle"
+	}
+	return "goodput"
+}
+
+// Info implements Policy.
+func (g *Goodput) Info() Info {
+	tr := Traits{AdaptiveBatch: true, UsesRemaining: true, KindPriors: !g.oracle}
+	if g.oracle {
+		return Info{Name: g.Name(), Class: ClassOracle, Traits: tr,
+			Summary: "goodput's greedy fed exact remaining work and per-kind pooled speed profiles (ablation bound, not deployable)"}
+	}
+	return Info{Name: g.Name(), Class: ClassOnline, Traits: tr,
+		Summary: "heSRPT-weighted goodput greedy on remaining work estimated from observed progress"}
+}
 
 type goodputRound struct {
 	in     Input
@@ -63,6 +87,9 @@ type goodputRound struct {
 	sizes  []size
 	weight []float64 // heSRPT weight / fair-share rate, per job
 	t1     []float64 // predicted remaining seconds at the fair share
+	// valueOf, when set, replaces the heSRPT-weighted rate as the value of
+	// job i at w workers and ps parameter servers (Pollux's objective).
+	valueOf func(i, w, ps int) float64
 }
 
 // effRate is the job's predicted progress rate with w workers and ps
@@ -96,6 +123,9 @@ func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
 }
 
 func (g *goodputRound) value(i, w, ps int) float64 {
+	if g.valueOf != nil {
+		return g.valueOf(i, w, ps)
+	}
 	return g.weight[i] * g.effRate(&g.in.Jobs[i], w, ps)
 }
 

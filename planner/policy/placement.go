@@ -602,3 +602,33 @@ func (p *placer) scanNodes(d Demand) []int {
 	sort.Ints(out)
 	return slices.Compact(out)
 }
+
+// placeMostFree places whole-GPU workers the way the Pollux artifact's
+// Optimus does: repeatedly on the node with the most free GPUs, as many as
+// it holds.
+func (p *placer) placeMostFree(j *Job, w int) map[int]*NodeAlloc {
+	out := map[int]*NodeAlloc{}
+	d := j.Worker
+	for w > 0 {
+		i := p.mostFree(d)
+		if i < 0 {
+			break
+		}
+		k := min(w, p.slots(i, d))
+		gpus := p.take(i, d, k)
+		na := out[i]
+		if na == nil {
+			na = &NodeAlloc{Node: p.nodes[i].id}
+			out[i] = na
+		}
+		na.Workers += k
+		na.GPUs = append(na.GPUs, gpus...)
+		w -= k
+	}
+	if len(out) > 1 {
+		for i := range out {
+			p.nodes[i].distributed++
+		}
+	}
+	return out
+}

@@ -10,11 +10,13 @@ import (
 var ErrUnknownPolicy = errors.New("unknown policy")
 
 var constructors = map[string]func() Policy{
-	"fifo":     func() Policy { return NewFIFO() },
-	"drf":      func() Policy { return NewDRF() },
-	"tiresias": func() Policy { return NewTiresias() },
-	"optimus":  func() Policy { return NewOptimus() },
-	"goodput":  func() Policy { return NewGoodput() },
+	"fifo":           func() Policy { return NewFIFO() },
+	"drf":            func() Policy { return NewDRF() },
+	"tiresias":       func() Policy { return NewTiresias() },
+	"optimus":        func() Policy { return NewOptimus() },
+	"goodput":        func() Policy { return NewGoodput() },
+	"goodput-oracle": func() Policy { return NewGoodputOracle() },
+	"pollux":         func() Policy { return NewPollux() },
 }
 
 // Names lists the registered policy names, sorted.
@@ -27,7 +29,16 @@ func Names() []string {
 	return out
 }
 
-// Best is the name of caravan's best policy.
+// Infos describes every registered policy, sorted by name.
+func Infos() []Info {
+	out := make([]Info, 0, len(constructors))
+	for _, n := range Names() {
+		out = append(out, constructors[n]().Info())
+	}
+	return out
+}
+
+// Best is the name of caravan's default policy (class online).
 const Best = "goodput"
 
 // New returns a fresh policy by name.

@@ -32,6 +32,12 @@ func NewTiresias() *Tiresias { return &Tiresias{Threshold: TiresiasQueueThreshol
 // Name implements Policy.
 func (*Tiresias) Name() string { return "tiresias" }
 
+// Info implements Policy.
+func (t *Tiresias) Info() Info {
+	return Info{Name: t.Name(), Class: ClassDeclared, Traits: Traits{FixedSize: true},
+		Summary: "discretised 2D-LAS, two queues (16 GPU-hours), requested size or nothing"}
+}
+
 // Allocate implements Policy.
 func (t *Tiresias) Allocate(in Input) (Plan, error) {
 	if err := Validate(in); err != nil {

@@ -215,6 +215,8 @@ func (p *Plan) Job(id string) (JobPlan, bool) {
 type Policy interface {
 	// Name is the policy's registry name ("fifo", "optimus", ...).
 	Name() string
+	// Info is the policy's class, traits and one-line summary.
+	Info() Info
 	// Allocate returns a plan for every job in in.Jobs. It returns an error
 	// (and no plan) only for invalid input; see Validate.
 	Allocate(in Input) (Plan, error)

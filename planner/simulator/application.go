@@ -190,3 +190,24 @@ func (a *Application) Iteration(b float64, e int) float64 {
 	e = min(e, a.MaxEpochs-1)
 	return a.interpBatch(b, func(r []workload.ValidationRow) float64 { return r[e].Iteration })
 }
+
+// Metric is the validation metric after epoch e at global batch b (accuracy,
+// loss or error rate, whatever the trace records), interpolated between
+// validated batch sizes.
+func (a *Application) Metric(b float64, e int) float64 {
+	e = min(e, a.MaxEpochs-1)
+	return a.interpBatch(b, func(r []workload.ValidationRow) float64 { return r[e].Metric })
+}
+
+// batchLimits is what an adaptive job knows about its own batch sizes: the
+// initial (reference) batch, the largest global batch it may use, and the
+// per-GPU batch range that fits in memory. A jobspec declares these; they
+// carry nothing about speed or remaining work.
+type batchLimits struct {
+	InitBatch, MaxBatch      float64
+	MinLocalBsz, MaxLocalBsz float64
+}
+
+func (a *Application) limits() batchLimits {
+	return batchLimits{InitBatch: a.InitBatch, MaxBatch: a.MaxBatch, MinLocalBsz: a.MinLocalBsz, MaxLocalBsz: a.MaxLocalBsz}
+}

@@ -38,7 +38,7 @@ func predictStep(sp *model.Speed, nodes, reps int, atomic float64) (float64, flo
 // for the best predicted goodput on nodes x reps, returning the goodput (in
 // initial-batch steps per second), the per-GPU batch and the accumulation
 // steps. Goodput is 0 when no batch fits.
-func bestBatch(a *Application, sp *model.Speed, sqr, v float64, nodes, reps int) (float64, float64, int) {
+func bestBatch(a batchLimits, sp *model.Speed, sqr, v float64, nodes, reps int) (float64, float64, int) {
 	const points = 50
 	lo := math.Max(a.InitBatch, a.MinLocalBsz*float64(reps))
 	hi := a.MaxBatch

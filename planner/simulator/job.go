@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"maps"
 	"math"
 
 	"github.com/caravan-nomad/caravan/planner/model"
@@ -35,7 +36,7 @@ type simJob struct {
 	spec      workload.Job
 	app       *Application
 	mode      batchMode
-	targetBsz float64 // fixed mode, or ncf's pinned batch
+	targetBsz float64 // fixed mode: the workload's batch; 0 when adaptive
 
 	submitted  float64
 	completion float64 // <0 while running
@@ -50,10 +51,19 @@ type simJob struct {
 	restarts   int     // -1 before the first allocation
 	gpuSeconds float64
 
-	// What the job has observed (for fitted models).
+	// What the job has observed and reported (for fitted models).
 	profile          map[profileKey][2]float64 // step, sync
-	gradSqr, gradVar float64
-	pool             *appPool
+	gradSqr, gradVar float64                   // last reported; 0 before the first step
+	firstGrad        [2]float64                // the first report
+	curve            []model.LossPoint         // (progress, validation metric) at each epoch's end
+	fit              *model.Speed              // own speed model, refitted when profile grows
+	fitDirty         bool
+	// pool, when set, pools measurements per kind (the goodput-oracle
+	// ablation); online jobs fit their own profile, plus, when kinds is
+	// set (trait KindPriors), the samples of finished jobs of their kind.
+	pool         *appPool
+	kinds        *kindHistory
+	priorVersion int
 }
 
 func newSimJob(spec workload.Job, app *Application, mode batchMode) *simJob {
@@ -61,11 +71,33 @@ func newSimJob(spec workload.Job, app *Application, mode batchMode) *simJob {
 		targetBsz: float64(spec.BatchSize), profile: map[profileKey][2]float64{}}
 	if mode == adaptiveBatch {
 		j.targetBsz = 0
-		if app.Name == "ncf" {
-			j.targetBsz = 32768 // the artifact pins NCF's batch for Pollux jobs
-		}
 	}
 	return j
+}
+
+// speedModel is the speed model the job picks its batch with: its own
+// profile's fit, or its kind's pooled fit when the job is pooled.
+func (j *simJob) speedModel() *model.Speed {
+	if j.pool != nil {
+		return j.pool.fit(j.app.Name)
+	}
+	samples := j.profile
+	if j.kinds != nil {
+		if v := j.kinds.version[j.app.Name]; v != j.priorVersion {
+			j.priorVersion, j.fitDirty = v, true
+		}
+		if prior := j.kinds.samples[j.app.Name]; j.fitDirty && len(prior) > 0 {
+			samples = maps.Clone(prior)
+			maps.Copy(samples, j.profile) // the job's own measurements win
+		}
+	}
+	if j.fitDirty {
+		j.fitDirty = false
+		if sp, err := fitProfile(samples); err == nil {
+			j.fit = sp
+		}
+	}
+	return j.fit
 }
 
 func (j *simJob) done() bool { return j.completion >= 0 }
@@ -116,14 +148,15 @@ func (j *simJob) updateBatch() {
 	a := j.app
 	bsz := j.targetBsz
 	if bsz == 0 {
-		var sp *model.Speed
-		if j.pool != nil {
-			sp = j.pool.fit(a.Name)
-		}
+		sp := j.speedModel()
 		if sp == nil {
 			bsz = math.Max(a.InitBatch, a.MinLocalBsz*float64(r))
 		} else {
-			_, atomic, accum := bestBatch(a, sp, j.gradSqr, j.gradVar, j.nodes(), r)
+			sqr, v := j.gradSqr, j.gradVar
+			if sqr == 0 && v == 0 && j.kinds != nil {
+				sqr, v = j.kinds.gradPrior(a.Name) // not measured yet: what finished jobs of the kind first reported
+			}
+			_, atomic, accum := bestBatch(a.limits(), sp, sqr, v, j.nodes(), r)
 			if atomic > 0 {
 				count := float64(r * (accum + 1))
 				j.atomicBsz = math.Min(atomic, math.Floor(a.MaxBatch/count))
@@ -155,6 +188,7 @@ func (j *simJob) observe(step, sync float64) {
 		return
 	}
 	j.profile[k] = [2]float64{step, sync}
+	j.fitDirty = true
 	if j.pool != nil {
 		j.pool.add(j.app.Name, k, [2]float64{step, sync})
 	}
@@ -180,6 +214,9 @@ func (j *simJob) step(now, seconds, interference float64) {
 		st, sy := a.Throughput(j.placement, j.atomicBsz)
 		accumT := st - sy
 		sqr, v := a.GradStats(bsz, j.epoch)
+		if j.gradSqr == 0 && j.gradVar == 0 {
+			j.firstGrad = [2]float64{sqr, v}
+		}
 		j.gradSqr, j.gradVar = sqr, v
 		gain := model.Gain(sqr, v, scale)
 		j.observe(st, sy)
@@ -190,8 +227,10 @@ func (j *simJob) step(now, seconds, interference float64) {
 			j.progress += goodput * seconds
 			j.attained += seconds * gpus
 			seconds = 0
+			j.updateBatch() // as the artifact: re-pick the batch after every stretch, not only at epoch ends
 			break
 		}
+		j.curve = append(j.curve, model.LossPoint{Step: next, Loss: a.Metric(bsz, j.epoch)})
 		j.epoch++
 		delta := math.Min(math.Round((next-j.progress)/goodput), seconds)
 		if j.epoch > a.CompletionEpoch() {

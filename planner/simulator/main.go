@@ -26,6 +26,8 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --scale                 # decision speed at 4,000/8,000 jobs x 16,000 nodes
   caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
   caravan planner simulate --generate 160 --seed 7 > w.csv   # a new workload sampled from Philly
+  caravan planner simulate --sweep --loads 0.5,1,1.5,2 --seeds 11-15   # generated workloads, every load, several seeds
+  caravan planner simulate --list-policies         # name, information class, summary
 
 Options:
 `
@@ -44,7 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", ../shared/data/pollux)")
 	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
 	all := fs.Bool("all", false, "alias for --table")
-	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput", "policies for --table")
+	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput-oracle,pollux,goodput", "policies for --table and --sweep")
+	list := fs.Bool("list-policies", false, "print every policy as: name class summary")
+	sweep := fs.Bool("sweep", false, "replay generated workloads at every --loads and --seeds under every --policies")
+	loads := fs.String("loads", "0.5,1,1.5,2", "job loads for --sweep (jobs = 160 x load in the same window)")
+	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
+	workers := fs.Int("workers", 1, "replays run in parallel by --sweep")
 	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
 	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
@@ -63,8 +70,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
+	if *list {
+		for _, in := range policy.Infos() {
+			fmt.Fprintf(stdout, "%-15s %-9s %s\n", in.Name, in.Class, in.Summary)
+		}
+		return 0
+	}
 	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *philly || *generate > 0 || (*wl == "" && !*scale)) {
+	if err != nil && (*table || *all || *sweep || *philly || *generate > 0 || (*wl == "" && !*scale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -89,6 +102,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case *sweep:
+		return runSweep(cfg, dir, *loads, *seeds, *policies, *startHour, *hours, *workers, stdout, stderr)
 	case *table || *all:
 		rows, names, err := RunTable(cfg, dir, strings.Split(*policies, ","), stderr)
 		if err != nil {
@@ -175,4 +190,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func runSweep(cfg Config, dir, loads, seeds, policies string, start, hours, workers int, stdout, stderr io.Writer) int {
+	sw := Sweep{Policies: strings.Split(policies, ","), Start: start, Hours: hours, Workers: workers}
+	var err error
+	if sw.Loads, err = parseLoads(loads); err == nil {
+		sw.Seeds, err = parseSeeds(seeds)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cells, err := RunSweep(cfg, dir, sw, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	PrintSweep(stdout, cells, sw, "pollux")
+	return 0
 }

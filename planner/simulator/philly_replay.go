@@ -98,6 +98,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 	if err != nil {
 		return PhillyReport{}, err
 	}
+	info := pol.Info()
 	rows, err := workload.ReadPhilly(path)
 	if err != nil {
 		return PhillyReport{}, err
@@ -140,15 +141,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 				Current: policy.Allocation{Workers: j.w, Placement: j.alloc},
 				Age:     time.Duration((now - j.submit) * float64(time.Second)), Restarts: j.restarts,
 				RestartCost: time.Duration(restartPenalty * float64(time.Second))}
-			switch policyName {
-			case "fifo", "tiresias":
-				pj.Min, pj.Max, pj.Gang = j.gpus, j.gpus, true
-			default:
-				pj.Min, pj.Max = 1, j.gpus
-				g := float64(j.gpus)
-				pj.Speed = policy.SpeedFunc(func(s policy.Shape) float64 { return float64(min(s.Workers, int(g))) / g })
-				pj.Remaining = j.work - j.done
-			}
+			phillyLimits(info, j, &pj)
 			in.Jobs = append(in.Jobs, pj)
 		}
 		t0 := time.Now()
@@ -216,4 +209,26 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 	rep.Wall = time.Since(start)
 	rep.PeakRSSBytes = peakRSS()
 	return rep, nil
+}
+
+// phillyLimits sets a Philly job's size limits, speed and remaining work as
+// the policy's traits and class allow. The trace records only each job's
+// duration at its requested GPUs, so the speed is linear up to the request
+// (an assumption, the same for every policy). Oracle policies get the exact
+// remaining work; the others an online guess, as much again as the job has
+// done (a new job looks short).
+func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job) {
+	if info.Traits.FixedSize {
+		pj.Min, pj.Max, pj.Gang = j.gpus, j.gpus, true
+		return
+	}
+	pj.Min, pj.Max = 1, j.gpus
+	g := float64(j.gpus)
+	pj.Speed = policy.SpeedFunc(func(s policy.Shape) float64 { return float64(min(s.Workers, int(g))) / g })
+	switch info.Class {
+	case policy.ClassOracle:
+		pj.Remaining = j.work - j.done
+	default:
+		pj.Remaining = math.Max(j.done, 1)
+	}
 }

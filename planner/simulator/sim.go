@@ -77,23 +77,34 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	if err != nil {
 		return Result{}, err
 	}
+	if am, ok := pol.(policy.ArtifactMode); ok {
+		am.UseArtifactMode()
+	}
+	info := pol.Info()
 	mode := fixedBatch
-	if policyName == policy.Best {
+	if info.Traits.AdaptiveBatch {
 		mode = adaptiveBatch
 	}
-	pool := newAppPool()
+	var pool *appPool
+	if info.Class == policy.ClassOracle && info.Traits.AdaptiveBatch {
+		pool = newAppPool() // the oracle ablation pools measurements per kind
+	}
+	kinds := newKindHistory()
 	sj := make([]*simJob, len(jobs))
 	for i, j := range jobs {
 		app, ok := apps[j.Application]
 		if !ok {
 			return Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
 		}
-		if (policyName == "fifo" || policyName == "tiresias") && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
+		if info.Traits.FixedSize && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
 			return Result{}, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
 				ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
 		}
 		sj[i] = newSimJob(j, app, mode)
 		sj[i].pool = pool
+		if info.Class == policy.ClassOnline && info.Traits.KindPriors {
+			sj[i].kinds = kinds
+		}
 	}
 	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
 	for n := range cluster.Nodes {
@@ -127,6 +138,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			} else if len(j.placement) > 0 {
 				j.placement, j.alloc = nil, nil
 				lastProgress = now
+				kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile, j.firstGrad)
 			}
 		}
 		if remaining == 0 {
@@ -141,7 +153,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
 		in.Jobs = make([]policy.Job, len(active))
 		for i, j := range active {
-			in.Jobs[i] = policyJob(policyName, j, now, pool, cfg.GPUsPerNode)
+			in.Jobs[i] = jobFor(info, j, now, pool, kinds, cfg.GPUsPerNode)
 		}
 		t0 := time.Now()
 		plan, err := pol.Allocate(in)
@@ -218,49 +230,22 @@ func currentAlloc(j *simJob) policy.Allocation {
 	return a
 }
 
-// policyJob describes a simulated job to a policy the way each policy's
-// scheduler sees jobs in the artifact.
-func policyJob(name string, j *simJob, now float64, pool *appPool, gpn int) policy.Job {
-	a := j.app
-	pj := policy.Job{
-		ID:              j.spec.Name,
-		Kind:            a.Name,
-		Submitted:       epoch.Add(time.Duration(j.submitted * float64(time.Second))),
-		Worker:          policy.Demand{GPUMilli: policy.MilliGPU},
-		Current:         currentAlloc(j),
-		AttainedService: j.attained,
-		RestartCost:     time.Duration(restartPenalty * float64(time.Second)),
-		Age:             time.Duration((now - j.submitted) * float64(time.Second)),
-		Restarts:        max(j.restarts, 0),
-		Min:             1,
+// jobFor describes a simulated job to a policy through the view its
+// information class allows (views.go).
+func jobFor(info policy.Info, j *simJob, now float64, pool *appPool, kinds *kindHistory, gpn int) policy.Job {
+	switch info.Class {
+	case policy.ClassOnline:
+		o := j.observed(now, j.speedModel())
+		if j.kinds != nil {
+			o.priorMaxReps = kinds.maxReps[j.app.Name]
+		}
+		return onlineJob(info.Traits, &o, kinds)
+	case policy.ClassDeclared:
+		d := j.declared(now)
+		return declaredJob(info.Traits, &d)
+	default:
+		return oracleJob(info.Traits, j, now, pool, gpn)
 	}
-	switch name {
-	case "fifo", "tiresias":
-		pj.Min, pj.Max, pj.Gang = j.spec.Replicas, j.spec.Replicas, true
-	case "optimus", "drf":
-		pj.Max = max(int(j.targetBsz/a.MinLocalBsz), 1)
-		if a.Name == "ncf" {
-			pj.Max = 1
-		}
-		if name == "optimus" {
-			pj.Speed, pj.Remaining = oracleSpeed(j, gpn)
-		}
-	default: // goodput: adaptive jobs, fitted models
-		maxProfiled := 0
-		for k := range j.profile {
-			maxProfiled = max(maxProfiled, k.reps)
-		}
-		maxProfiled = max(maxProfiled, pool.maxReps[a.Name])
-		pj.Max = min(max(2*maxProfiled, 1), 64, int(a.MaxBatch/a.MinLocalBsz))
-		if a.Name == "ncf" {
-			pj.Max = 1
-		}
-		if sp := pool.fit(a.Name); sp != nil {
-			pj.Speed = goodputSpeed(j, sp)
-			pj.Remaining = math.Max(a.Progress(a.MaxEpochs)-j.progress, 1e-9)
-		}
-	}
-	return pj
 }
 
 // oracleSpeed is Optimus+Oracle as the Pollux artifact defines it: exact
@@ -293,39 +278,25 @@ func oracleSpeed(j *simJob, gpn int) (policy.SpeedModel, float64) {
 }
 
 // goodputSpeed predicts goodput (progress per second) from a fitted speed
-// model and the job's latest gradient statistics, choosing the best batch
+// model and the job's reported gradient statistics, choosing the best batch
 // for each shape as the job itself would.
-func goodputSpeed(j *simJob, sp *model.Speed) policy.SpeedModel {
+func goodputSpeed(l batchLimits, sp *model.Speed, sqr, v float64) policy.SpeedModel {
 	memo := map[[2]int]float64{}
-	sqr, v := j.gradSqr, j.gradVar
-	if sqr == 0 && v == 0 {
-		sqr, v = j.app.GradStats(j.app.InitBatch, 0)
-	}
 	return policy.SpeedFunc(func(s policy.Shape) float64 {
 		k := [2]int{s.Workers, s.Nodes}
 		if r, ok := memo[k]; ok {
 			return r
 		}
-		var r float64
-		if j.targetBsz > 0 {
-			atomic, accum := j.app.fixedSplit(j.targetBsz, s.Workers, false)
-			step, compute := predictStep(sp, s.Nodes, s.Workers, atomic)
-			r = model.Gain(sqr, v, j.targetBsz/j.app.InitBatch) / (step + compute*float64(accum))
-		} else {
-			r, _, _ = bestBatch(j.app, sp, sqr, v, max(s.Nodes, 1), s.Workers)
-		}
+		r, _, _ := bestBatch(l, sp, sqr, v, max(s.Nodes, 1), s.Workers)
 		memo[k] = r
 		return r
 	})
 }
 
 // appPool pools what jobs measured, per application (model kind), and fits
-// one all-reduce speed model per kind. The goodput policy's jobs use it to
-// choose their batch size and the policy uses it to predict goodput: jobs of
-// one kind share a model, so a job that has not run yet starts from what
-// its kind has shown (the cold-start prior), and the exploration cap (at
-// most twice the largest size the kind has been measured at) grows as the
-// kind is measured at larger sizes.
+// one all-reduce speed model per kind; only the goodput-oracle ablation uses
+// it. In the traces every job of a kind is identical, so pooling hands a new
+// job everyone's measurements: knowledge no online scheduler has.
 type appPool struct {
 	samples map[string]map[profileKey][2]float64
 	maxReps map[string]int
@@ -357,16 +328,27 @@ func (p *appPool) fit(app string) *model.Speed {
 		return p.fits[app]
 	}
 	p.dirty[app] = false
-	var samples []model.SpeedSample
-	for k, v := range p.samples[app] {
+	if sp, err := fitProfile(p.samples[app]); err == nil {
+		p.fits[app] = sp
+	}
+	return p.fits[app]
+}
+
+// fitProfile fits the all-reduce speed form to step-time measurements.
+func fitProfile(profile map[profileKey][2]float64) (*model.Speed, error) {
+	samples := make([]model.SpeedSample, 0, len(profile))
+	for k, v := range profile {
 		samples = append(samples, model.SpeedSample{Workers: k.reps, Nodes: k.nodes, Batch: k.bsz * float64(k.reps), StepsPerSec: 1 / v[0]})
+	}
+	if len(samples) == 0 {
+		return nil, model.ErrNotEnoughPoints
 	}
 	sortSamples(samples)
 	sp, err := model.FitSpeed(model.AllReduce, withPrior(samples))
-	if err == nil {
-		p.fits[app] = &sp
+	if err != nil {
+		return nil, err
 	}
-	return p.fits[app]
+	return &sp, nil
 }
 
 // withPrior adds a pseudo-sample when every sample used one per-GPU batch:

@@ -20,7 +20,7 @@ type TableRow struct {
 }
 
 // publishedFor maps our policy names to the artifact's published policy.
-var publishedFor = map[string]string{"tiresias": "tiresias", "optimus": "optimus", "goodput": "pollux"}
+var publishedFor = map[string]string{"tiresias": "tiresias", "optimus": "optimus", "goodput": "pollux", "goodput-oracle": "pollux", "pollux": "pollux"}
 
 // RunTable replays every workload under every policy.
 func RunTable(cfg Config, dataDir string, policies []string, progress io.Writer) ([]TableRow, []string, error) {
