@@ -210,10 +210,30 @@ func TestHTTPReporter_PostsProgress(t *testing.T) {
 	}
 }
 
+// lockedBuffer is a bytes.Buffer safe for the training loop and the
+// reporter goroutine (which prints report failures) to write at once, as
+// os.Stdout is.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func TestHTTPReporter_UnreachablePlannerIsLoggedOnce(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close() // nothing listens there any more
-	var out bytes.Buffer
+	var out lockedBuffer
 	env := map[string]string{progress.EnvURL: srv.URL, progress.EnvToken: "tok"}
 	code := run([]string{"-samples", "256", "-steps", "100", "-log-every", "10"}, func(k string) string { return env[k] }, &out, &out)
 	must.Eq(t, 0, code, must.Sprint(out.String()))

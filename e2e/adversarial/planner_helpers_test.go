@@ -43,11 +43,23 @@ func plFreePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// plOpts adjust a planner's config.
+type plOpts struct {
+	port   int    // 0: a free port
+	policy string // lines added to the policy block
+	extra  string // blocks added to the file
+}
+
 // plStart runs `caravan planner` as a host process (so a test can kill -9
-// it) with the session TTL the tests reason about, on port (0: a free one);
-// policy lines are added to the policy block.
-func plStart(t *testing.T, c *harness.C, name string, port int, policy ...string) *plProc {
+// it) with the session TTL the tests reason about.
+func plStart(t *testing.T, c *harness.C, name string) *plProc {
 	t.Helper()
+	return plStartWith(t, c, name, plOpts{})
+}
+
+func plStartWith(t *testing.T, c *harness.C, name string, o plOpts) *plProc {
+	t.Helper()
+	port := o.port
 	if port == 0 {
 		port = plFreePort(t)
 	}
@@ -77,7 +89,8 @@ policy {
 capacity {
   device = "caravan/gpushare"
 }
-`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, plSessionTTL, strings.Join(policy, "\n  "))
+%s
+`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, plSessionTTL, o.policy, o.extra)
 	path := filepath.Join(dir, "planner.hcl")
 	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	p := &plProc{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, config: path,

@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +25,7 @@ import (
 // restart of its own.
 func TestPlanner_ReregistersAfterConsulLosesItsState(t *testing.T) {
 	c := harness.Cluster(t)
-	p := plStart(t, c, "relost", 0)
+	p := plStart(t, c, "relost")
 	p.waitLeading(t, true, time.Minute)
 
 	plRestartConsulLosingState(t, c)
@@ -61,7 +63,7 @@ func TestPlanner_ReregistersAfterConsulLosesItsState(t *testing.T) {
 // nothing to Nomad while frozen, and leads and writes again after SIGCONT.
 func TestPlanner_LeaderStopsWritingWhileConsulIsFrozen(t *testing.T) {
 	c := harness.Cluster(t)
-	p := plStart(t, c, "frozen", 0)
+	p := plStart(t, c, "frozen")
 	p.waitLeading(t, true, time.Minute)
 
 	thaw := plFreezeConsul(t, c)
@@ -108,7 +110,7 @@ func TestPlanner_LeaderStopsWritingWhileConsulIsFrozen(t *testing.T) {
 // sane, and /v1/jobs and /v1/plan keep answering 200 for every job.
 func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
-	p := plStart(t, c, "poison", 0)
+	p := plStart(t, c, "poison")
 	p.waitLeading(t, true, time.Minute)
 	id := plRunSim(t, c, "adv-poison", "count=1", "max_workers=1")
 	token := plTaskToken(t, c, id, "train")
@@ -152,12 +154,27 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 }
 
 // Tokens with forged key IDs flood the planner (each makes it look for the
-// key in Nomad's JWKS). Expected: every forgery gets 401, and a legitimate
-// report sent in the middle of the flood is accepted (within a generous
-// bound: it must not queue behind the forgeries' JWKS fetches).
+// key in Nomad's JWKS), while Nomad answers JWKS requests slowly (a proxy
+// delays each by jwksDelay). Expected: every forgery gets 401, and a
+// legitimate report sent in the middle of the flood is accepted at once (a
+// generous bound, well under jwksDelay: it must not queue behind the
+// forgeries' fetches).
 func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	c := harness.Cluster(t)
-	p := plStart(t, c, "forged", 0)
+	const jwksDelay = 8 * time.Second
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(jwksDelay)
+		resp, err := http.Get(c.NomadAddr + "/.well-known/jwks.json")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	defer slow.Close()
+	p := plStartWith(t, c, "forged", plOpts{extra: fmt.Sprintf("progress {\n  jwks_url = %q\n}\n", slow.URL)})
 	p.waitLeading(t, true, time.Minute)
 	id := plRunSim(t, c, "adv-forged", "count=1", "max_workers=1")
 	token := plTaskToken(t, c, id, "train")
@@ -201,17 +218,18 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second) // the flood is under way
+	time.Sleep(2 * time.Second) // the flood is under way, a JWKS fetch with it
 	sent := time.Now()
 	code, eb, err := p.post(token, fmt.Sprintf(`{"step": %d, "loss": 0.5, "samples_per_sec": 32}`, step))
 	took := time.Since(sent)
-	time.Sleep(time.Second)
+	time.Sleep(jwksDelay + 2*time.Second) // past the fetch: forgeries are now answered from the cache
 	close(stop)
 	wg.Wait()
 	must.NoError(t, err)
 	must.Eq(t, http.StatusNoContent, code, must.Sprint(eb.Error))
-	t.Logf("legitimate report accepted in %s during a flood of %d forged-kid reports", took.Round(time.Millisecond), forged.Load())
-	must.Less(t, 5*time.Second, took)
+	t.Logf("legitimate report accepted in %s during a flood of %d forged-kid reports (JWKS fetch delayed %s)",
+		took.Round(time.Millisecond), forged.Load(), jwksDelay)
+	must.Less(t, jwksDelay/2, took)
 	must.Eq(t, int64(0), not401.Load())
 }
 
@@ -221,7 +239,7 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 // refused only because the job is not managed by the planner: 403).
 func TestPlanner_TokenWithoutExpIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
-	p := plStart(t, c, "noexp", 0)
+	p := plStart(t, c, "noexp")
 	p.waitLeading(t, true, time.Minute)
 	sample := `{"step": 1, "loss": 1, "samples_per_sec": 1}`
 
@@ -252,7 +270,7 @@ func TestPlanner_TokenWithoutExpIsRefused(t *testing.T) {
 func TestPlanner_RestartedMidRound(t *testing.T) {
 	c := harness.Cluster(t)
 	oneChange := "max_changes_per_round = 1"
-	p := plStart(t, c, "midround", 0, oneChange)
+	p := plStartWith(t, c, "midround", plOpts{policy: oneChange})
 	p.waitLeading(t, true, time.Minute)
 	a := plRunSim(t, c, "adv-mid-a", "count=1", "max_workers=2")
 	b := plRunSim(t, c, "adv-mid-b", "count=1", "max_workers=2")
@@ -275,7 +293,7 @@ func TestPlanner_RestartedMidRound(t *testing.T) {
 	p.kill9()
 	t.Logf("killed the leader with a and b grown %d and %d times", grown(a), grown(b))
 
-	again := plStart(t, c, "midround", p.port, oneChange)
+	again := plStartWith(t, c, "midround", plOpts{port: p.port, policy: oneChange})
 	restarted := time.Now()
 	again.waitLeading(t, true, 3*plSessionTTL+time.Minute)
 	t.Logf("restarted planner leads %s after the restart", time.Since(restarted).Round(100*time.Millisecond))

@@ -475,7 +475,7 @@ func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {
 
 func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 1)
-	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4", "caravan_max_ps": "2"}))
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "alloc-0", Namespace: "default", JobID: "a", TaskGroup: "worker",
 		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
 	deadlineAllocs(t, h, 1)
@@ -499,6 +499,21 @@ func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
 	must.Eq(t, 20.0, fit.SpeedSamples[0].StepsPerSec)
 	must.NotNil(t, fit.LastSample)
 	must.Eq(t, int64(1000), fit.LastSample.StepsTotal)
+
+	// A report claiming more workers than the job may have is not believed:
+	// its speed counts for the shape Nomad shows.
+	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 500, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+		Time: h.clk.Now(), AllocationID: "alloc-0"})
+	h.clk.Advance(10 * time.Second)
+	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 700, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+		Time: h.clk.Now(), AllocationID: "alloc-0"})
+	h.round()
+	h.clk.Advance(10 * time.Second)
+	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 900, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+		Time: h.clk.Now(), AllocationID: "alloc-0"})
+	for _, s := range findJob(t, h.round(), "a").Fit.SpeedSamples {
+		must.LessEq(t, 4, s.Workers)
+	}
 	must.Eq(t, 0.5, fit.LastSample.GradSqr)
 	must.Eq(t, 2.0, fit.LastSample.GradVar)
 }

@@ -232,8 +232,11 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 		sh.ps = j.Count(j.Spec.PSGroup)
 	}
 	// A task that says which shape produced its speed is believed over the
-	// group counts (which lag a scale while workers join).
-	reported := f.LastSample != nil && f.LastSample.Workers > 0
+	// group counts (which lag a scale while workers join), within the
+	// shapes its job may have: a report cannot claim more workers or
+	// parameter servers than the job's bounds allow.
+	reported := f.LastSample != nil && f.LastSample.Workers > 0 &&
+		f.LastSample.Workers <= max(j.Spec.MaxWorkers, v.Workers) && f.LastSample.PS <= max(j.Spec.MaxPS, sh.ps)
 	if reported {
 		sh.workers, sh.ps = f.LastSample.Workers, f.LastSample.PS
 	}
