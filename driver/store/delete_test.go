@@ -15,7 +15,7 @@ import (
 func TestDelete(t *testing.T) {
 	ctx := context.Background()
 	keep := testKey("keep")
-	group := Key{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: 7}
+	group := Key{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: "7"}
 	cases := []struct {
 		name    string
 		key     Key
@@ -26,7 +26,7 @@ func TestDelete(t *testing.T) {
 		{"alloc key", testKey("victim"), false, nil, 2},
 		{"group key with incarnation", group, false, nil, 2},
 		{"unknown key", testKey("nobody"), false, ErrNoCheckpoint, 0},
-		{"other incarnation of an existing job", Key{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: 8}, false, ErrNoCheckpoint, 0},
+		{"other incarnation of an existing job", Key{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: "8"}, false, ErrNoCheckpoint, 0},
 		{"invalid key", Key{Namespace: "default", Job: "", Group: "g", Task: "t"}, false, ErrInvalid, 0},
 		{"commit in flight", testKey("victim"), true, ErrBusy, 0},
 	}
@@ -115,8 +115,8 @@ func TestKeysListsKeysWithGenerations(t *testing.T) {
 	writeTree(t, src, 1)
 	keys := []Key{
 		testKey("a"),
-		{Namespace: "ns", Job: "batch/dispatch-1", Group: "g", Task: "t", Index: 3, Incarnation: 12},
-		{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: 7},
+		{Namespace: "ns", Job: "batch/dispatch-1", Group: "g", Task: "t", Index: 3, Incarnation: "12"},
+		{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true, Incarnation: "7"},
 	}
 	for _, k := range keys {
 		_, _, err := s.Commit(ctx, k, src, "n", nil)

@@ -35,8 +35,9 @@ type Key struct {
 	// Incarnation binds the key to one incarnation of its job (the driver
 	// uses the Nomad job's create index), so a job purged and submitted
 	// again under the same ID does not find the old job's checkpoints.
-	// 0 leaves the key unbound (an explicit key name).
-	Incarnation uint64
+	// Empty leaves the key unbound (an explicit key name). Only bytes in
+	// [A-Za-z0-9_-] are allowed.
+	Incarnation string
 }
 
 // String returns the key as namespace/job[@incarnation]/group/task/slot with
@@ -65,8 +66,11 @@ func (k Key) parts() ([]string, error) {
 			return nil, fmt.Errorf("%w: key %s is empty", ErrInvalid, n.field)
 		}
 		e := escapePart(n.v)
-		if n.field == "job" && k.Incarnation > 0 {
-			e += incarnationSep + strconv.FormatUint(k.Incarnation, 10)
+		if n.field == "job" && k.Incarnation != "" {
+			if !validIncarnation(k.Incarnation) {
+				return nil, fmt.Errorf("%w: key incarnation %q may only hold [A-Za-z0-9_-]", ErrInvalid, k.Incarnation)
+			}
+			e += incarnationSep + k.Incarnation
 		}
 		if len(e) > maxPartLen {
 			return nil, fmt.Errorf("%w: key %s is too long (%d bytes escaped, max %d)",
@@ -104,11 +108,10 @@ func ParseKey(s string) (Key, error) {
 	var k Key
 	job := parts[1]
 	if i := strings.LastIndex(job, incarnationSep); i >= 0 {
-		n, err := strconv.ParseUint(job[i+1:], 10, 64)
-		if err != nil || n == 0 {
+		if !validIncarnation(job[i+1:]) {
 			return Key{}, fmt.Errorf("%w: key %q: bad job incarnation %q", ErrInvalid, s, job[i+1:])
 		}
-		k.Incarnation, job = n, job[:i]
+		k.Incarnation, job = job[i+1:], job[:i]
 	}
 	fields := []struct {
 		name string
@@ -159,6 +162,19 @@ func escapePart(s string) string {
 		b.WriteByte(hex[c&0xF])
 	}
 	return b.String()
+}
+
+func validIncarnation(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // unescapePart inverts escapePart for its canonical output.
