@@ -4,9 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 )
 
 // TestDelete deletes one key and checks that only it went, that GC then
@@ -138,4 +141,59 @@ func TestKeysListsKeysWithGenerations(t *testing.T) {
 		gotS = append(gotS, k.String())
 	}
 	must.Eq(t, want, gotS)
+}
+
+// TestDeleteUnderWaitingCommitter deletes a key while a commit in another
+// process waits for the key's lock: when the lock is released, that
+// committer finds its lock file unlinked, locks the new one and publishes
+// generation 1 of the fresh key.
+func TestDeleteUnderWaitingCommitter(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{})
+	key := testKey("waiting")
+	src := t.TempDir()
+	writeTree(t, src, 3)
+	_, _, err := s.Commit(ctx, key, src, "n", nil)
+	must.NoError(t, err)
+	keyDir, err := key.dir(s.root)
+	must.NoError(t, err)
+
+	unlock, err := tryLockKey(keyDir)
+	must.NoError(t, err)
+	helper := helperCmd(t, "commit", s.root, src, key.Job)
+	var out syncCmd
+	helper.Stdout, helper.Stderr = &out, &out
+	must.NoError(t, helper.Start())
+	// Wait until the helper has the lock file open (it then blocks in flock).
+	lockPath := filepath.Join(keyDir, "lock")
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool {
+		return hasOpen(helper.Process.Pid, lockPath)
+	}), wait.Timeout(30*time.Second), wait.Gap(5*time.Millisecond)))
+
+	gens, err := listGenerations(keyDir)
+	must.NoError(t, err)
+	n, err := removeKeyDir(keyDir, gens)
+	must.NoError(t, err)
+	must.Eq(t, 1, n)
+	unlock()
+
+	must.NoError(t, helper.Wait(), must.Sprintf("helper: %s", out.String()))
+	ms := mustList(t, s, key)
+	must.Len(t, 1, ms)
+	must.Eq(t, uint64(1), ms[0].Generation)
+	must.Eq(t, "helper", ms[0].Node)
+}
+
+// hasOpen reports whether process pid has path open.
+func hasOpen(pid int, path string) bool {
+	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name())); err == nil && l == path {
+			return true
+		}
+	}
+	return false
 }
