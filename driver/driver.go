@@ -366,13 +366,15 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		}
 		h.ckpt = d.newCheckpointer(taskState.TaskConfig, tc.Checkpoint, cs, h, logger)
 		// The last sequence committed may be newer than the one restored at
-		// start: ask the store.
+		// start: ask the store. Only this allocation's own commits count:
+		// with scope "group" another member's sequence says nothing about
+		// the markers this task writes.
 		h.ckpt.lastSeq.Store(cs.RestoredSequence)
 		h.ckpt.lastGen.Store(cs.RestoredGeneration)
 		if st, err := d.checkpointStore(); err == nil {
 			if m, err := st.Latest(cs.Key); err == nil {
 				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
-				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence {
+				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta["alloc_id"] == handle.Config.AllocID {
 					h.ckpt.lastSeq.Store(seq)
 				}
 			}

@@ -66,11 +66,12 @@ func markerTask(ck *CheckpointConfig, mode string, step int) *TaskConfig {
 	const script = `
 seq=${CARAVAN_CHECKPOINT_SEQUENCE:-0}
 d=$CARAVAN_CHECKPOINT_DIR
+mode=$1 step=$2 # a trap may run inside mark, where $1 and $2 are mark's
 mark() { seq=$((seq+1)); printf '{"sequence":%d,%s}' "$seq" "$1" > "$d/.m"; mv "$d/.m" "$d/caravan-checkpoint.json"; }
-if [ "$1" = skip ]; then
+if [ "$mode" = skip ]; then
   trap 'mark "\"skip\":true"' USR1
 else
-  trap 'echo "state at $2" > "$d/state"; mark "\"step\":$2"' USR1
+  trap 'echo "state at $step" > "$d/state"; mark "\"step\":$step"' USR1
 fi
 echo "ready restored_step=${CARAVAN_CHECKPOINT_STEP:-none} generation=$CARAVAN_CHECKPOINT_GENERATION state=$(cat "$d/state" 2>/dev/null)"
 while :; do sleep 0.05; done
@@ -288,4 +289,38 @@ func TestDriver_IncarnationUnknown(t *testing.T) {
 			must.NoError(t, err)
 		})
 	}
+}
+
+// TestDriver_RecoveredGroupMemberKeepsItsSequence recovers a group member
+// after a plugin restart while another member has committed higher
+// sequences: the recovered task's own next marker is still committed.
+func TestDriver_RecoveredGroupMemberKeepsItsSequence(t *testing.T) {
+	storeDir := t.TempDir()
+	td := newTestDriver(t, storeDir)
+	ck := groupCheckpoint()
+	ck.Timeout = "5s"
+	busy := newTaskAt(t, td, "client1", 0, markerTask(ck, "write", 100))
+	late := newTaskAt(t, td, "client2", 1, markerTask(ck, "write", 200))
+	busyHandle, _, err := td.StartTask(busy)
+	must.NoError(t, err)
+	handle, _, err := td.StartTask(late)
+	must.NoError(t, err)
+	waitStdout(t, busy, "ready")
+	waitStdout(t, late, "ready")
+	for range 3 { // the other member's sequences reach 3
+		must.NoError(t, td.SignalTask(busy.ID, "SIGUSR1"))
+		td.waitTaskEvent(t, busy.ID, "Checkpoint saved (on demand)")
+		td.waitIdle(t, busy.ID)
+	}
+
+	td.kill()
+	td2 := newTestDriver(t, storeDir)
+	must.NoError(t, td2.RecoverTask(busyHandle)) // destroyed by td2's cleanup
+	must.NoError(t, td2.RecoverTask(handle))
+	must.NoError(t, td2.SignalTask(late.ID, "SIGUSR1")) // its marker has sequence 1
+	ev := td2.waitTaskEvent(t, late.ID, "Checkpoint saved (on demand)")
+	must.Eq(t, "200", ev.Annotations[annotationStep])
+	must.Eq(t, "4", ev.Annotations[annotationGeneration])
+	must.NoError(t, td2.StopTask(late.ID, 20*time.Second, "SIGTERM"))
+	must.NoError(t, td2.DestroyTask(late.ID, true))
 }
