@@ -12,6 +12,7 @@ import (
 	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/device"
 	"github.com/caravan-nomad/caravan/driver"
+	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner"
 	"github.com/caravan-nomad/caravan/trainer"
@@ -24,20 +25,21 @@ type subcommand struct {
 }
 
 var subcommands = map[string]subcommand{
-	"device":  {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
-	"driver":  {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
-	"planner": {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
-	"trainer": {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
-	"demo":    {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
-	"version": {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
+	"device":     {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
+	"driver":     {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
+	"checkpoint": {"list, show or delete checkpoints in a checkpoint store (operators)", checkpointcli.Main},
+	"planner":    {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
+	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
+	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
+	"version":    {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
 }
 
-var order = []string{"device", "driver", "planner", "trainer", "demo", "version"}
+var order = []string{"device", "driver", "checkpoint", "planner", "trainer", "demo", "version"}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")
 	for _, name := range order {
-		fmt.Fprintf(w, "  %-8s %s\n", name, subcommands[name].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", name, subcommands[name].summary)
 	}
 }
 

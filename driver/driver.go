@@ -67,6 +67,9 @@ var (
 			hclspec.NewAttr("checkpoint_gc_interval", "string", false),
 			hclspec.NewLiteral(`"10m"`),
 		),
+		"nomad_address":    hclspec.NewAttr("nomad_address", "string", false),
+		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
+		"nomad_token_file": hclspec.NewAttr("nomad_token_file", "string", false),
 	})
 
 	// taskConfigSpec is the schema of a task's config block.
@@ -91,6 +94,11 @@ var (
 				hclspec.NewAttr("on_restore_error", "string", false),
 				hclspec.NewLiteral(`"fail"`),
 			),
+			"scope": hclspec.NewDefault(
+				hclspec.NewAttr("scope", "string", false),
+				hclspec.NewLiteral(`"alloc"`),
+			),
+			"key": hclspec.NewAttr("key", "string", false),
 		})),
 	})
 
@@ -358,13 +366,15 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		}
 		h.ckpt = d.newCheckpointer(taskState.TaskConfig, tc.Checkpoint, cs, h, logger)
 		// The last sequence committed may be newer than the one restored at
-		// start: ask the store.
+		// start: ask the store. Only this allocation's own commits count:
+		// with scope "group" another member's sequence says nothing about
+		// the markers this task writes.
 		h.ckpt.lastSeq.Store(cs.RestoredSequence)
 		h.ckpt.lastGen.Store(cs.RestoredGeneration)
 		if st, err := d.checkpointStore(); err == nil {
 			if m, err := st.Latest(cs.Key); err == nil {
 				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
-				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence {
+				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta["alloc_id"] == handle.Config.AllocID {
 					h.ckpt.lastSeq.Store(seq)
 				}
 			}
@@ -463,7 +473,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
 			return nil, nil, fmt.Errorf("task has a checkpoint block but %w (plugin config)", errNoStore)
 		}
-		key, err := checkpointKey(cfg)
+		key, err := d.checkpointIdentity(cfg, tc.Checkpoint, events)
 		if err != nil {
 			return nil, nil, err
 		}

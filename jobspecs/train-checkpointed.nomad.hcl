@@ -129,6 +129,8 @@ job "train-checkpointed" {
           interval         = var.checkpoint_interval
           timeout          = "1m"
           on_restore_error = "fail"
+          # scope = "group"      # one state for a whole data-parallel group (driver/README.md)
+          # key   = "my-run"     # resume across `nomad job stop -purge` and resubmission
         }
       }
 

@@ -203,3 +203,13 @@ func addRefs(refs map[string]bool, p string) error {
 	}
 	return nil
 }
+
+// Sweep deletes every chunk no manifest of any key references (and crashed
+// commits' temp files), as GC does after pruning; use it after Delete. It
+// waits, until ctx is done, for commits and restores in flight.
+func (s *Store) Sweep(ctx context.Context) error {
+	if err := s.statRoot(); err != nil {
+		return err
+	}
+	return s.classify(s.sweep(ctx))
+}

@@ -47,7 +47,12 @@ func reference(t *testing.T, c *harness.C) string {
 func setup(t *testing.T, c *harness.C) {
 	t.Helper()
 	clean := func() {
-		_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", jobID))
+		// The job's keys: default/<job>@<create index>/... (and, from
+		// before incarnations, default/<job>/...).
+		dirs, _ := filepath.Glob(filepath.Join(c.CheckpointDir, "default", jobID+"@*"))
+		for _, d := range append(dirs, filepath.Join(c.CheckpointDir, "default", jobID)) {
+			_ = os.RemoveAll(d)
+		}
 		for _, cl := range c.Clients {
 			_, _ = c.Nomad.Nodes().UpdateDrain(cl.NodeID, nil, true, nil)
 			_, _ = c.Nomad.Nodes().ToggleEligibility(cl.NodeID, true, nil)
@@ -372,7 +377,10 @@ func TestDriver_PeriodicCheckpoints(t *testing.T) {
 	})
 	st, err := store.Open(c.CheckpointDir, store.Options{})
 	must.NoError(t, err)
-	ms, err := st.List(store.Key{Namespace: "default", Job: jobID, Group: group, Task: task, Index: 0})
+	job, _, err := c.Nomad.Jobs().Info(jobID, nil)
+	must.NoError(t, err)
+	ms, err := st.List(store.Key{Namespace: "default", Job: jobID, Group: group, Task: task, Index: 0,
+		Incarnation: strconv.FormatUint(*job.CreateIndex, 10)})
 	must.NoError(t, err)
 	must.SliceNotEmpty(t, ms)
 	must.Eq(t, "periodic", ms[len(ms)-1].Meta["reason"])

@@ -35,5 +35,12 @@ plugin "caravan" {
   config {
     checkpoint_store  = "/mnt/caravan-checkpoints"
     checkpoint_retain = 3
+
+    # The local agent the driver asks for a job's incarnation (its create
+    # index), so a purged and resubmitted job starts fresh. Defaults to
+    # NOMAD_ADDR, else http://127.0.0.1:4646. With ACLs, a token that may
+    # read jobs (read-job) in the tasks' namespaces:
+    # nomad_address    = "https://127.0.0.1:4646"
+    # nomad_token_file = "/etc/nomad.d/caravan-driver.token"
   }
 }

@@ -7,5 +7,8 @@ plugin "caravan" {
   config {
     checkpoint_store  = "@CLUSTER_DIR@/checkpoints"
     checkpoint_retain = 3
+    # The agent the driver asks for a job's incarnation (its create index),
+    # so a purged and resubmitted job starts fresh: this client's HTTP API.
+    nomad_address = "http://127.0.0.1:@P_CLIENT_HTTP@"
   }
 }

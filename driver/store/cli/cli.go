@@ -1,0 +1,113 @@
+// Package cli is `caravan checkpoint`: list, show and delete the
+// checkpoints in a caravan checkpoint store, for operators. It uses the
+// store package only (no Nomad): point it at the store directory the
+// driver's checkpoint_store option names.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// EnvStore names the store when -store is not given.
+const EnvStore = "CARAVAN_CHECKPOINT_STORE"
+
+// gcTimeout bounds delete -gc's wait for commits and restores in flight.
+const gcTimeout = 5 * time.Minute
+
+const usage = `usage: caravan checkpoint <command> [-store DIR] [args]
+
+commands:
+  list [-json]         keys with their generations, newest step, size and time
+  show [-json] KEY     one key's generations and manifest meta
+  delete [-gc] KEY     delete every generation of KEY (-gc: free unreferenced chunks now)
+
+KEY is printed by list: namespace/job[@incarnation]/group/task/slot.
+-store defaults to $` + EnvStore + `.
+`
+
+// Main runs the subcommand with the process's streams and environment.
+func Main(args []string) int { return Run(args, os.Stdout, os.Stderr, os.Getenv) }
+
+// Run runs `caravan checkpoint args...`: 0 on success, 1 on failure, 2 on
+// bad usage.
+func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("caravan checkpoint "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("store", getenv(EnvStore), "checkpoint store directory (default $"+EnvStore+")")
+	asJSON := fs.Bool("json", false, "print JSON (list, show)")
+	gc := fs.Bool("gc", false, "after delete, free the chunks no manifest references")
+	var run func(*store.Store, []string) error
+	switch cmd {
+	case "list":
+		run = func(s *store.Store, a []string) error { return list(s, a, stdout, *asJSON) }
+	case "show":
+		run = func(s *store.Store, a []string) error { return show(s, a, stdout, *asJSON) }
+	case "delete":
+		run = func(s *store.Store, a []string) error { return del(s, a, stdout, *gc) }
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "caravan checkpoint: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	if *root == "" {
+		fmt.Fprintf(stderr, "caravan checkpoint %s: -store: no store given (pass -store DIR or set %s)\n", cmd, EnvStore)
+		return 2
+	}
+	s, err := openExisting(*root)
+	if err == nil {
+		err = run(s, fs.Args())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan checkpoint %s: %v\n", cmd, err)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+var errUsage = errors.New("usage")
+
+// openExisting opens a store that already exists: store.Open would create
+// the store's directories in any writable directory it is given.
+func openExisting(root string) (*store.Store, error) {
+	fi, err := os.Stat(filepath.Join(root, ".chunks"))
+	if err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("-store: %s is not a caravan checkpoint store (no .chunks directory)", root)
+	}
+	return store.Open(root, store.Options{})
+}
+
+// oneKey parses the single KEY argument.
+func oneKey(args []string) (store.Key, error) {
+	if len(args) != 1 {
+		return store.Key{}, fmt.Errorf("%w: want exactly one KEY argument, got %d", errUsage, len(args))
+	}
+	return store.ParseKey(args[0])
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
