@@ -44,17 +44,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	fs := flag.NewFlagSet("caravan trainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the dataset, teacher and initial weights")
-	fs.IntVar(&c.Samples, "samples", c.Samples, "dataset size")
-	fs.IntVar(&c.Features, "features", c.Features, "input features")
-	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units")
-	fs.IntVar(&c.Batch, "batch", c.Batch, "mini-batch size")
-	fs.Uint64Var(&c.Steps, "steps", c.Steps, "total SGD steps")
-	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
-	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "momentum in [0,1)")
-	fs.Float64Var(&c.LabelNoise, "label-noise", c.LabelNoise, "fraction of flipped labels in [0,0.5)")
-	fs.Uint64Var(&c.LogEvery, "log-every", c.LogEvery, "print progress every N steps (0: never)")
-	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
+	configFlags(fs, &c)
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
 	hold := fs.Bool("hold", false, "after the last step keep running (answering checkpoint requests) until stopped, for service jobs")
@@ -150,6 +140,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// configFlags registers the flags of c's fields on fs.
+func configFlags(fs *flag.FlagSet, c *Config) {
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the dataset, teacher and initial weights")
+	fs.IntVar(&c.Samples, "samples", c.Samples, "dataset size")
+	fs.IntVar(&c.Features, "features", c.Features, "input features")
+	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "mini-batch size (global)")
+	fs.IntVar(&c.MicroShards, "micro-shards", c.MicroShards, "fixed micro-shards per batch, reduced in order (the unit of a worker's work)")
+	fs.Uint64Var(&c.Steps, "steps", c.Steps, "total SGD steps")
+	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
+	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "momentum in [0,1)")
+	fs.Float64Var(&c.LabelNoise, "label-noise", c.LabelNoise, "fraction of flipped labels in [0,0.5)")
+	fs.Uint64Var(&c.LogEvery, "log-every", c.LogEvery, "print progress every N steps (0: never)")
+	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
+	fs.DurationVar(&c.ComputePerSample, "compute-per-sample", 0, "MODELLED compute: sleep this long per sample processed, standing in for a GPU's time per sample")
 }
 
 var signalNames = map[string]syscall.Signal{
