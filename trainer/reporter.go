@@ -24,6 +24,8 @@ type Progress struct {
 	SamplesPerSec float64   `json:"samples_per_sec"`
 	StepsPerSec   float64   `json:"steps_per_sec"`
 	BatchSize     int       `json:"batch_size"`
+	Workers       int       `json:"workers,omitempty"`
+	PS            int       `json:"ps,omitempty"`
 	Checkpointed  bool      `json:"checkpointed"`
 	Done          bool      `json:"done"`
 	Time          time.Time `json:"time"`
