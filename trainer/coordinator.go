@@ -409,4 +409,3 @@ func (co *coordinator) doneShards(w *member, m *message) {
 		}
 	}
 }
-

@@ -30,6 +30,14 @@ func Main(args []string) int {
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "ps":
+			return runPS(args[1:], getenv, stdout, stderr)
+		case "worker":
+			return runWorker(args[1:], getenv, stdout, stderr)
+		}
+	}
 	c := DefaultConfig()
 	env, err := protocol.FromEnv(getenv)
 	if err != nil {
