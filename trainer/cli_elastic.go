@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -193,9 +194,12 @@ func runWorker(args []string, getenv func(string) string, stdout, stderr io.Writ
 
 // reportOpts are the progress-report flags.
 type reportOpts struct {
-	url, tokenFile *string
-	tokenDefault   string
+	url, urlsFile, tokenFile *string
+	tokenDefault             string
 }
+
+// EnvPlannerURLsFile names a file of planner base URLs, one a line.
+const EnvPlannerURLsFile = "CARAVAN_PLANNER_URLS_FILE"
 
 func reportFlags(fs *flag.FlagSet, getenv func(string) string) *reportOpts {
 	r := &reportOpts{}
@@ -204,11 +208,12 @@ func reportFlags(fs *flag.FlagSet, getenv func(string) string) *reportOpts {
 	}
 	r.tokenFile = fs.String("report-token-file", r.tokenDefault, "bearer token (workload identity JWT) sent with reports, if the file exists")
 	r.url = fs.String("report-url", getenv(EnvProgressURL), "POST the job's progress as JSON to this URL (default $"+EnvProgressURL+"; empty: off)")
+	r.urlsFile = fs.String("report-urls-file", getenv(EnvPlannerURLsFile), "without -report-url: a file of planner base URLs, one a line, re-read on every report (default $"+EnvPlannerURLsFile+")")
 	return r
 }
 
 func (r *reportOpts) reporter() (Reporter, error) {
-	if *r.url == "" {
+	if *r.url == "" && *r.urlsFile == "" {
 		return nil, nil
 	}
 	tf := *r.tokenFile
@@ -218,7 +223,28 @@ func (r *reportOpts) reporter() (Reporter, error) {
 		}
 		tf = ""
 	}
+	if *r.url == "" {
+		return &urlsFileReporter{path: *r.urlsFile, tokenFile: tf}, nil
+	}
 	return NewHTTPReporter(*r.url, tf), nil
+}
+
+// urlsFileReporter reports to the first planner of a file (rendered by a
+// Nomad template) that accepts the report.
+type urlsFileReporter struct{ path, tokenFile string }
+
+func (u *urlsFileReporter) Report(ctx context.Context, p Progress) error {
+	b, err := os.ReadFile(u.path)
+	if err != nil {
+		return err
+	}
+	err = fmt.Errorf("no planner URL in %s", u.path)
+	for _, base := range strings.Fields(string(b)) {
+		if err = NewHTTPReporter(strings.TrimSuffix(base, "/")+"/v1/progress", u.tokenFile).Report(ctx, p); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func envInt(getenv func(string) string, name string) int {
