@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -120,7 +121,10 @@ func RunCoordinator(ctx context.Context, c Config, o ServerOptions) (*Result, er
 
 	var rep *asyncReporter
 	if o.Reporter != nil {
-		rep = newAsyncReporter(ctx, o.Reporter, func(err error) { fmt.Fprintf(o.Out, "progress report failed: %v\n", err) })
+		var once sync.Once // an unreachable planner is logged once, never stops training
+		rep = newAsyncReporter(ctx, o.Reporter, func(err error) {
+			once.Do(func() { fmt.Fprintf(o.Out, "progress report failed (not logged again): %v\n", err) })
+		})
 		defer rep.Close()
 	}
 	return co.loop(ctx, rep)
@@ -163,7 +167,13 @@ func (co *coordinator) loop(ctx context.Context, rep *asyncReporter) (*Result, e
 		}
 		co.endStep(rep)
 	}
-	return co.final(), nil
+	res := co.final()
+	if co.o.Dir != "" && !res.Interrupted {
+		// The finished state, so that a replacement (a batch job scaled
+		// after the end) resumes at the end instead of training again.
+		return res, co.checkpoint()
+	}
+	return res, nil
 }
 
 func (co *coordinator) interrupted() *Result {
