@@ -2,11 +2,9 @@ package trainer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
@@ -168,9 +166,5 @@ func AnswerWithSkips(ctx context.Context, dir string, floor uint64, reqs <-chan 
 }
 
 func writeSkip(dir string, seq uint64) error {
-	b, err := json.Marshal(map[string]any{"sequence": seq, "skip": true})
-	if err != nil {
-		return err
-	}
-	return protocol.WriteFileAtomic(filepath.Join(dir, protocol.MarkerName), b)
+	return protocol.WriteMarker(dir, &protocol.Marker{Sequence: seq, Skip: true})
 }
