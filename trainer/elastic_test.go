@@ -40,7 +40,7 @@ func (l *testLocator) set(a string) {
 
 // elastic runs servers and workers in-process over loopback.
 type elastic struct {
-	t       *testing.T
+	t       testing.TB
 	cfg     Config
 	loc     *testLocator
 	mu      sync.Mutex
@@ -49,13 +49,13 @@ type elastic struct {
 	wg      sync.WaitGroup
 }
 
-func newElastic(t *testing.T, c Config) *elastic {
+func newElastic(t testing.TB, c Config) *elastic {
 	e := &elastic{t: t, cfg: c, loc: &testLocator{}}
 	t.Cleanup(e.stopAll)
 	return e
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must.NoError(t, err)
 	return ln

@@ -73,25 +73,32 @@ func (s *shard) pull(m *message) *message {
 	return &message{Kind: msgParams, Step: m.Step, Lo: s.lo, A: append(floats(nil), p...)}
 }
 
-// push takes one micro-shard's gradient slice; the last one of a step
-// reduces them in shard order and applies the update before the reply, so
-// once every worker has its replies, every server is at the next step.
+// push takes micro-shard gradient slices (a worker's shards of a step);
+// the last one of a step reduces them in shard order and applies the
+// update before the reply, so once every worker has its replies, every
+// server is at the next step.
 func (s *shard) push(m *message) *message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	width := s.hi - s.lo
 	switch {
 	case m.Epoch != s.epoch:
 		return errorReply("stale layout epoch %d (now %d)", m.Epoch, s.epoch)
 	case m.Step < s.step:
-		return &message{Kind: msgAck} // a re-done shard of an applied step
+		return &message{Kind: msgAck} // re-done shards of an applied step
 	case m.Step > s.step:
 		return errorReply("parameter server at step %d got a gradient of step %d", s.step, m.Step)
-	case m.Shard < 0 || m.Shard >= len(s.grads) || len(m.A) != s.hi-s.lo:
-		return errorReply("bad gradient: shard %d, %d values for range [%d,%d)", m.Shard, len(m.A), s.lo, s.hi)
+	case len(m.A) != len(m.Shards)*width:
+		return errorReply("bad gradient: %d values for %d shards of range [%d,%d)", len(m.A), len(m.Shards), s.lo, s.hi)
 	}
-	if s.grads[m.Shard] == nil {
-		s.grads[m.Shard] = m.A
-		s.got++
+	for i, k := range m.Shards {
+		if k < 0 || k >= len(s.grads) {
+			return errorReply("bad gradient: shard %d of %d", k, len(s.grads))
+		}
+		if s.grads[k] == nil {
+			s.grads[k] = m.A[i*width : (i+1)*width]
+			s.got++
+		}
 	}
 	if s.got == len(s.grads) {
 		s.apply()

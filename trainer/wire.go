@@ -27,7 +27,7 @@ const (
 	msgDone                        // worker -> coordinator: Step, Epoch, Shards, Losses (or Err)
 	msgPull                        // worker -> server: Step, Epoch
 	msgParams                      // server -> worker: Step, Lo, A (parameters)
-	msgPush                        // worker -> server: Step, Epoch, Shard, A (gradient slice)
+	msgPush                        // worker -> server: Step, Epoch, Shards, A (their gradient slices, concatenated)
 	msgAck                         // reply without data
 	msgGetShard                    // coordinator -> server: Step
 	msgShard                       // server -> coordinator: Step, Lo, Hi, A (params), B (velocity)
@@ -80,7 +80,6 @@ type message struct {
 	Addr   string
 	Step   uint64
 	Epoch  uint64
-	Shard  int
 	Shards []int
 	Lo, Hi int
 	A, B   floats

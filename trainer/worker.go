@@ -26,6 +26,7 @@ type worker struct {
 	data    *Dataset
 	scratch *Scratch
 	params  []float64
+	bufs    [][]float64 // per-shard gradients of the current assignment
 	conns   map[string]*conn
 }
 
@@ -88,26 +89,28 @@ func (w *worker) configure(cfg Config) {
 	}
 	if w.data == nil || cfg.Fingerprint() != w.cfg.Fingerprint() {
 		w.data, w.scratch = NewDataset(cfg), NewScratch(cfg)
-		w.params = make([]float64, ParamCount(cfg))
+		w.params, w.bufs = make([]float64, ParamCount(cfg)), nil
 	}
 	w.cfg = cfg
 }
 
 // work computes the assigned micro-shards of one step: pull the step's
-// parameters from every server, then per shard compute the gradient (real
-// arithmetic, plus the MODELLED compute time) and push each server its
-// slice. The Done reply carries each shard's loss, or the error.
+// parameters from every server, compute each shard's gradient (real
+// arithmetic, plus the MODELLED compute time), then push each server its
+// slices of them in one message. The Done reply carries each shard's loss,
+// or the error.
 func (w *worker) work(ctx context.Context, a *message) *message {
 	done := &message{Kind: msgDone, Step: a.Step, Epoch: a.Epoch, Shards: a.Shards}
 	err := w.pull(ctx, a)
-	for _, s := range a.Shards {
-		if err != nil {
-			break
+	if err == nil {
+		grads := w.grads(len(a.Shards))
+		for i, s := range a.Shards {
+			w.scratch.Grad = grads[i]
+			done.Losses = append(done.Losses, ShardGradient(w.cfg, w.data, w.params, a.Step, s, w.scratch))
+			lo, hi := w.cfg.ShardSlots(s)
+			modelledCompute(ctx, w.cfg, hi-lo)
 		}
-		done.Losses = append(done.Losses, ShardGradient(w.cfg, w.data, w.params, a.Step, s, w.scratch))
-		lo, hi := w.cfg.ShardSlots(s)
-		modelledCompute(ctx, w.cfg, hi-lo)
-		err = w.push(ctx, a, s)
+		err = w.push(ctx, a, grads)
 	}
 	if err != nil {
 		done.Losses, done.Err = nil, err.Error()
@@ -115,6 +118,14 @@ func (w *worker) work(ctx context.Context, a *message) *message {
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
 	return done
+}
+
+// grads returns k gradient buffers.
+func (w *worker) grads(k int) [][]float64 {
+	for len(w.bufs) < k {
+		w.bufs = append(w.bufs, make([]float64, len(w.params)))
+	}
+	return w.bufs[:k]
 }
 
 func (w *worker) pull(ctx context.Context, a *message) error {
@@ -130,10 +141,13 @@ func (w *worker) pull(ctx context.Context, a *message) error {
 	})
 }
 
-func (w *worker) push(ctx context.Context, a *message, s int) error {
-	g := w.scratch.Grad
+func (w *worker) push(ctx context.Context, a *message, grads [][]float64) error {
 	return w.eachServer(ctx, a.Layout, func(r Range, c *conn) error {
-		_, err := c.call(&message{Kind: msgPush, Step: a.Step, Epoch: a.Epoch, Shard: s, A: g[r.Lo:r.Hi]})
+		body := make(floats, 0, len(grads)*(r.Hi-r.Lo))
+		for _, g := range grads {
+			body = append(body, g[r.Lo:r.Hi]...)
+		}
+		_, err := c.call(&message{Kind: msgPush, Step: a.Step, Epoch: a.Epoch, Shards: a.Shards, A: body})
 		return err
 	})
 }
