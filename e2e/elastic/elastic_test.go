@@ -158,11 +158,16 @@ func TestElasticTrainingOnTheCluster(t *testing.T) {
 		must.StrContains(t, j.logOf(co), s.mustExist)
 	}
 
+	// The second server answered the stop's checkpoint request with a skip
+	// marker (the coordinator writes the state) and handed its slice off.
+	j.event(".ps[1]", "Checkpoint not needed")
+
 	t.Log("suspend: both groups to 0")
 	j.scale("worker", 0)
 	j.scale("ps", 0)
 	j.allStopped()
 	must.StrContains(t, j.logOf(co), "checkpoint step=")
+	j.event(".ps[0]", "Checkpoint saved (stop)")
 
 	t.Log("resume")
 	j.scale("ps", 1)
@@ -184,4 +189,30 @@ func TestElasticTrainingOnTheCluster(t *testing.T) {
 	m := finalRe.FindStringSubmatch(log)
 	must.Eq(t, strconv.Itoa(steps), m[1])
 	must.Eq(t, want, m[2], must.Sprint("final parameters differ from the single-process run"))
+	t.Logf("coordinator %s:\n%s", co, tail(log))
+}
+
+// event waits for a task event containing substr on a stopped allocation
+// whose name ends with suffix.
+func (j *job) event(suffix, substr string) {
+	j.t.Helper()
+	harness.Eventually(j.t, time.Minute, func() error {
+		allocs, _, err := j.c.Nomad.Jobs().Allocations(jobID, true, nil)
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, a := range allocs {
+			if !strings.HasSuffix(a.Name, suffix) || a.DesiredStatus == "run" {
+				continue
+			}
+			for _, e := range j.c.TaskEvents(j.t, a.ID, "ps") {
+				if strings.Contains(e.DisplayMessage, substr) {
+					return nil
+				}
+				seen = append(seen, e.DisplayMessage)
+			}
+		}
+		return fmt.Errorf("no %q event on a stopped %s allocation; events: %q", substr, suffix, seen)
+	})
 }
