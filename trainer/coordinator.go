@@ -167,13 +167,7 @@ func (co *coordinator) loop(ctx context.Context, rep *asyncReporter) (*Result, e
 		}
 		co.endStep(rep)
 	}
-	res := co.final()
-	if co.o.Dir != "" && !res.Interrupted {
-		// The finished state, so that a replacement (a batch job scaled
-		// after the end) resumes at the end instead of training again.
-		return res, co.checkpoint()
-	}
-	return res, nil
+	return co.final(), nil
 }
 
 func (co *coordinator) interrupted() *Result {
