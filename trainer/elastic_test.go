@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 )
 
 // testLocator is a coordinator address the test moves (a migration).
@@ -223,4 +224,46 @@ func TestElastic_LostServerReplaysFromCheckpoint(t *testing.T) {
 	must.NotNil(t, res)
 	must.StrContains(t, out.String(), "replaying from step=30")
 	must.Eq(t, want.Hash, res.Hash)
+}
+
+// recorder keeps the progress reports it gets.
+type recorder struct {
+	mu  sync.Mutex
+	got []Progress
+}
+
+func (r *recorder) Report(_ context.Context, p Progress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, p)
+	return nil
+}
+
+// TestElastic_CoordinatorReportsTheJob: one report per job, with the
+// whole job's speed and the workers and servers it was measured with.
+func TestElastic_CoordinatorReportsTheJob(t *testing.T) {
+	c := elasticConfig()
+	c.Steps, c.LogEvery = 40, 20
+	e := newElastic(t, c)
+	e.scaleServers(1)
+	e.scaleWorkers(2)
+	rec := &recorder{}
+	res := <-e.coordinator(context.Background(), ServerOptions{Reporter: rec, AfterStep: func(step uint64) {
+		if step == 1 {
+			time.Sleep(100 * time.Millisecond) // let every member join before the last window
+		}
+	}})
+	must.NotNil(t, res)
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.got) == 2
+	}), wait.Timeout(5*time.Second)))
+	last := rec.got[1]
+	must.Eq(t, uint64(40), last.Step)
+	must.True(t, last.Done)
+	must.Eq(t, 2, last.Workers)
+	must.Eq(t, 2, last.PS)
+	must.Eq(t, c.Batch, last.BatchSize)
+	must.Positive(t, last.SamplesPerSec)
 }
