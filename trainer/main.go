@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +27,14 @@ func Main(args []string) int {
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "ps":
+			return runPS(args[1:], getenv, stdout, stderr)
+		case "worker":
+			return runWorker(args[1:], getenv, stdout, stderr)
+		}
+	}
 	c := DefaultConfig()
 	env, err := protocol.FromEnv(getenv)
 	if err != nil {
@@ -42,24 +49,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 	fs := flag.NewFlagSet("caravan trainer", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the dataset, teacher and initial weights")
-	fs.IntVar(&c.Samples, "samples", c.Samples, "dataset size")
-	fs.IntVar(&c.Features, "features", c.Features, "input features")
-	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units")
-	fs.IntVar(&c.Batch, "batch", c.Batch, "mini-batch size")
-	fs.Uint64Var(&c.Steps, "steps", c.Steps, "total SGD steps")
-	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
-	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "momentum in [0,1)")
-	fs.Float64Var(&c.LabelNoise, "label-noise", c.LabelNoise, "fraction of flipped labels in [0,0.5)")
-	fs.Uint64Var(&c.LogEvery, "log-every", c.LogEvery, "print progress every N steps (0: never)")
-	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
+	configFlags(fs, &c)
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
 	hold := fs.Bool("hold", false, "after the last step keep running (answering checkpoint requests) until stopped, for service jobs")
-	tokenDefault := ""
-	if d := getenv("NOMAD_SECRETS_DIR"); d != "" {
-		tokenDefault = filepath.Join(d, "nomad_planner.jwt")
-	}
+	tokenDefault := defaultTokenFile(getenv)
 	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports (default: $NOMAD_SECRETS_DIR/nomad_planner.jwt, else $NOMAD_TOKEN_planner, $NOMAD_TOKEN, secrets/nomad_token)")
 	reportURL := fs.String("report-url", urlDefault, "planner base URL to report progress to (default $"+progress.EnvURL+"; planners listed in $"+progress.EnvURLsFile+" too; empty and no file: off)")
 	if err := fs.Parse(args); err != nil {
@@ -118,23 +112,13 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
 	}
-	if urlsFile := getenv(progress.EnvURLsFile); *reportURL != "" || urlsFile != "" {
-		token := func() string { return progress.TokenFrom(getenv) }
-		if tf := *tokenFile; tf != tokenDefault && tf != "" {
-			if _, err := os.Stat(tf); err != nil {
-				fmt.Fprintf(stderr, "caravan trainer: report-token-file: %v\n", err)
-				return 2
-			}
-			token = TokenFromFile(tf)
-		}
-		urls := func() []string {
-			list := progress.ReadURLsFile(urlsFile)
-			if *reportURL != "" {
-				list = append(list, *reportURL)
-			}
-			return list
-		}
-		o.Reporter = NewHTTPReporter(urls, token)
+	rep, err := newReporter(*reportURL, getenv(progress.EnvURLsFile), *tokenFile, tokenDefault, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 2
+	}
+	if rep != nil {
+		o.Reporter = rep
 	}
 	if env.Generation > 0 {
 		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)
@@ -155,6 +139,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// configFlags registers the flags of c's fields on fs.
+func configFlags(fs *flag.FlagSet, c *Config) {
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the dataset, teacher and initial weights")
+	fs.IntVar(&c.Samples, "samples", c.Samples, "dataset size")
+	fs.IntVar(&c.Features, "features", c.Features, "input features")
+	fs.IntVar(&c.Hidden, "hidden", c.Hidden, "hidden units")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "mini-batch size (global)")
+	fs.IntVar(&c.MicroShards, "micro-shards", c.MicroShards, "fixed micro-shards per batch, reduced in order (the unit of a worker's work)")
+	fs.Uint64Var(&c.Steps, "steps", c.Steps, "total SGD steps")
+	fs.Float64Var(&c.LR, "lr", c.LR, "learning rate")
+	fs.Float64Var(&c.Momentum, "momentum", c.Momentum, "momentum in [0,1)")
+	fs.Float64Var(&c.LabelNoise, "label-noise", c.LabelNoise, "fraction of flipped labels in [0,0.5)")
+	fs.Uint64Var(&c.LogEvery, "log-every", c.LogEvery, "print progress every N steps (0: never)")
+	fs.DurationVar(&c.StepDelay, "step-delay", 0, "sleep after each step (to make a short run last)")
+	fs.DurationVar(&c.ComputePerSample, "compute-per-sample", 0, "MODELLED compute: sleep this long per sample processed, standing in for a GPU's time per sample")
 }
 
 var signalNames = map[string]syscall.Signal{

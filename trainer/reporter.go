@@ -3,9 +3,11 @@ package trainer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -140,4 +142,39 @@ func (a *asyncReporter) Report(p Progress) {
 func (a *asyncReporter) Close() {
 	close(a.ch)
 	<-a.done
+}
+
+// defaultTokenFile is the task's planner identity file
+// ($NOMAD_SECRETS_DIR/nomad_planner.jwt), "" outside Nomad.
+func defaultTokenFile(getenv func(string) string) string {
+	if d := getenv(progress.EnvSecretsDir); d != "" {
+		return filepath.Join(d, progress.TokenFile)
+	}
+	return ""
+}
+
+// newReporter reports to url and to every planner listed in urlsFile
+// (re-read at each report), with the token of tokenFile when it was given
+// explicitly, else the identity the wire package finds. It returns nil
+// (no reporting) when neither url nor urlsFile is set, and an error naming
+// the flag when an explicit token file is unreadable.
+func newReporter(url, urlsFile, tokenFile, tokenDefault string, getenv func(string) string) (Reporter, error) {
+	if url == "" && urlsFile == "" {
+		return nil, nil
+	}
+	token := func() string { return progress.TokenFrom(getenv) }
+	if tokenFile != "" && tokenFile != tokenDefault {
+		if _, err := os.Stat(tokenFile); err != nil {
+			return nil, fmt.Errorf("report-token-file: %w", err)
+		}
+		token = TokenFromFile(tokenFile)
+	}
+	urls := func() []string {
+		list := progress.ReadURLsFile(urlsFile)
+		if url != "" {
+			list = append(list, url)
+		}
+		return list
+	}
+	return NewHTTPReporter(urls, token), nil
 }

@@ -82,7 +82,7 @@ func Run(ctx context.Context, c Config, o Options) (*Result, error) {
 			fmt.Fprintf(o.Out, "resumed step=%d sequence=%d params_sha256=%s\n", st.Step, st.Sequence, model.Hash())
 		}
 	}
-	fmt.Fprintf(o.Out, "training %s start_step=%d\n", c, res.StartStep)
+	fmt.Fprintf(o.Out, "training %s %s start_step=%d\n", c, c.ComputeLabel(), res.StartStep)
 
 	var rep *asyncReporter
 	if o.Reporter != nil {
@@ -151,6 +151,7 @@ loop:
 		}
 
 		windowLoss += model.Step(c, data, step)
+		modelledCompute(ctx, c, c.Batch)
 		step++
 		windowSteps++
 		if o.AfterStep != nil {
@@ -212,4 +213,18 @@ loop:
 		}
 	}
 	return res, nil
+}
+
+// modelledCompute sleeps c.ComputePerSample per sample: MODELLED compute
+// time standing in for a GPU's.
+func modelledCompute(ctx context.Context, c Config, samples int) {
+	if c.ComputePerSample <= 0 || samples <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(samples) * c.ComputePerSample)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
