@@ -7,8 +7,9 @@ import (
 	"sort"
 )
 
-// Goodput is caravan's best policy. It keeps Optimus's marginal-gain greedy
-// with a heap, and changes what a unit is worth so that the greedy
+// Goodput is caravan's default policy (class online: its caller estimates
+// Remaining from what the job has shown). It keeps Optimus's marginal-gain
+// greedy with a heap, and changes what a unit is worth so that the greedy
 // minimises average job completion time rather than the sum of remaining
 // times:
 //

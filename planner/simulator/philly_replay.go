@@ -126,6 +126,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 	now := grid(jobs[0].submit)
 	finished := 0
 	in := policy.Input{Cluster: cluster}
+	var hist residualWork
 	for finished < len(jobs) {
 		// Admit arrivals up to now.
 		for next < len(jobs) && jobs[next].submit <= now {
@@ -141,7 +142,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 				Current: policy.Allocation{Workers: j.w, Placement: j.alloc},
 				Age:     time.Duration((now - j.submit) * float64(time.Second)), Restarts: j.restarts,
 				RestartCost: time.Duration(restartPenalty * float64(time.Second))}
-			phillyLimits(info, j, &pj)
+			phillyLimits(info, j, &pj, &hist)
 			in.Jobs = append(in.Jobs, pj)
 		}
 		t0 := time.Now()
@@ -183,6 +184,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 			j.advance(now, t-now)
 			if j.completion >= 0 {
 				finished++
+				hist.add(j.work)
 				continue
 			}
 			keep = append(keep, j)
@@ -215,9 +217,9 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 // the policy's traits and class allow. The trace records only each job's
 // duration at its requested GPUs, so the speed is linear up to the request
 // (an assumption, the same for every policy). Oracle policies get the exact
-// remaining work; the others an online guess, as much again as the job has
-// done (a new job looks short).
-func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job) {
+// remaining work; the others the mean residual work of finished jobs that
+// ran at least as long as this one has (1 s before any finished).
+func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job, hist *residualWork) {
 	if info.Traits.FixedSize {
 		pj.Min, pj.Max, pj.Gang = j.gpus, j.gpus, true
 		return
@@ -229,6 +231,33 @@ func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job) {
 	case policy.ClassOracle:
 		pj.Remaining = j.work - j.done
 	default:
-		pj.Remaining = math.Max(j.done, 1)
+		pj.Remaining = hist.after(j.done)
 	}
+}
+
+// residualWork holds the work of finished jobs, sorted, with suffix sums,
+// to answer E[W - a | W > a] (the mean residual work after a) in log time.
+type residualWork struct {
+	work   []float64 // sorted ascending
+	suffix []float64 // suffix[i] = sum(work[i:])
+	dirty  bool
+}
+
+func (r *residualWork) add(w float64) { r.work = append(r.work, w); r.dirty = true }
+
+func (r *residualWork) after(a float64) float64 {
+	if r.dirty {
+		sort.Float64s(r.work)
+		r.suffix = make([]float64, len(r.work)+1)
+		for i := len(r.work) - 1; i >= 0; i-- {
+			r.suffix[i] = r.suffix[i+1] + r.work[i]
+		}
+		r.dirty = false
+	}
+	i := sort.SearchFloat64s(r.work, a+1e-9)
+	n := len(r.work) - i
+	if n == 0 {
+		return math.Max(a, 1) // nothing finished ran this long: as much again as done
+	}
+	return math.Max(r.suffix[i]/float64(n)-a, 1)
 }

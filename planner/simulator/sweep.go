@@ -34,9 +34,7 @@ type SweepCell struct {
 	JCT    []float64
 }
 
-// Mean and SD (sample standard deviation) over seeds.
-func (c SweepCell) Mean() float64 { m, _ := meanSD(c.JCT); return m }
-
+// meanSD is the mean and sample standard deviation.
 func meanSD(x []float64) (float64, float64) {
 	if len(x) == 0 {
 		return math.NaN(), math.NaN()
