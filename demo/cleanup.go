@@ -13,7 +13,7 @@ import (
 )
 
 // demoJobs are the job IDs the demo submits.
-var demoJobs = []string{"share-a", "share-b", trainJob, "sim-a", "sim-b"}
+var demoJobs = append([]string{"share-a", "share-b", trainJob}, ElasticJobs...)
 
 // cleanup purges what an earlier run of the demo left: its jobs (Nomad does
 // not re-run a finished batch job whose spec is unchanged), their
@@ -49,12 +49,15 @@ func (d *Demo) cleanup(ctx context.Context) error {
 		d.say("purged the previous demo run's jobs %v", purged)
 	}
 	for _, id := range demoJobs {
-		// The checkpoint store's key directory (namespace/job/...) and the
-		// simulated jobs' step files (jobspecs/planner-train-sim.nomad.hcl).
-		for _, dir := range []string{
-			filepath.Join(d.cfg.CheckpointStore, "default", id),
-			filepath.Join(d.cfg.StateDir, "default-"+id),
-		} {
+		// The checkpoint store's key directories (namespace/job@incarnation/...;
+		// the demo's job IDs need no escaping) and the simulated jobs' step
+		// files (jobspecs/planner-train-sim.nomad.hcl).
+		dirs, err := filepath.Glob(filepath.Join(d.cfg.CheckpointStore, "default", id+"@*"))
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, filepath.Join(d.cfg.CheckpointStore, "default", id), filepath.Join(d.cfg.StateDir, "default-"+id))
+		for _, dir := range dirs {
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}

@@ -40,6 +40,9 @@ type Config struct {
 	CheckpointStore string
 	// Steps is the length of the checkpointed training run.
 	Steps int
+	// ElasticSteps is the length of each elastic training job of the
+	// planner part.
+	ElasticSteps int
 	// SkipPlanner leaves out the planner part.
 	SkipPlanner bool
 }
@@ -75,6 +78,9 @@ func New(cfg Config, out io.Writer) (*Demo, error) {
 	if cfg.Steps <= 0 {
 		cfg.Steps = 6000
 	}
+	if cfg.ElasticSteps <= 0 {
+		cfg.ElasticSteps = 2000
+	}
 	return &Demo{cfg: cfg, out: out, nomad: n, consul: c, start: time.Now()}, nil
 }
 
@@ -98,7 +104,7 @@ func (d *Demo) Run(ctx context.Context) (*Result, error) {
 		return res, fmt.Errorf("migration: %w", err)
 	}
 	if !d.cfg.SkipPlanner {
-		d.step("4/4 The planner: Optimus allocation through Nomad scaling events")
+		d.step("4/4 The planner: elastic training jobs grow on idle GPUs and shrink to make room")
 		if res.Planner, err = d.planner(ctx); err != nil {
 			return res, fmt.Errorf("planner: %w", err)
 		}
@@ -132,6 +138,7 @@ func Main(args []string) int {
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory every client reaches (required)")
 	fs.StringVar(&cfg.CheckpointStore, "checkpoint-store", "", "the driver's checkpoint store (required)")
 	fs.IntVar(&cfg.Steps, "steps", 6000, "steps of the checkpointed training run")
+	fs.IntVar(&cfg.ElasticSteps, "elastic-steps", 2000, "steps of each elastic training job in the planner part")
 	fs.BoolVar(&cfg.SkipPlanner, "skip-planner", false, "leave out the planner part")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -11,68 +11,180 @@ const (
 	plannerJob     = "caravan-planner"
 	plannerService = "caravan-planner"
 	plannerMessage = "caravan planner:"
+
+	elasticSpec   = "jobspecs/train-elastic.nomad.hcl"
+	elasticWorker = "worker"
+	// elasticShares is a whole simulated GPU per worker, so the local
+	// cluster's 4 GPUs hold 4 workers in all and the jobs contend for them.
+	elasticShares = 4
+	elasticGPUs   = 4
+	// elasticCompute is the MODELLED GPU time per sample of the demo's
+	// distributed trainer (a sleep in each worker; trainer/README.md).
+	elasticCompute = "1ms"
 )
 
-// PlannerResult is what the planner decided during the demo.
+// ElasticJobs are the demo's planner-managed training jobs: the first two
+// contend for the GPUs from the start, the third arrives once they fill
+// them.
+var ElasticJobs = []string{"elastic-a", "elastic-b", "elastic-c"}
+
+// PlannerResult is what the planner decided during the demo, and what the
+// elastic jobs made of it.
 type PlannerResult struct {
 	// Instance is the Consul address of the planner the demo found.
 	Instance string
-	// Decisions are the planner's scaling events, per job.
+	// Decisions are the planner's scaling events, per job, oldest first.
 	Decisions map[string][]string
+	// Grew is the first decision that gave a job more workers; MadeRoom the
+	// first that took workers from a running job after the third arrived.
+	Grew, MadeRoom string
+	// Jobs are the elastic jobs' outcomes, by job ID.
+	Jobs map[string]ElasticOutcome
+	// Speeds are the median samples/s the jobs reported, by worker count
+	// (one parameter server).
+	Speeds map[int]float64
+	// ReferenceHash is the parameters' hash of an uninterrupted
+	// single-process run of the same training; Identical whether every
+	// elastic job ended with it.
+	ReferenceHash string
+	Identical     bool
 }
 
 // planner runs the planner as a Nomad service job, finds it in Consul, then
-// submits two planner-managed training jobs that contend for GPU shares and
-// waits for the planner's scaling events on them.
+// runs the elastic-training story: two distributed jobs share the idle GPUs,
+// the planner grows them, a third arrives and the planner makes room for it
+// by shrinking the others; all three finish bit for bit.
 func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
-	res := PlannerResult{Decisions: map[string][]string{}}
-	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob,
-		"caravan_bin="+d.cfg.CaravanBin, "nomad_addr="+d.cfg.NomadAddr, "consul_addr="+d.cfg.ConsulAddr,
-		"count=1", "interval=5s", "cooldown=20s"); err != nil {
+	res := PlannerResult{Decisions: map[string][]string{}, Jobs: map[string]ElasticOutcome{}}
+	var err error
+	if res.Instance, err = d.startPlanner(ctx); err != nil {
 		return res, err
 	}
+	d.say("compute is MODELLED: each worker sleeps %s per sample for a GPU's time; the gradient exchange over TCP is real", elasticCompute)
+	first, late := ElasticJobs[:2], ElasticJobs[2]
+	for _, name := range first {
+		if err := d.submitElastic(ctx, name); err != nil {
+			return res, err
+		}
+	}
+	if res.Grew, err = d.waitGrown(ctx, first); err != nil {
+		return res, err
+	}
+	d.say("the planner grew them: %s", res.Grew)
+	before, err := d.workerCounts(first)
+	if err != nil {
+		return res, err
+	}
+	if err := d.submitElastic(ctx, late); err != nil {
+		return res, err
+	}
+	if res.MadeRoom, err = d.waitRoomMade(ctx, first, before, late); err != nil {
+		return res, err
+	}
+	d.say("a third job arrived and the planner made room: %s", res.MadeRoom)
+	return res, d.finishElastic(ctx, &res)
+}
+
+// startPlanner submits the planner job and returns its address in Consul.
+func (d *Demo) startPlanner(ctx context.Context) (string, error) {
+	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob,
+		"caravan_bin="+d.cfg.CaravanBin, "nomad_addr="+d.cfg.NomadAddr, "consul_addr="+d.cfg.ConsulAddr,
+		"count=1", "interval=5s", "cooldown=15s"); err != nil {
+		return "", err
+	}
+	var addr string
 	err := d.poll(ctx, "a healthy caravan-planner in Consul", 2*time.Minute, func() (bool, error) {
 		entries, _, err := d.consul.Health().Service(plannerService, "", true, nil)
 		if err != nil || len(entries) == 0 {
 			return false, err
 		}
-		res.Instance = fmt.Sprintf("%s:%d", entries[0].Service.Address, entries[0].Service.Port)
+		addr = fmt.Sprintf("%s:%d", entries[0].Service.Address, entries[0].Service.Port)
 		return true, nil
 	})
-	if err != nil {
-		return res, err
+	if err == nil {
+		d.say("Consul: service %s is healthy at http://%s (leader-elected, writes to Nomad)", plannerService, addr)
 	}
-	d.say("Consul: service %s is healthy at http://%s (leader-elected, writes to Nomad)", plannerService, res.Instance)
+	return addr, err
+}
 
-	jobs := []string{"sim-a", "sim-b"}
-	for _, name := range jobs {
-		if err := d.submit(ctx, "jobspecs/planner-train-sim.nomad.hcl", name,
-			"name="+name, "caravan_bin="+d.cfg.CaravanBin, "state_dir="+d.cfg.StateDir,
-			"count=1", "max_workers=2", "shares=4"); err != nil {
-			return res, err
-		}
-	}
-	for _, name := range jobs {
-		err := d.poll(ctx, "the planner's decision on "+name, 3*time.Minute, func() (bool, error) {
-			evs, err := d.plannerEvents(name)
-			if err != nil {
-				return false, err
-			}
-			res.Decisions[name] = evs
-			return len(evs) > 0, nil
-		})
+func (d *Demo) submitElastic(ctx context.Context, name string) error {
+	return d.submit(ctx, elasticSpec, name, "name="+name, "caravan_bin="+d.cfg.CaravanBin,
+		"workers=1", "ps=1", fmt.Sprintf("shares=%d", elasticShares),
+		fmt.Sprintf("steps=%d", d.cfg.ElasticSteps), "compute_per_sample="+elasticCompute)
+}
+
+// waitGrown waits until the planner has given the jobs every idle GPU, and
+// returns its first decision that added workers.
+func (d *Demo) waitGrown(ctx context.Context, jobs []string) (string, error) {
+	var grew string
+	err := d.poll(ctx, "the planner to give the idle GPUs to "+strings.Join(jobs, " and "), 4*time.Minute, func() (bool, error) {
+		counts, err := d.workerCounts(jobs)
 		if err != nil {
-			return res, err
+			return false, err
 		}
-		d.say("%s: %s", name, res.Decisions[name][len(res.Decisions[name])-1])
-	}
-	// Stop (without purging) so the scaling events stay in the UI.
-	for _, name := range jobs {
-		if _, _, err := d.nomad.Jobs().Deregister(name, false, nil); err != nil {
-			return res, err
+		if grew == "" {
+			grew = d.firstDecision(jobs, func(from, to int) bool { return to > from })
+		}
+		total := 0
+		for _, n := range counts {
+			total += n
+		}
+		return grew != "" && total >= elasticGPUs, nil
+	})
+	return grew, err
+}
+
+// waitRoomMade waits until a job of jobs has fewer workers than before and
+// the newcomer's worker runs, and returns the decision that shrank it.
+func (d *Demo) waitRoomMade(ctx context.Context, jobs []string, before map[string]int, newcomer string) (string, error) {
+	var made string
+	err := d.poll(ctx, "the planner to make room for "+newcomer, 4*time.Minute, func() (bool, error) {
+		counts, err := d.workerCounts(jobs)
+		if err != nil {
+			return false, err
+		}
+		shrunk := false
+		for job, n := range counts {
+			shrunk = shrunk || n < before[job]
+		}
+		if shrunk && made == "" {
+			made = d.lastDecision(jobs, func(from, to int) bool { return to < from })
+		}
+		running, err := d.waitRunningNow(newcomer, elasticWorker)
+		return shrunk && running, err
+	})
+	return made, err
+}
+
+// workerCounts returns each job's worker group count in its spec.
+func (d *Demo) workerCounts(jobs []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, job := range jobs {
+		j, _, err := d.nomad.Jobs().Info(job, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, tg := range j.TaskGroups {
+			if tg.Name != nil && *tg.Name == elasticWorker && tg.Count != nil {
+				out[job] = *tg.Count
+			}
 		}
 	}
-	return res, nil
+	return out, nil
+}
+
+// waitRunningNow reports whether a group of job has a running allocation.
+func (d *Demo) waitRunningNow(job, group string) (bool, error) {
+	as, err := d.allocs(job)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range as {
+		if a.TaskGroup == group && a.ClientStatus == "running" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // plannerEvents returns the planner's scaling events of a job, oldest first.
@@ -90,4 +202,45 @@ func (d *Demo) plannerEvents(job string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// firstDecision and lastDecision return "job: message" of the first (last)
+// planner worker-count decision on jobs for which keep(from, to) holds.
+func (d *Demo) firstDecision(jobs []string, keep func(from, to int) bool) string {
+	return d.findDecision(jobs, keep, false)
+}
+
+func (d *Demo) lastDecision(jobs []string, keep func(from, to int) bool) string {
+	return d.findDecision(jobs, keep, true)
+}
+
+func (d *Demo) findDecision(jobs []string, keep func(from, to int) bool, last bool) string {
+	found := ""
+	for _, job := range jobs {
+		evs, err := d.plannerEvents(job)
+		if err != nil {
+			continue
+		}
+		for _, ev := range evs {
+			if from, to, ok := workerChange(ev); ok && keep(from, to) {
+				found = job + ": " + strings.TrimSpace(strings.TrimPrefix(ev, plannerMessage))
+				if !last {
+					return found
+				}
+			}
+		}
+	}
+	return found
+}
+
+// workerChange parses the worker counts of a planner scaling event
+// ("caravan planner: scale 1 -> 2, ..." or "... scale workers 2 -> 1, ...").
+func workerChange(msg string) (from, to int, ok bool) {
+	rest := strings.TrimSpace(strings.TrimPrefix(msg, plannerMessage))
+	rest = strings.TrimPrefix(rest, "scale ")
+	rest = strings.TrimPrefix(rest, "workers ")
+	if _, err := fmt.Sscanf(rest, "%d -> %d", &from, &to); err != nil {
+		return 0, 0, false
+	}
+	return from, to, true
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,15 +21,20 @@ func (d *Demo) summary(res *Result) {
 	t := res.Training
 	fmt.Fprintf(w, "    %s\t%s\tsuspended at step %d, resumed at %d, migrated at %d, finished at %d in %s\n",
 		trainJob, strings.Join(t.Nodes, " -> "), t.SuspendedAt, t.ResumedAt, t.MigratedAt, t.FinalStep, t.JCT.Round(time.Second))
-	for _, job := range []string{"sim-a", "sim-b"} {
-		if evs := res.Planner.Decisions[job]; len(evs) > 0 {
-			fmt.Fprintf(w, "    %s\tplanner-managed\t%d planner decision(s); last: %s\n", job, len(evs), evs[len(evs)-1])
+	for _, job := range ElasticJobs {
+		if o, ok := res.Planner.Jobs[job]; ok {
+			fmt.Fprintf(w, "    %s\tplanner-managed\tworkers over time %v, %d planner decision(s), finished at %d in %s\n",
+				job, o.Workers, len(res.Planner.Decisions[job]), o.FinalStep, o.JCT.Round(time.Second))
 		}
 	}
 	w.Flush()
+	d.speedSummary(res.Planner)
 	fmt.Fprintf(d.out, "\n    checkpoints saved:    %d\n", len(t.Saved))
 	fmt.Fprintf(d.out, "    checkpoints restored: %d\n", len(t.Restored))
 	fmt.Fprintf(d.out, "    final parameters identical to an uninterrupted run: %t\n", t.Identical)
+	if len(res.Planner.Jobs) > 0 {
+		fmt.Fprintf(d.out, "    elastic jobs' final parameters identical to an uninterrupted single-process run: %t\n", res.Planner.Identical)
+	}
 	fmt.Fprintf(d.out, "    demo took %s\n", time.Since(d.start).Round(time.Second))
 	fmt.Fprintf(d.out, "\n    Nomad UI:  %s/ui/jobs\n", d.cfg.NomadAddr)
 	fmt.Fprintf(d.out, "    Consul UI: http://%s/ui\n", d.cfg.ConsulAddr)
@@ -39,4 +45,21 @@ func short(uuid string) string {
 		return uuid[:12] + "…"
 	}
 	return uuid
+}
+
+// speedSummary prints the elastic jobs' median samples/s by worker count.
+func (d *Demo) speedSummary(p PlannerResult) {
+	if len(p.Speeds) == 0 {
+		return
+	}
+	ws := make([]int, 0, len(p.Speeds))
+	for w := range p.Speeds {
+		ws = append(ws, w)
+	}
+	sort.Ints(ws)
+	fmt.Fprintf(d.out, "\n    elastic training speed (compute MODELLED at %s/sample; median of the jobs' reports, 1 parameter server):\n", elasticCompute)
+	base := p.Speeds[ws[0]] / float64(ws[0])
+	for _, w := range ws {
+		fmt.Fprintf(d.out, "      %d worker(s): %6.0f samples/s  (%.2fx one worker)\n", w, p.Speeds[w], p.Speeds[w]/base)
+	}
 }

@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"time"
@@ -174,12 +173,8 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 
 	// The same training without interruptions, run here: suspend, resume
 	// and migration must not have changed a bit of the result.
-	ref, err := exec.CommandContext(ctx, d.cfg.CaravanBin, "trainer", "-steps", strconv.Itoa(d.cfg.Steps), "-log-every", "0").Output()
-	if err != nil {
-		return fmt.Errorf("uninterrupted reference run: %w", err)
-	}
-	if m := finalLine.FindSubmatch(ref); m != nil {
-		res.ReferenceHash = string(m[2])
+	if res.ReferenceHash, err = d.referenceHash(ctx, d.cfg.Steps); err != nil {
+		return err
 	}
 	res.Identical = res.ReferenceHash == res.ParamsHash
 	d.say("an uninterrupted run of the same training ends with sha256 %s…: identical = %t", res.ReferenceHash[:min(16, len(res.ReferenceHash))], res.Identical)

@@ -51,7 +51,7 @@ func TestUI_DemoStory(t *testing.T) {
 	defer cancel()
 	res, err := d.Run(ctx)
 	t.Cleanup(func() {
-		for _, job := range []string{"train-checkpointed", "caravan-planner", "sim-a", "sim-b"} {
+		for _, job := range append([]string{"train-checkpointed", "caravan-planner"}, demo.ElasticJobs...) {
 			c.StopJob(t, job)
 		}
 	})
@@ -67,6 +67,9 @@ func TestUI_DemoStory(t *testing.T) {
 	must.Len(t, 3, res.Training.Allocs)
 	must.NotEq(t, res.Training.Nodes[1], res.Training.Nodes[2])
 	must.MapNotEmpty(t, res.Planner.Decisions)
+	must.NotEq(t, "", res.Planner.Grew)
+	must.NotEq(t, "", res.Planner.MadeRoom)
+	must.True(t, res.Planner.Identical, must.Sprintf("elastic jobs' params %+v != uninterrupted %s", res.Planner.Jobs, res.Planner.ReferenceHash))
 
 	browser := harness.Browser(t, 3*time.Minute)
 
@@ -82,7 +85,7 @@ func TestUI_DemoStory(t *testing.T) {
 
 	// The planner-managed job's group page shows the planner's scaling
 	// events with their reasons.
-	harness.PageText(t, browser, c.NomadAddr+"/ui/jobs/sim-a@default/worker", time.Minute,
+	harness.PageText(t, browser, c.NomadAddr+"/ui/jobs/"+demo.ElasticJobs[0]+"@default/worker", time.Minute,
 		"Recent Scaling Events", "caravan planner:")
 	c.Screenshot(t, browser, "planner-scaling-events")
 
