@@ -42,7 +42,8 @@ func TestPyTorch_SuspendResumeBitForBit(t *testing.T) {
 	if err := exec.Command(pythonWithTorch, "-c", "import torch").Run(); err != nil {
 		t.Fatalf("%s cannot import torch (make test installs Debian's python3-torch): %v", pythonWithTorch, err)
 	}
-	vars := []string{"python=" + pythonWithTorch, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval="}
+	vars := []string{"python=" + pythonWithTorch, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval=",
+		"caravan_python=" + filepath.Join(c.Root, "python")}
 	clean := func() {
 		c.StopJob(t, pytorchJob)
 		must.NoError(t, os.RemoveAll(filepath.Join(c.CheckpointDir, "default", pytorchJob)))
