@@ -97,6 +97,7 @@ def atomic_write(path, data):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the file from a task user
         with os.fdopen(fd, "wb") as f:
             if callable(data):
                 data(f)
