@@ -152,6 +152,10 @@ func (c *checkpointer) commitIfNew(ctx context.Context, reason string) error {
 }
 
 func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason string, waited time.Duration) error {
+	if m.Skip {
+		c.skipped(m, reason)
+		return nil
+	}
 	st, err := c.store()
 	if err != nil {
 		c.failed(reason, err)
@@ -170,6 +174,10 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		meta["step"] = step
 	}
 	man, stats, err := st.Commit(ctx, c.key, c.dir, c.node, meta)
+	if errors.Is(err, store.ErrStale) {
+		c.stale(m, reason, err)
+		return nil
+	}
 	if err != nil {
 		err = fmt.Errorf("commit to store: %w", err)
 		c.failed(reason, err)
@@ -202,6 +210,29 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		reason, man.Generation, at, humanBytes(stats.Bytes), humanBytes(stats.NewBytes),
 		stats.Duration.Round(time.Millisecond))
 	return nil
+}
+
+// skipped records a skip marker: the task acknowledged the request with
+// nothing to commit. Only the stop and exit outcomes become events, so the
+// periodic checkpoints of non-writer ranks do not push out the task's others.
+func (c *checkpointer) skipped(m *protocol.Marker, reason string) {
+	c.lastSeq.Store(m.Sequence)
+	c.logger.Info("checkpoint skipped by the task: nothing to commit", "key", c.key.String(),
+		"sequence", m.Sequence, "reason", reason)
+	if reason == reasonStop || reason == reasonExit {
+		c.events.emit(map[string]string{annotationReason: reason},
+			"Checkpoint not needed (%s): the task has nothing to commit (skip marker, sequence %d)", reason, m.Sequence)
+	}
+}
+
+// stale records a commit the store refused because a newer generation of
+// the key exists (another member of the group committed later training).
+func (c *checkpointer) stale(m *protocol.Marker, reason string, err error) {
+	c.lastSeq.Store(m.Sequence) // never offered again
+	c.logger.Warn("stale checkpoint skipped", "key", c.key.String(), "sequence", m.Sequence,
+		"reason", reason, "error", err)
+	c.events.emit(map[string]string{annotationReason: reason, annotationStale: "true"},
+		"Stale checkpoint skipped (%s): %v; the newer generation is kept", reason, err)
 }
 
 func (c *checkpointer) failed(reason string, err error) {

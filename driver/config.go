@@ -3,8 +3,11 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
@@ -30,6 +33,14 @@ type Config struct {
 	CheckpointChunkSize int `codec:"checkpoint_chunk_size"`
 	// CheckpointGCInterval is how often unreferenced chunks are swept.
 	CheckpointGCInterval string `codec:"checkpoint_gc_interval"`
+	// NomadAddress is the local Nomad agent's HTTP API, asked for the job
+	// incarnation of checkpointing tasks (default: NOMAD_ADDR, else
+	// http://127.0.0.1:4646).
+	NomadAddress string `codec:"nomad_address"`
+	// NomadToken and NomadTokenFile give an ACL token that may read the
+	// tasks' jobs (read-job); at most one. Default: NOMAD_TOKEN.
+	NomadToken     string `codec:"nomad_token"`
+	NomadTokenFile string `codec:"nomad_token_file"`
 
 	gcInterval time.Duration
 }
@@ -50,6 +61,18 @@ func (c *Config) validate() error {
 		return fmt.Errorf("checkpoint_gc_interval: %q is not a duration >= 0", c.CheckpointGCInterval)
 	}
 	c.gcInterval = d
+	if c.NomadAddress != "" {
+		u, err := url.Parse(c.NomadAddress)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") {
+			return fmt.Errorf("nomad_address: %q must be an http://, https:// or unix:// URL", c.NomadAddress)
+		}
+	}
+	if c.NomadToken != "" && c.NomadTokenFile != "" {
+		return errors.New("nomad_token_file: only one of nomad_token and nomad_token_file may be set")
+	}
+	if c.NomadTokenFile != "" && !filepath.IsAbs(c.NomadTokenFile) {
+		return fmt.Errorf("nomad_token_file: %q must be an absolute path", c.NomadTokenFile)
+	}
 	return nil
 }
 
@@ -77,6 +100,18 @@ const (
 	OnRestoreErrorStartFresh = "start_fresh"
 )
 
+// Checkpoint scopes (checkpoint.scope).
+const (
+	// ScopeAlloc keys checkpoints per allocation index.
+	ScopeAlloc = "alloc"
+	// ScopeGroup keys one checkpoint series for the whole task group.
+	ScopeGroup = "group"
+)
+
+// maxKeyLen bounds checkpoint.key (the store escapes it into one path
+// component of at most 255 bytes).
+const maxKeyLen = 80
+
 // CheckpointConfig is the task's `checkpoint { ... }` block.
 type CheckpointConfig struct {
 	// Signal asks the task to checkpoint (default SIGUSR1). A SIGTERM-style
@@ -89,6 +124,13 @@ type CheckpointConfig struct {
 	Timeout string `codec:"timeout"`
 	// OnRestoreError is OnRestoreErrorFail or OnRestoreErrorStartFresh.
 	OnRestoreError string `codec:"on_restore_error"`
+	// Scope is ScopeAlloc (one checkpoint series per allocation index) or
+	// ScopeGroup (one for the whole task group).
+	Scope string `codec:"scope"`
+	// Key, when set, names the checkpoints in place of the job ID, unbound
+	// from the job's incarnation: they survive purge and resubmission and
+	// can be shared across job IDs.
+	Key string `codec:"key"`
 
 	interval, timeout time.Duration
 }
@@ -134,6 +176,33 @@ func (c *CheckpointConfig) validate() error {
 	default:
 		return fmt.Errorf("checkpoint.on_restore_error: %q must be %q or %q",
 			c.OnRestoreError, OnRestoreErrorFail, OnRestoreErrorStartFresh)
+	}
+	switch c.Scope {
+	case "":
+		c.Scope = ScopeAlloc // handles saved before scopes existed
+	case ScopeAlloc, ScopeGroup:
+	default:
+		return fmt.Errorf("checkpoint.scope: %q must be %q or %q", c.Scope, ScopeAlloc, ScopeGroup)
+	}
+	return validateKeyName(c.Key)
+}
+
+// validateKeyName accepts "" (no override) or a printable name of at most
+// maxKeyLen bytes without surrounding spaces.
+func validateKeyName(k string) error {
+	if k == "" {
+		return nil
+	}
+	if len(k) > maxKeyLen {
+		return fmt.Errorf("checkpoint.key: %d bytes, at most %d", len(k), maxKeyLen)
+	}
+	if strings.TrimSpace(k) != k {
+		return fmt.Errorf("checkpoint.key: %q has leading or trailing space", k)
+	}
+	for _, r := range k {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("checkpoint.key: %q has a non-printable character", k)
+		}
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ func TestTaskConfigSchema_ParsesJobspecHCL(t *testing.T) {
 		{"defaults", `config {
   command = "/bin/true"
   checkpoint {}
-}`, &CheckpointConfig{Signal: "SIGUSR1", Timeout: "5m", OnRestoreError: OnRestoreErrorFail}},
+}`, &CheckpointConfig{Signal: "SIGUSR1", Timeout: "5m", OnRestoreError: OnRestoreErrorFail, Scope: ScopeAlloc}},
 		{"everything", `config {
   command = "/bin/true"
   checkpoint {
@@ -30,8 +30,11 @@ func TestTaskConfigSchema_ParsesJobspecHCL(t *testing.T) {
     interval         = "10m"
     timeout          = "30s"
     on_restore_error = "start_fresh"
+    scope            = "group"
+    key              = "resnet50-imagenet"
   }
-}`, &CheckpointConfig{Signal: "SIGTERM", Interval: "10m", Timeout: "30s", OnRestoreError: OnRestoreErrorStartFresh}},
+}`, &CheckpointConfig{Signal: "SIGTERM", Interval: "10m", Timeout: "30s", OnRestoreError: OnRestoreErrorStartFresh,
+			Scope: ScopeGroup, Key: "resnet50-imagenet"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

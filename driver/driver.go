@@ -67,6 +67,9 @@ var (
 			hclspec.NewAttr("checkpoint_gc_interval", "string", false),
 			hclspec.NewLiteral(`"10m"`),
 		),
+		"nomad_address":    hclspec.NewAttr("nomad_address", "string", false),
+		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
+		"nomad_token_file": hclspec.NewAttr("nomad_token_file", "string", false),
 	})
 
 	// taskConfigSpec is the schema of a task's config block.
@@ -91,6 +94,11 @@ var (
 				hclspec.NewAttr("on_restore_error", "string", false),
 				hclspec.NewLiteral(`"fail"`),
 			),
+			"scope": hclspec.NewDefault(
+				hclspec.NewAttr("scope", "string", false),
+				hclspec.NewLiteral(`"alloc"`),
+			),
+			"key": hclspec.NewAttr("key", "string", false),
 		})),
 	})
 
@@ -463,7 +471,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
 			return nil, nil, fmt.Errorf("task has a checkpoint block but %w (plugin config)", errNoStore)
 		}
-		key, err := checkpointKey(cfg)
+		key, err := d.checkpointIdentity(cfg, tc.Checkpoint, events)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -27,7 +27,9 @@ func openStore(t *testing.T, dir string) *store.Store {
 	return st
 }
 
-var testKey = store.Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Index: 0}
+// testKey is the key of newTask's tasks: job "train" in its first
+// incarnation (the fake Nomad's create index 1).
+var testKey = store.Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Index: 0, Incarnation: "1"}
 
 func TestDriver_Fingerprint(t *testing.T) {
 	cases := []struct {
@@ -73,6 +75,9 @@ func TestDriver_SetConfigNamesBadField(t *testing.T) {
 		{Config{CheckpointRetain: 1, CheckpointChunkSize: -1, CheckpointGCInterval: "1m"}, "checkpoint_chunk_size"},
 		{Config{CheckpointRetain: 1, CheckpointChunkSize: 100, CheckpointGCInterval: "1m"}, "checkpoint_chunk_size"},
 		{Config{CheckpointRetain: 1, CheckpointGCInterval: "soon"}, "checkpoint_gc_interval"},
+		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadAddress: "127.0.0.1:4646"}, "nomad_address"},
+		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadToken: "a", NomadTokenFile: "/b"}, "nomad_token_file"},
+		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadTokenFile: "rel/token"}, "nomad_token_file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -104,6 +109,10 @@ func TestDriver_BadTaskConfigNamesField(t *testing.T) {
 		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Interval = "often" })}, "checkpoint.interval"},
 		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Timeout = "0s" })}, "checkpoint.timeout"},
 		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.OnRestoreError = "retry" })}, "checkpoint.on_restore_error"},
+		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Scope = "job" })}, "checkpoint.scope"},
+		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Key = " padded" })}, "checkpoint.key"},
+		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Key = "tab\there" })}, "checkpoint.key"},
+		{&TaskConfig{Command: "/bin/true", Checkpoint: ck(func(c *CheckpointConfig) { c.Key = strings.Repeat("k", 81) })}, "checkpoint.key"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -450,34 +459,6 @@ func TestDriver_SIGTERMStyleCheckpoint(t *testing.T) {
 	res := <-exitCh
 	must.Eq(t, 128+int(syscall.SIGTERM), res.ExitCode)
 	waitStdout(t, cfg, "checkpoint step=")
-}
-
-func TestCheckpointKey(t *testing.T) {
-	cases := []struct {
-		name    string
-		env     map[string]string
-		want    int
-		wantErr bool
-	}{
-		{"index env", map[string]string{"NOMAD_ALLOC_INDEX": "4"}, 4, false},
-		{"alloc name", map[string]string{"NOMAD_ALLOC_NAME": "my.job.grp[12]"}, 12, false},
-		{"bad index", map[string]string{"NOMAD_ALLOC_INDEX": "x"}, 0, true},
-		{"bad name", map[string]string{"NOMAD_ALLOC_NAME": "job.grp"}, 0, true},
-		{"nothing", map[string]string{}, 0, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			k, err := checkpointKey(&drivers.TaskConfig{JobID: "../../etc", TaskGroupName: "g", Name: "t", Env: tc.env})
-			if tc.wantErr {
-				must.Error(t, err)
-				return
-			}
-			must.NoError(t, err)
-			must.Eq(t, tc.want, k.Index)
-			must.Eq(t, "default", k.Namespace)
-			must.False(t, strings.Contains(k.String(), "../"))
-		})
-	}
 }
 
 func TestHumanBytes(t *testing.T) {

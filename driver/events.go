@@ -19,6 +19,9 @@ const (
 	annotationNode       = "node"
 	annotationAge        = "age"
 	annotationReason     = "reason"
+	// annotationStale marks a commit the store refused as older than its
+	// newest generation.
+	annotationStale = "stale"
 	// annotationTaskDuration is the time from the checkpoint signal to the
 	// task's marker (the task's own share of a checkpoint).
 	annotationTaskDuration = "task_duration"

@@ -1,12 +1,17 @@
 package driver
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,32 +41,82 @@ func TestMain(m *testing.M) {
 var topology = numalib.Scan(numalib.PlatformScanners(false))
 
 // testDriver is a driver behind Nomad's driver harness (the real gRPC
-// plugin boundary), with its event stream.
+// plugin boundary), with its event stream and a fake Nomad API.
 type testDriver struct {
 	*dtestutil.DriverHarness
 	d      *Driver
+	nomad  *fakeNomad
 	events <-chan *drivers.TaskEvent
 	cancel context.CancelFunc
 	killed bool
 }
 
+// fakeNomad serves the one Nomad API call the driver makes,
+// GET /v1/allocation/:id, for allocations of job "train" whose create index
+// is index (a purge and resubmission changes it). down makes it fail.
+type fakeNomad struct {
+	*httptest.Server
+	index atomic.Uint64
+	down  atomic.Bool
+	token string // required X-Nomad-Token, if set
+}
+
+func newFakeNomad(t *testing.T) *fakeNomad {
+	t.Helper()
+	f := &fakeNomad{}
+	f.index.Store(1)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := strings.CutPrefix(r.URL.Path, "/v1/allocation/")
+		switch {
+		case f.down.Load():
+			http.Error(w, "no cluster leader", http.StatusInternalServerError)
+		case f.token != "" && r.Header.Get("X-Nomad-Token") != f.token:
+			http.Error(w, "Permission denied", http.StatusForbidden)
+		case !ok || r.URL.Query().Get("namespace") != "default":
+			http.NotFound(w, r)
+		default:
+			ci := f.index.Load()
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"ID": id, "JobID": "train", "Namespace": "default",
+				"Job": map[string]any{"ID": "train", "CreateIndex": ci},
+			})
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
 // newTestDriver starts a driver whose store is storeDir ("" for none).
 func newTestDriver(t *testing.T, storeDir string) *testDriver {
+	t.Helper()
+	return newTestDriverWith(t, &Config{CheckpointStore: storeDir})
+}
+
+// newTestDriverWith starts a driver with config (test defaults for the
+// fields left zero, and a fake Nomad API unless NomadAddress is set).
+func newTestDriverWith(t *testing.T, config *Config) *testDriver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := NewDriver(ctx, testlog.HCLogger(t))
 	h := dtestutil.NewDriverHarness(t, d)
+	c := *config
+	c.CheckpointRetain = cmp.Or(c.CheckpointRetain, 3)
+	c.CheckpointChunkSize = cmp.Or(c.CheckpointChunkSize, 4096)
+	c.CheckpointGCInterval = cmp.Or(c.CheckpointGCInterval, "0s")
+	var fake *fakeNomad
+	if c.NomadAddress == "" {
+		fake = newFakeNomad(t)
+		c.NomadAddress = fake.URL
+	}
 	var data []byte
-	must.NoError(t, base.MsgPackEncode(&data, &Config{
-		CheckpointStore: storeDir, CheckpointRetain: 3, CheckpointChunkSize: 4096, CheckpointGCInterval: "0s",
-	}))
+	must.NoError(t, base.MsgPackEncode(&data, &c))
 	must.NoError(t, h.SetConfig(&base.Config{
 		PluginConfig: data,
 		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},
 	}))
 	evs, err := h.TaskEvents(ctx)
 	must.NoError(t, err)
-	td := &testDriver{DriverHarness: h, d: d, events: evs, cancel: cancel}
+	td := &testDriver{DriverHarness: h, d: d, nomad: fake, events: evs, cancel: cancel}
 	t.Cleanup(func() {
 		if !td.killed {
 			// Leave no executor or task process behind.

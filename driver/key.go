@@ -10,28 +10,41 @@ import (
 	"github.com/caravan-nomad/caravan/driver/store"
 )
 
-// checkpointKey is the store key of a task: namespace/job/group/task/index,
-// so a replacement allocation (same name index, on any node) finds its
-// predecessor's checkpoints. The index comes from NOMAD_ALLOC_INDEX, or is
-// parsed from NOMAD_ALLOC_NAME ("job.group[3]"). The store escapes every
-// part, so no job ID can leave its directory.
-func checkpointKey(cfg *drivers.TaskConfig) (store.Key, error) {
-	ns := cfg.Namespace
-	if ns == "" {
-		ns = cfg.Env["NOMAD_NAMESPACE"]
-	}
-	if ns == "" {
-		ns = "default"
-	}
+// checkpointKey is the store key of a task:
+// namespace/job[@incarnation]/group/task/slot.
+//
+//   - job is the job ID bound to the job's incarnation (see
+//     checkpointIdentity), or checkpoint.key unbound (incarnation "");
+//   - slot is the allocation index (scope "alloc": a replacement allocation,
+//     same index on any node, finds its predecessor's checkpoints) or
+//     "group" (scope "group": one state for the whole task group).
+//
+// The index comes from NOMAD_ALLOC_INDEX, or is parsed from
+// NOMAD_ALLOC_NAME ("job.group[3]"). The store escapes every part, so no
+// job ID or key name can leave its directory.
+func checkpointKey(cfg *drivers.TaskConfig, cc *CheckpointConfig, incarnation string) (store.Key, error) {
 	job := cfg.JobID
 	if job == "" {
 		job = cfg.JobName
 	}
-	idx, err := allocIndex(cfg.Env)
-	if err != nil {
-		return store.Key{}, err
+	if cc.Key != "" {
+		job, incarnation = cc.Key, ""
 	}
-	k := store.Key{Namespace: ns, Job: job, Group: cfg.TaskGroupName, Task: cfg.Name, Index: idx}
+	k := store.Key{
+		Namespace:   taskNamespace(cfg),
+		Job:         job,
+		Group:       cfg.TaskGroupName,
+		Task:        cfg.Name,
+		Shared:      cc.Scope == ScopeGroup,
+		Incarnation: incarnation,
+	}
+	if !k.Shared {
+		idx, err := allocIndex(cfg.Env)
+		if err != nil {
+			return store.Key{}, err
+		}
+		k.Index = idx
+	}
 	if err := k.Validate(); err != nil {
 		return store.Key{}, fmt.Errorf("checkpoint key: %w", err)
 	}

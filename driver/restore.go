@@ -77,6 +77,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	switch {
 	case errors.Is(err, store.ErrNoCheckpoint) && !errors.Is(err, store.ErrCorrupt):
 		d.logger.Info("no checkpoint to restore; starting fresh", "key", key.String(), "task_id", cfg.ID)
+		events.emit(nil, "No checkpoint under %s; starting fresh", key)
 		// A fresh start is fresh: drop what an earlier attempt of this
 		// allocation left behind but never committed.
 		if err := emptyDir(dir); err != nil {

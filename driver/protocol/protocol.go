@@ -16,6 +16,15 @@
 //     the next signal.
 //  3. The driver sees the new sequence, commits the directory to the
 //     checkpoint store, and emits a task event.
+//
+// A task that holds no state of its own answers the signal with a skip
+// marker instead: {"sequence": N, "skip": true}, N again greater than any
+// sequence it wrote or restored (CARAVAN_CHECKPOINT_SEQUENCE is the floor).
+// It means "acknowledged, nothing to commit from this task; another member
+// of the group writes the state": the driver commits nothing, emits no
+// failure, and a stop proceeds at once. Non-writer ranks of a data-parallel
+// group (checkpoint scope "group": workers without state, PyTorch ranks
+// other than 0, parameter servers that do not write the full state) use it.
 package protocol
 
 import (
@@ -66,6 +75,10 @@ type Marker struct {
 	Step *uint64 `json:"step,omitempty"`
 	// Meta is free-form metadata stored with the checkpoint's manifest.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Skip acknowledges a checkpoint request with nothing to commit from
+	// this task (another member of the group writes the state). The
+	// driver commits nothing for a skip marker.
+	Skip bool `json:"skip,omitempty"`
 }
 
 // Validate reports a marker the driver must not commit.

@@ -68,3 +68,21 @@ func TestFromEnv(t *testing.T) {
 		must.ErrorContains(t, err, k)
 	}
 }
+
+func TestMarker_Skip(t *testing.T) {
+	dir := t.TempDir()
+	must.NoError(t, WriteMarker(dir, &Marker{Sequence: 4, Skip: true}))
+	b, err := os.ReadFile(filepath.Join(dir, MarkerName))
+	must.NoError(t, err)
+	must.Eq(t, `{"sequence":4,"skip":true}`, string(b))
+	m, err := ReadMarker(dir)
+	must.NoError(t, err)
+	must.True(t, m.Skip)
+	must.Nil(t, m.Step)
+
+	must.NoError(t, WriteMarker(dir, &Marker{Sequence: 5}))
+	b, err = os.ReadFile(filepath.Join(dir, MarkerName))
+	must.NoError(t, err)
+	must.Eq(t, `{"sequence":5}`, string(b), must.Sprint("skip is omitted when false"))
+	must.Error(t, WriteMarker(dir, &Marker{Sequence: 0, Skip: true}))
+}

@@ -26,6 +26,10 @@ import (
 // leaves the previous generations intact. Commits of one key are serialised
 // by a lock file; commits of different keys run concurrently.
 //
+// A commit whose meta orders it (MetaStep, MetaSequence) before the key's
+// newest generation is refused with ErrStale, under the key lock, before
+// anything is written: a late commit never replaces a newer generation.
+//
 // After publishing, manifests beyond Options.Retain are deleted; unreferenced
 // chunks are left for GC.
 func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string, meta map[string]string) (*Manifest, CommitStats, error) {
@@ -55,6 +59,9 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 
 	gens, err := listGenerations(keyDir)
 	if err != nil {
+		return nil, CommitStats{}, s.classify(err)
+	}
+	if err := checkNotStale(keyDir, gens, meta); err != nil {
 		return nil, CommitStats{}, s.classify(err)
 	}
 	var gen uint64 = 1

@@ -53,8 +53,9 @@ func TestKeyValidate(t *testing.T) {
 		{"empty task", func(k *Key) { k.Task = "" }, "task"},
 		{"negative index", func(k *Key) { k.Index = -1 }, "index"},
 		{"too long", func(k *Key) { k.Job = strings.Repeat("/", 100) }, "too long"},
+		{"bad incarnation", func(k *Key) { k.Incarnation = "../x" }, "incarnation"},
 		{"dispatch job id with slash", func(k *Key) { k.Job = "batch/dispatch-1-abc" }, ""},
-		{"dot-dot everywhere", func(k *Key) { *k = Key{"..", "..", "..", "..", 0} }, ""},
+		{"dot-dot everywhere", func(k *Key) { *k = Key{Namespace: "..", Job: "..", Group: "..", Task: ".."} }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,5 +101,62 @@ func TestKeyTraversal(t *testing.T) {
 			}
 			must.Eq(t, dir, filepath.Clean(dir))
 		}
+	}
+}
+
+func TestKeyShapes(t *testing.T) {
+	cases := []struct {
+		name string
+		key  Key
+		want string
+	}{
+		{"alloc", Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Index: 2}, "default/train/g/t/2"},
+		{"group", Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Index: 7, Shared: true}, "default/train/g/t/group"},
+		{"incarnation", Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Incarnation: "1042"}, "default/train@1042/g/t/0"},
+		{"job with @", Key{Namespace: "default", Job: "a@1", Group: "g", Task: "t"}, "default/a%401/g/t/0"},
+		{"allocation-bound", Key{Namespace: "default", Job: "train", Group: "g", Task: "t", Index: 1, Incarnation: "alloc-5c6328f7-48c5"}, "default/train@alloc-5c6328f7-48c5/g/t/1"},
+		{"group named group", Key{Namespace: "n", Job: "j", Group: "group", Task: "group", Shared: true, Incarnation: "9"}, "n/j@9/group/group/group"},
+		{"escaped", Key{Namespace: "n", Job: "batch/dispatch-1", Group: ".g", Task: "t t", Index: 0}, "n/batch%2Fdispatch-1/%2Eg/t%20t/0"},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			must.Eq(t, tc.want, tc.key.String())
+			must.False(t, seen[tc.want])
+			seen[tc.want] = true
+			back, err := ParseKey(tc.want)
+			must.NoError(t, err)
+			if tc.key.Shared {
+				tc.key.Index = 0 // not part of a shared key
+			}
+			must.Eq(t, tc.key, back)
+		})
+	}
+}
+
+func TestParseKeyRefusesBadInput(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"", "5 parts"},
+		{"a/b/c/d", "5 parts"},
+		{"a/b/c/d/e/f", "5 parts"},
+		{"a/b/c/d/x", "slot"},
+		{"a/b/c/d/-1", "slot"},
+		{"a/b/c/d/01", "canonical"},
+		{"a/b@/c/d/0", "incarnation"},
+		{"a/b@x.y/c/d/0", "incarnation"},
+		{"a/b@x%2F/c/d/0", "incarnation"},
+		{"a/b@1@2/c/d/0", "job"},
+		{"a/%2/c/d/0", "job"},
+		{"a/%zz/c/d/0", "job"},
+		{"a/%41/c/d/0", "job"}, // %41 is "A", which escapes to itself
+		{"a//c/d/0", "job"},
+		{"../b/c/d/0", "namespace"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			_, err := ParseKey(tc.in)
+			must.ErrorIs(t, err, ErrInvalid)
+			must.StrContains(t, err.Error(), tc.want)
+		})
 	}
 }

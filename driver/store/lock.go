@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 	"syscall"
@@ -74,9 +75,6 @@ type unlocker func()
 // lockKey takes the exclusive lock of a key directory (created if missing),
 // waiting until ctx is done.
 func lockKey(ctx context.Context, keyDir string) (unlocker, error) {
-	if err := os.MkdirAll(keyDir, dirPerm); err != nil {
-		return nil, fmt.Errorf("create key directory: %w", err)
-	}
 	path := keyDir + "/lock"
 	ch := keyProcLock(path)
 	select {
@@ -84,16 +82,71 @@ func lockKey(ctx context.Context, keyDir string) (unlocker, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for key lock: %w", ctx.Err())
 	}
-	f, err := flockFile(ctx, path, syscall.LOCK_EX)
+	for {
+		if err := os.MkdirAll(keyDir, dirPerm); err != nil {
+			<-ch
+			return nil, fmt.Errorf("create key directory: %w", err)
+		}
+		f, err := flockFile(ctx, path, syscall.LOCK_EX)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // Delete removed the key directory under us
+		}
+		if err != nil {
+			<-ch
+			return nil, err
+		}
+		if !stillLinked(f, path) {
+			// Delete removed the key while we waited: this lock file
+			// no longer guards anything. Lock the new one.
+			_ = f.Close()
+			continue
+		}
+		return keyUnlocker(f, ch), nil
+	}
+}
+
+// tryLockKey takes the lock of an existing key directory without waiting:
+// ErrBusy when a commit, retention or deletion holds it.
+func tryLockKey(keyDir string) (unlocker, error) {
+	path := keyDir + "/lock"
+	ch := keyProcLock(path)
+	select {
+	case ch <- struct{}{}:
+	default:
+		return nil, fmt.Errorf("%w: a commit or deletion in this process holds its lock", ErrBusy)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		<-ch
-		return nil, err
+		return nil, fmt.Errorf("open lock file: %w", err)
 	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		<-ch
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: a commit or deletion holds %s", ErrBusy, path)
+		}
+		return nil, fmt.Errorf("flock %s: %w", path, err)
+	}
+	return keyUnlocker(f, ch), nil
+}
+
+func keyUnlocker(f *os.File, ch chan struct{}) unlocker {
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		_ = f.Close()
 		<-ch
-	}, nil
+	}
+}
+
+// stillLinked reports whether path still names the file f has open.
+func stillLinked(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }
 
 // lockStore takes the store-wide lock, shared or exclusive.

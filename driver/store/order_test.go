@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+)
+
+func meta(step, seq int) map[string]string {
+	m := map[string]string{}
+	if step >= 0 {
+		m[MetaStep] = strconv.Itoa(step)
+	}
+	if seq >= 0 {
+		m[MetaSequence] = strconv.Itoa(seq)
+	}
+	return m
+}
+
+// TestCommitRefusesStale commits a first generation, then a second one, and
+// checks which second commits are refused as stale (-1: field absent).
+func TestCommitRefusesStale(t *testing.T) {
+	cases := []struct {
+		name        string
+		first, next map[string]string
+		stale       bool
+	}{
+		{"older step", meta(100, 5), meta(90, 9), true},
+		{"newer step, lower sequence", meta(100, 5), meta(110, 1), false},
+		{"same step, lower sequence", meta(100, 5), meta(100, 4), true},
+		{"same step, same sequence", meta(100, 5), meta(100, 5), false},
+		{"same step, higher sequence", meta(100, 5), meta(100, 6), false},
+		{"no steps, lower sequence", meta(-1, 5), meta(-1, 4), true},
+		{"no steps, higher sequence", meta(-1, 5), meta(-1, 6), false},
+		{"step on one side only: sequences decide", meta(100, 5), meta(-1, 4), true},
+		{"new commit unordered", meta(100, 5), nil, false},
+		{"newest unordered", nil, meta(1, 1), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openTestStore(t, Options{})
+			key := testKey("stale")
+			src := t.TempDir()
+			writeTree(t, src, 1)
+			_, _, err := s.Commit(ctx, key, src, "n1", tc.first)
+			must.NoError(t, err)
+			src2 := t.TempDir()
+			writeTree(t, src2, 2)
+			_, _, err = s.Commit(ctx, key, src2, "n2", tc.next)
+			ms := mustList(t, s, key)
+			if tc.stale {
+				must.ErrorIs(t, err, ErrStale)
+				must.StrContains(t, err.Error(), "older than generation 1")
+				must.Len(t, 1, ms)
+				must.Eq(t, "n1", ms[0].Node)
+				return
+			}
+			must.NoError(t, err)
+			must.Len(t, 2, ms)
+		})
+	}
+}
+
+// TestCommitStaleSkipsCorruptNewest orders against the newest generation
+// whose manifest still reads.
+func TestCommitStaleSkipsCorruptNewest(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{Retain: 5})
+	key := testKey("stale-corrupt")
+	src := t.TempDir()
+	writeTree(t, src, 1)
+	for _, m := range []map[string]string{meta(10, 1), meta(50, 2)} {
+		_, _, err := s.Commit(ctx, key, src, "n", m)
+		must.NoError(t, err)
+	}
+	garbleManifest(t, s, key, 2)
+	_, _, err := s.Commit(ctx, key, src, "n", meta(5, 3))
+	must.ErrorIs(t, err, ErrStale)
+	must.StrContains(t, err.Error(), "generation 1")
+	_, _, err = s.Commit(ctx, key, src, "n", meta(20, 3))
+	must.NoError(t, err)
+}
+
+// TestConcurrentCommittersNeverGoBack runs committers of one key in
+// parallel, each with its own steps, and checks that the published
+// generations never go back in step and that the newest holds the highest
+// step committed; every refusal is ErrStale.
+func TestConcurrentCommittersNeverGoBack(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{Retain: 1000})
+	key := testKey("racing")
+	key.Shared = true
+	const committers, rounds = 4, 8
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		refused int
+		maxOK   int
+	)
+	for c := 0; c < committers; c++ {
+		src := t.TempDir()
+		writeTree(t, src, uint64(c))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				// Interleaved steps: committer c's round r is at step
+				// r*committers + c, so every committer is sometimes late.
+				step := r*committers + (c*3)%committers
+				_, _, err := s.Commit(ctx, key, src, fmt.Sprint("c", c), meta(step, r+1))
+				mu.Lock()
+				switch {
+				case err == nil:
+					maxOK = max(maxOK, step)
+				case errIsStale(err):
+					refused++
+				default:
+					t.Errorf("committer %d: %v", c, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ms := mustList(t, s, key)
+	must.Eq(t, committers*rounds, len(ms)+refused)
+	prev := position{}
+	for _, m := range ms {
+		p := positionOf(m.Meta)
+		must.False(t, p.olderThan(prev), must.Sprintf("generation %d (%s) went back from %s", m.Generation, p, prev))
+		prev = p
+	}
+	must.Eq(t, strconv.Itoa(maxOK), ms[len(ms)-1].Meta[MetaStep])
+}
+
+func errIsStale(err error) bool { return errors.Is(err, ErrStale) }
+
+// garbleManifest makes generation gen's manifest unparsable.
+func garbleManifest(t *testing.T, s *Store, key Key, gen uint64) {
+	t.Helper()
+	dir, err := key.dir(s.root)
+	must.NoError(t, err)
+	must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(gen)), []byte("{not json"), 0o600))
+}
+
+// pauseFirstCommit makes the first commit that reaches stepChunksSynced
+// (holding its key lock) wait until resume is closed.
+func pauseFirstCommit(t *testing.T) (paused, resume chan struct{}) {
+	t.Helper()
+	paused, resume = make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	testHook = func(step string) {
+		if step == stepChunksSynced && first.CompareAndSwap(false, true) {
+			close(paused)
+			<-resume
+		}
+	}
+	t.Cleanup(func() { testHook = nil })
+	return paused, resume
+}
+
+// TestTwoConcurrentCommitters starts a commit and, while it holds the key
+// lock, a second one of the same key: the one that gets the lock second is
+// refused when it is older, whatever it saw before waiting.
+func TestTwoConcurrentCommitters(t *testing.T) {
+	cases := []struct {
+		name              string
+		firstStep, second int
+		wantStale         bool
+		wantNewestStep    string
+	}{
+		{"late commit of an older step is refused", 100, 90, true, "100"},
+		{"late commit of a newer step is published", 90, 100, false, "100"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openTestStore(t, Options{})
+			key := Key{Namespace: "default", Job: "dp", Group: "worker", Task: "t", Shared: true}
+			srcA, srcB := t.TempDir(), t.TempDir()
+			writeTree(t, srcA, 1)
+			writeTree(t, srcB, 2)
+			_, _, err := s.Commit(ctx, key, srcA, "a", meta(10, 1))
+			must.NoError(t, err)
+
+			paused, resume := pauseFirstCommit(t)
+			first := make(chan error, 1)
+			go func() {
+				_, _, err := s.Commit(ctx, key, srcA, "a", meta(tc.firstStep, 2))
+				first <- err
+			}()
+			<-paused
+			second := make(chan error, 1)
+			go func() {
+				_, _, err := s.Commit(ctx, key, srcB, "b", meta(tc.second, 2))
+				second <- err
+			}()
+			select {
+			case err := <-second:
+				t.Fatalf("second commit finished while the first held the key lock: %v", err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			close(resume)
+			must.NoError(t, <-first)
+			err = <-second
+			if tc.wantStale {
+				must.ErrorIs(t, err, ErrStale)
+			} else {
+				must.NoError(t, err)
+			}
+			m, err := s.Latest(key)
+			must.NoError(t, err)
+			must.Eq(t, tc.wantNewestStep, m.Meta[MetaStep])
+		})
+	}
+}
