@@ -61,6 +61,12 @@
 # shard of a fixed global batch; put your script in the template below (or
 # point args at a file on the clients).
 
+variable "name" {
+  description = "Job ID and name (also the rendezvous service's prefix and run ID)."
+  type        = string
+  default     = "train-pytorch-elastic"
+}
+
 variable "nodes" {
   description = "Regular expression of the node names the job may run on."
   type        = string
@@ -97,6 +103,12 @@ variable "batch" {
   default     = 128
 }
 
+variable "min_step_time" {
+  description = "Pacing for tests and demos, NOT a compute model: each step takes at least this many seconds (0: train at full speed)."
+  type        = number
+  default     = 0
+}
+
 variable "python" {
   description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch)."
   type        = string
@@ -122,6 +134,8 @@ variable "gloo_socket_ifname" {
 }
 
 job "train-pytorch-elastic" {
+  id   = var.name
+  name = var.name
   type = "batch"
 
   constraint {
@@ -194,7 +208,7 @@ job "train-pytorch-elastic" {
         args = [var.python, "-u", "-m", "caravan.launch",
           "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "${var.nproc_per_node}",
           "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-          "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}"]
+        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}"]
 
         checkpoint {
           scope            = "group"
@@ -243,6 +257,7 @@ job "train-pytorch-elastic" {
           p.add_argument("--batch", type=int, default=128)
           p.add_argument("--seed", type=int, default=1)
           p.add_argument("--lr", type=float, default=0.05)
+          p.add_argument("--min-step-time", type=float, default=0.0, help="pacing for tests, not a compute model")
           args = p.parse_args()
 
           torch.set_num_threads(1)
@@ -266,6 +281,8 @@ job "train-pytorch-elastic" {
           print(f"[rank {el.rank}/{W}] training from step={step} rows {lo}:{hi}", flush=True)
           while step < args.steps:
               el.boundary(step)  # checkpoint requests (rank 0 writes), agreed stops (live snapshot, exit)
+              if args.min_step_time:
+                  time.sleep(args.min_step_time)  # pacing (variable min_step_time), no effect on the numbers
               x, y = batch(step)
               x, y = x[lo:hi].to(el.device), y[lo:hi].to(el.device)
               opt.zero_grad()
