@@ -106,10 +106,11 @@ def child_pid(path):
         with open(path, encoding="utf-8") as f:
             pid = int(f.read().strip())
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
     except (OSError, ValueError, IndexError):
         return None
-    return pid if ppid == os.getpid() else None
+    # A zombie (exited, not yet reaped by the agent) would swallow the signal.
+    return pid if int(ppid) == os.getpid() and state not in ("Z", "X") else None
 
 
 class Forwarder:

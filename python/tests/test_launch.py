@@ -56,6 +56,14 @@ class LaunchTest(unittest.TestCase):
             child.kill()
             child.wait()
         self.assertIsNone(child_pid(os.path.join(self.tmp.name, "missing.pid")))
+        zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+        with open(path, "w") as f:
+            f.write(str(zombie.pid))
+        deadline = time.time() + 30
+        while child_pid(path) is not None and time.time() < deadline:
+            time.sleep(0.05)  # exited but not reaped: a zombie
+        self.assertIsNone(child_pid(path))
+        zombie.wait()
 
     def test_answers_with_skip_without_worker_or_newer_snapshot(self):
         f = Forwarder(self.tmp.name, self.live)
