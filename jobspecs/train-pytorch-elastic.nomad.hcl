@@ -91,6 +91,12 @@ variable "nproc_per_node" {
   default     = 1
 }
 
+variable "gpu_shares" {
+  description = "Shares of one caravan GPU per worker allocation (0: CPU and gloo; > 0: NCCL, with nproc_per_node = 1). Not run on this project's GPU-less machine."
+  type        = number
+  default     = 0
+}
+
 variable "steps" {
   description = "Total optimizer steps."
   type        = number
@@ -316,6 +322,14 @@ job "train-pytorch-elastic" {
       resources {
         cpu    = 1000
         memory = 2048
+
+        dynamic "device" {
+          for_each = var.gpu_shares > 0 ? [1] : []
+          labels   = ["caravan/gpushare"]
+          content {
+            count = var.gpu_shares
+          }
+        }
       }
     }
   }

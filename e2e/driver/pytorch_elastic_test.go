@@ -149,7 +149,8 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	var resumed *nomadapi.AllocationListStub
 	c.WaitAllocs(t, job, 6*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
 		for _, a := range as {
-			if a.TaskGroup == elasticGroup && a.CreateIndex > kept.CreateIndex && a.ClientStatus == nomadapi.AllocClientStatusComplete {
+			earlier := a.ID == two[0].ID || a.ID == two[1].ID
+			if a.TaskGroup == elasticGroup && !earlier && a.ClientStatus == nomadapi.AllocClientStatusComplete {
 				resumed = a
 				return true
 			}
