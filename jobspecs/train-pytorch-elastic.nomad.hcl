@@ -312,7 +312,7 @@ job "train-pytorch-elastic" {
               digest = hashlib.sha256()
               for t in model.state_dict().values():
                   digest.update(t.detach().cpu().contiguous().numpy().tobytes())
-              print(f"final step={step} eval_loss={ev:.6f} params_sha256={digest.hexdigest()}", flush=True)
+              print(f"final step={step} eval_loss={ev:.9f} params_sha256={digest.hexdigest()}", flush=True)
               progress.report(step, ev, 0.0, steps_total=args.steps, done=True)
               progress.close()
           el.close()
