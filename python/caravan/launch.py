@@ -143,7 +143,7 @@ def run_agent(args, endpoint, launch_dir):
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
     from torch.distributed.elastic.multiprocessing import Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.elastic.rendezvous import RendezvousConnectionError, RendezvousParameters
     from torch.distributed.elastic.rendezvous import registry
 
     params = RendezvousParameters(
@@ -162,7 +162,16 @@ def run_agent(args, endpoint, launch_dir):
         redirects=Std.NONE, tee=Std.NONE,  # explicit: torchrun's parsing of these fails on Python 3.11
     )
     agent = LocalElasticAgent(spec=spec, start_method="spawn", log_dir=os.path.join(launch_dir, "agent"))
-    result = agent.run()
+    try:
+        result = agent.run()
+    except RendezvousConnectionError:
+        # The store has gone: stop this handler's keep-alive thread (torch
+        # 1.13 has no public call for it; shutdown() would try to close the
+        # rendezvous), so it does not outlive the handler.
+        stop = getattr(handler, "_stop_heartbeats", None)
+        if stop is not None:
+            stop()
+        raise
     if result.is_failed():
         raise ChildFailedError(name=os.path.basename(args.script), failures=result.failures)
     handler.shutdown()  # close the rendezvous: training is over
