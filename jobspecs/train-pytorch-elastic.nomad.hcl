@@ -115,6 +115,12 @@ variable "min_step_time" {
   default     = 0
 }
 
+variable "planner" {
+  description = "Let caravan's planner scale the worker group (meta caravan_planner) and send it progress with the task's workload identity; the planner is found as the Consul service caravan-planner."
+  type        = bool
+  default     = false
+}
+
 variable "python" {
   description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch)."
   type        = string
@@ -143,6 +149,17 @@ job "train-pytorch-elastic" {
   id   = var.name
   name = var.name
   type = "batch"
+
+  # Opt-in (variable planner): the planner may scale "worker" between 1 and
+  # max_workers; the workers re-rendezvous as above.
+  meta {
+    caravan_planner      = var.planner ? "true" : "false"
+    caravan_worker_group = "worker"
+    caravan_min_workers  = "1"
+    caravan_max_workers  = var.max_workers
+    caravan_total_steps  = var.steps
+    caravan_speed_model  = "allreduce"
+  }
 
   constraint {
     attribute = "${node.unique.name}"
@@ -237,10 +254,36 @@ job "train-pytorch-elastic" {
         EOF
       }
 
+      # Progress to the planner (rank 0 reports): its addresses from Consul,
+      # the workload identity the planner verifies.
+      dynamic "identity" {
+        for_each = var.planner ? [1] : []
+        content {
+          name = "planner"
+          aud  = ["caravan-planner"]
+          file = true
+          ttl  = "1h"
+        }
+      }
+
+      dynamic "template" {
+        for_each = var.planner ? [1] : []
+        content {
+          destination = "local/planners"
+          change_mode = "noop"
+          data        = <<-EOT
+            {{- range service "caravan-planner" }}
+            http://{{ .Address }}:{{ .Port }}
+            {{- end }}
+          EOT
+        }
+      }
+
       env {
-        PYTHONPATH             = var.caravan_python
-        CARAVAN_ADVERTISE_ADDR = "${attr.unique.network.ip-address}"
-        GLOO_SOCKET_IFNAME     = var.gloo_socket_ifname
+        CARAVAN_PLANNER_URLS_FILE = "${NOMAD_TASK_DIR}/planners"
+        PYTHONPATH                = var.caravan_python
+        CARAVAN_ADVERTISE_ADDR    = "${attr.unique.network.ip-address}"
+        GLOO_SOCKET_IFNAME        = var.gloo_socket_ifname
       }
 
       template {
