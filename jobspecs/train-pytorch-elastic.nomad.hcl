@@ -12,7 +12,9 @@
 # The clients need python3 with torch (Debian: apt-get install python3-torch)
 # and caravan's Python helper, installed (`pip install ./python`) or, as
 # above, imported from the repository's python/ folder through PYTHONPATH
-# (variable caravan_python). See python/README.md.
+# (variable caravan_python). See python/README.md. With -var planner=true,
+# caravan's planner scales the group "worker" itself (meta below) and rank 0
+# reports progress to it.
 #
 # How it is put together:
 #   group "rendezvous" (count 1): `python3 -m caravan.rendezvous` hosts the
