@@ -184,7 +184,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	got, _ := strconv.ParseFloat(final[2], 64)
 	want, _ := strconv.ParseFloat(refFinal[2], 64)
 	t.Logf("pytorch elastic: 1 -> 2 at step %d, 2 -> 1 at step %d (stopped worker: saved=%v), suspended at step %d, "+
-		"resumed at %d; eval loss %.6f vs uninterrupted %.6f (|diff| %.2g, tolerance %g); params equal bit for bit: %v",
+		"resumed at %d; eval loss %.9f vs uninterrupted %.9f (|diff| %.2g, tolerance %g); params equal bit for bit: %v",
 		up, down, saved != nil, savedStep, r, got, want, math.Abs(got-want), elasticLossTolerance, final[3] == refFinal[3])
 	must.True(t, math.Abs(got-want) <= elasticLossTolerance,
 		must.Sprintf("final eval loss %v differs from the uninterrupted run's %v by more than %g", got, want, elasticLossTolerance))
