@@ -50,24 +50,35 @@ var (
 	elasticFinal    = regexp.MustCompile(`(?m)^final step=(\d+) eval_loss=([0-9.]+) params_sha256=([0-9a-f]{64})`)
 )
 
-// last returns the step of the last such line in out from a group of
-// world ranks ("" for any).
-func (l stepLine) last(out, world string) (int, bool) {
-	ms := l.re.FindAllStringSubmatch(out, -1)
-	for i := len(ms) - 1; i >= 0; i-- {
-		if world == "" || ms[i][l.world] == world {
-			n, err := strconv.Atoi(ms[i][l.step])
-			return n, err == nil
+// all returns the steps of such lines in out from a group of world ranks
+// ("" for any), in order.
+func (l stepLine) all(out, world string) []int {
+	var steps []int
+	for _, m := range l.re.FindAllStringSubmatch(out, -1) {
+		if world == "" || m[l.world] == world {
+			if n, err := strconv.Atoi(m[l.step]); err == nil {
+				steps = append(steps, n)
+			}
 		}
 	}
-	return 0, false
+	return steps
+}
+
+// last returns the step of the last such line (see all).
+func (l stepLine) last(out, world string) (int, bool) {
+	steps := l.all(out, world)
+	if len(steps) == 0 {
+		return 0, false
+	}
+	return steps[len(steps)-1], true
 }
 
 // TestPyTorchElastic_ScaleSuspendResume runs the elastic PyTorch jobspec
 // (torch.distributed.elastic, c10d rendezvous through a Nomad service, DDP
-// over gloo on CPU) through 1 -> 2 -> 1 workers, a suspend (scale to 0) and
-// a resume, next to an uninterrupted run of the same job. Every membership
-// change continues from the step the group stopped at (live snapshot), the
+// over gloo on CPU) through 1 -> 2 -> 1 workers, a move of the rendezvous
+// store's allocation, a suspend (scale to 0) and a resume, next to an
+// uninterrupted run of the same job. Every membership change and the store's
+// move continue from the step the group stopped at (live snapshot), the
 // resume from the step rank 0 checkpointed, and the final evaluation loss
 // matches the uninterrupted run's within elasticLossTolerance.
 func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
@@ -140,6 +151,26 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	must.Eq(t, snap2, down, must.Sprint("the group of 1 did not start from the step the group of 2 stopped at"))
 	waitStepWorkers(t, c, []*nomadapi.AllocationListStub{kept}, down+1, 1)
 
+	// The store's allocation moves (alloc stop: Nomad places a new one on
+	// another port): the launcher reads the new address from its template
+	// and the worker continues from the step it stopped at.
+	out := c.Logs(t, kept.ID, pytorchTask, "stdout")
+	snapsBefore, restoresBefore := len(elasticSnapshot.all(out, "1")), len(elasticRestored.all(out, "1"))
+	_, err = c.CLI(t, "alloc", "stop", "-detach", groupAlloc(t, c, job, "rendezvous").ID)
+	must.NoError(t, err)
+	var snap3, moved int
+	harness.Eventually(t, 5*time.Minute, func() error {
+		out := c.Logs(t, kept.ID, pytorchTask, "stdout")
+		snaps, restores := elasticSnapshot.all(out, "1"), elasticRestored.all(out, "1")
+		if len(snaps) == snapsBefore || len(restores) == restoresBefore {
+			return fmt.Errorf("no rendezvous at the moved store yet:\n%s", tail(out))
+		}
+		snap3, moved = snaps[len(snaps)-1], restores[len(restores)-1]
+		return nil
+	})
+	must.Eq(t, snap3, moved, must.Sprint("after the store moved, the worker did not continue from the step it stopped at"))
+	waitStepWorkers(t, c, []*nomadapi.AllocationListStub{kept}, moved+1, 1)
+
 	// Suspend: rank 0 checkpoints on stop; resume restores that step.
 	scaleWorkers(t, c, job, 0)
 	suspended := c.WaitAllocStatus(t, kept.ID, nomadapi.AllocClientStatusComplete, 3*time.Minute)
@@ -147,7 +178,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	must.NotNil(t, ev, must.Sprint("no checkpoint saved on suspend"))
 	savedStep, err := strconv.Atoi(ev.Details["step"])
 	must.NoError(t, err)
-	must.GreaterEq(t, down, savedStep)
+	must.GreaterEq(t, moved, savedStep)
 	scaleWorkers(t, c, job, 1)
 	var resumed *nomadapi.AllocationListStub
 	c.WaitAllocs(t, job, 6*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
@@ -160,7 +191,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 		}
 		return false
 	})
-	out := c.Logs(t, resumed.ID, pytorchTask, "stdout")
+	out = c.Logs(t, resumed.ID, pytorchTask, "stdout")
 	r, ok := elasticRestored.last(out, "1")
 	must.True(t, ok, must.Sprintf("the resumed worker did not restore:\n%s", out))
 	must.Eq(t, savedStep, r, must.Sprint("the resumed worker did not start from the suspend checkpoint"))
@@ -183,9 +214,10 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	}
 	got, _ := strconv.ParseFloat(final[2], 64)
 	want, _ := strconv.ParseFloat(refFinal[2], 64)
-	t.Logf("pytorch elastic: 1 -> 2 at step %d, 2 -> 1 at step %d (stopped worker: saved=%v), suspended at step %d, "+
-		"resumed at %d; eval loss %.9f vs uninterrupted %.9f (|diff| %.2g, tolerance %g); params equal bit for bit: %v",
-		up, down, saved != nil, savedStep, r, got, want, math.Abs(got-want), elasticLossTolerance, final[3] == refFinal[3])
+	t.Logf("pytorch elastic: 1 -> 2 at step %d, 2 -> 1 at step %d (stopped worker: saved=%v), store moved at step %d, "+
+		"suspended at step %d, resumed at %d; eval loss %.9f vs uninterrupted %.9f (|diff| %.2g, tolerance %g); "+
+		"params equal bit for bit: %v",
+		up, down, saved != nil, moved, savedStep, r, got, want, math.Abs(got-want), elasticLossTolerance, final[3] == refFinal[3])
 	must.True(t, math.Abs(got-want) <= elasticLossTolerance,
 		must.Sprintf("final eval loss %v differs from the uninterrupted run's %v by more than %g", got, want, elasticLossTolerance))
 }
@@ -246,6 +278,22 @@ func waitStepWorkers(t *testing.T, c *harness.C, allocs []*nomadapi.AllocationLi
 		}
 		return fmt.Errorf("no step >= %d by %d workers yet", min, workers)
 	})
+}
+
+// groupAlloc returns the running allocation of a job's task group.
+func groupAlloc(t *testing.T, c *harness.C, job, group string) *nomadapi.AllocationListStub {
+	t.Helper()
+	var found *nomadapi.AllocationListStub
+	c.WaitAllocs(t, job, time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if a.TaskGroup == group && a.ClientStatus == nomadapi.AllocClientStatusRunning {
+				found = a
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }
 
 // finalOf waits for a one-worker job to finish and returns its final line.
