@@ -2,24 +2,32 @@
 # driver/README.md), run by the caravan task driver: suspend, resume and
 # migrate it with the usual Nomad commands and it continues where it was.
 #
-#   nomad job run jobspecs/train-pytorch.nomad.hcl                 # CPU
-#   nomad job run -var gpu_shares=4 jobspecs/train-pytorch.nomad.hcl  # 4 shares of a caravan GPU
+#   nomad job run -var caravan_python=$PWD/python jobspecs/train-pytorch.nomad.hcl                    # CPU
+#   nomad job run -var caravan_python=$PWD/python -var gpu_shares=4 jobspecs/train-pytorch.nomad.hcl  # 4 shares of a caravan GPU
 #
-# The clients need python3 with torch installed (`pip install torch`); the
-# script is written into the task directory by the template below, so the
-# job is self-contained. With gpu_shares > 0 the job asks caravan's
-# fractional-GPU device plugin for shares, which sets CUDA_VISIBLE_DEVICES.
+# The clients need python3 with torch (Debian: apt-get install python3-torch)
+# and caravan's Python helper: either installed (`pip install ./python`) or,
+# as above, imported from the repository's python/ folder through PYTHONPATH
+# (the caravan_python variable; the driver has no filesystem isolation, so
+# the task reads it in place). The script itself is written into the task
+# directory by the template below, so the job is self-contained. With
+# gpu_shares > 0 the job asks caravan's fractional-GPU device plugin for
+# shares, which sets CUDA_VISIBLE_DEVICES.
 #
-# The protocol, as the script implements it:
-#   1. install the handler for $CARAVAN_CHECKPOINT_SIGNAL (SIGUSR1) first;
-#   2. if $CARAVAN_CHECKPOINT_DIR/caravan-checkpoint.json exists, load the
-#      state next to it and continue from its step;
-#   3. on the signal, between two steps: torch.save the state to a temporary
-#      file, fsync, rename to state.pt, then write caravan-checkpoint.json the
-#      same way with a sequence one above the last;
-#   4. do not touch the directory until the next signal.
+# The protocol, as the script implements it with the helper (python/README.md):
+#   1. caravan.Checkpointer() installs the handler for
+#      $CARAVAN_CHECKPOINT_SIGNAL (SIGUSR1) first;
+#   2. caravan.pytorch.load restores the state the driver put in
+#      $CARAVAN_CHECKPOINT_DIR, if any, and gives its step;
+#   3. when ckpt.requested, between two steps, caravan.pytorch.save writes
+#      state.pt atomically, then the marker caravan-checkpoint.json with a
+#      sequence one above the last; training goes on;
+#   4. nothing touches the directory until the next signal.
 # Batches come from a generator seeded by (seed, step), so a resumed run
 # sees exactly the batches an uninterrupted one would.
+#
+# For a data-parallel job that grows and shrinks with `nomad job scale`, see
+# jobspecs/train-pytorch-elastic.nomad.hcl.
 
 variable "nodes" {
   description = "Regular expression of the node names the job may run on."
@@ -43,6 +51,12 @@ variable "python" {
   description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch)."
   type        = string
   default     = "python3"
+}
+
+variable "caravan_python" {
+  description = "Directory on the clients holding the caravan Python helper (the repository's python/ folder), put on PYTHONPATH; \"\" when it is installed with `pip install ./python`."
+  type        = string
+  default     = ""
 }
 
 variable "checkpoint_interval" {
@@ -94,14 +108,15 @@ job "train-pytorch" {
         left_delimiter  = "[["
         right_delimiter = "]]"
         data            = <<-EOF
-          """Minimal PyTorch trainer following caravan's checkpoint protocol."""
-          import argparse, hashlib, json, os, signal, sys, time
+          """Minimal PyTorch trainer following caravan's checkpoint protocol (python/README.md)."""
+          import argparse, hashlib, sys, time
+
+          import caravan, caravan.pytorch as cpt
+          ckpt = caravan.Checkpointer()  # 1. first: the handler of $CARAVAN_CHECKPOINT_SIGNAL (and SIGTERM/SIGINT)
+          progress = caravan.Reporter()  # to the planner, if $CARAVAN_PLANNER_URL is set
 
           import torch
           import torch.nn as nn
-
-          MARKER = "caravan-checkpoint.json"
-          STATE = "state.pt"
 
           p = argparse.ArgumentParser()
           p.add_argument("--steps", type=int, default=20000)
@@ -109,42 +124,6 @@ job "train-pytorch" {
           p.add_argument("--seed", type=int, default=1)
           p.add_argument("--lr", type=float, default=0.05)
           args = p.parse_args()
-
-          ckpt_dir = os.environ.get("CARAVAN_CHECKPOINT_DIR", "")
-          sig_name = os.environ.get("CARAVAN_CHECKPOINT_SIGNAL", "SIGUSR1")
-          ckpt_sig = getattr(signal, sig_name)
-
-          # 1. Handlers first: SIGUSR1's default action would kill us.
-          want_ckpt = False
-          want_exit = False
-          def on_ckpt(signum, frame):
-              global want_ckpt, want_exit
-              want_ckpt = True
-              if signum in (signal.SIGTERM, signal.SIGINT):  # SIGTERM-style
-                  want_exit = True
-          def on_exit(signum, frame):
-              global want_exit
-              want_exit = True
-          signal.signal(ckpt_sig, on_ckpt)
-          for s in (signal.SIGTERM, signal.SIGINT):
-              if s != ckpt_sig:
-                  signal.signal(s, on_exit)
-
-          def fsync_dir(d):
-              fd = os.open(d, os.O_RDONLY)
-              try:
-                  os.fsync(fd)
-              finally:
-                  os.close(fd)
-
-          def atomic_write(path, write):
-              tmp = path + ".tmp"
-              with open(tmp, "wb") as f:
-                  write(f)
-                  f.flush()
-                  os.fsync(f.fileno())
-              os.replace(tmp, path)
-              fsync_dir(os.path.dirname(path))
 
           device = "cuda" if torch.cuda.is_available() else "cpu"
           torch.set_num_threads(1)  # same arithmetic order on every node
@@ -160,37 +139,20 @@ job "train-pytorch" {
               return x.to(device), y.to(device)
 
           # 2. Resume from the restored checkpoint, if any.
-          step, seq = 0, int(os.environ.get("CARAVAN_CHECKPOINT_SEQUENCE", "0") or 0)
-          if ckpt_dir and os.path.exists(os.path.join(ckpt_dir, MARKER)):
-              with open(os.path.join(ckpt_dir, MARKER)) as f:
-                  marker = json.load(f)
-              state = torch.load(os.path.join(ckpt_dir, STATE), map_location=device)
-              model.load_state_dict(state["model"])
-              opt.load_state_dict(state["opt"])
-              step, seq = state["step"], max(seq, marker["sequence"])
-              print(f"resumed step={step} sequence={seq} generation={os.environ.get('CARAVAN_CHECKPOINT_GENERATION')}"
-                    f" from={os.environ.get('CARAVAN_CHECKPOINT_RESTORED_FROM')}", flush=True)
-
-          # 3. Save: state first, marker last, both atomically.
-          def save():
-              global seq
-              if not ckpt_dir:
-                  return
-              seq += 1
-              t0 = time.time()
-              atomic_write(os.path.join(ckpt_dir, STATE),
-                           lambda f: torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, f))
-              marker = json.dumps({"sequence": seq, "step": step, "meta": {"framework": "pytorch"}}).encode()
-              atomic_write(os.path.join(ckpt_dir, MARKER), lambda f: f.write(marker))
-              print(f"checkpoint step={step} sequence={seq} in {time.time() - t0:.3f}s", flush=True)
+          step = cpt.load(ckpt.directory, model, opt, map_location=device) or 0
+          if step:
+              r = ckpt.restore
+              print(f"resumed step={step} sequence={r.sequence} generation={r.generation} from={r.restored_from}", flush=True)
 
           loss_fn = nn.BCEWithLogitsLoss()
           t_last, n_last = time.time(), step
           while step < args.steps:
-              if want_ckpt:
-                  want_ckpt = False
-                  save()
-              if want_exit:
+              # 3. Between two steps: answer a checkpoint request (state, then marker, atomically), or stop.
+              if ckpt.requested:
+                  t0 = time.time()
+                  cpt.save(ckpt, step, model, opt, meta={"framework": "pytorch"})
+                  print(f"checkpoint step={step} in {time.time() - t0:.3f}s", flush=True)
+              if ckpt.stop_requested:
                   print(f"interrupted step={step}", flush=True)
                   sys.exit(143)
               x, y = batch(step)
@@ -201,13 +163,23 @@ job "train-pytorch" {
               step += 1
               if step % 500 == 0:
                   now = time.time()
-                  print(f"step={step} loss={loss.item():.6f} samples_per_sec={(step - n_last) * args.batch / (now - t_last):.0f}", flush=True)
+                  speed = (step - n_last) * args.batch / (now - t_last)
+                  print(f"step={step} loss={loss.item():.6f} samples_per_sec={speed:.0f}", flush=True)
+                  progress.report(step, loss.item(), speed, batch_size=args.batch, steps_total=args.steps, workers=1)
                   t_last, n_last = now, step
           digest = hashlib.sha256()
           for t in model.state_dict().values():
               digest.update(t.detach().cpu().contiguous().numpy().tobytes())
           print(f"final step={step} loss={loss.item():.6f} params_sha256={digest.hexdigest()}", flush=True)
+          progress.report(step, loss.item(), 0.0, steps_total=args.steps, done=True)
+          progress.close()
         EOF
+      }
+
+      env {
+        # The caravan helper package, imported from the repository's copy
+        # (see the caravan_python variable).
+        PYTHONPATH = var.caravan_python
       }
 
       resources {

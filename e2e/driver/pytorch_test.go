@@ -3,7 +3,6 @@ package driver
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,10 +38,9 @@ var (
 // from 0, and ends with the same parameters, bit for bit.
 func TestPyTorch_SuspendResumeBitForBit(t *testing.T) {
 	c := harness.Cluster(t)
-	if err := exec.Command(pythonWithTorch, "-c", "import torch").Run(); err != nil {
-		t.Fatalf("%s cannot import torch (make test installs Debian's python3-torch): %v", pythonWithTorch, err)
-	}
-	vars := []string{"python=" + pythonWithTorch, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval="}
+	requireTorch(t)
+	vars := []string{"python=" + pythonWithTorch, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval=",
+		"caravan_python=" + filepath.Join(c.Root, "python")}
 	clean := func() {
 		c.StopJob(t, pytorchJob)
 		must.NoError(t, os.RemoveAll(filepath.Join(c.CheckpointDir, "default", pytorchJob)))

@@ -1,0 +1,116 @@
+import http.server
+import io
+import json
+import os
+import tempfile
+import threading
+import unittest
+from contextlib import redirect_stderr
+
+from caravan import _warn
+from caravan.progress import Reporter, sample, token_from_env, urls_from_env
+
+
+class Planner(http.server.BaseHTTPRequestHandler):
+    got = []
+    status = 200
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        Planner.got.append((self.path, self.headers["Authorization"], self.headers["Content-Type"], json.loads(body)))
+        self.send_response(Planner.status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error": "step: no"}' if Planner.status != 200 else b"{}")
+
+    def log_message(self, *_):
+        pass
+
+
+class ProgressTest(unittest.TestCase):
+    def setUp(self):
+        _warn._reset()
+        Planner.got, Planner.status = [], 200
+        self.srv = http.server.HTTPServer(("127.0.0.1", 0), Planner)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.srv.server_port}"
+
+    def tearDown(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+    def test_sample_validation_names_field(self):
+        self.assertEqual(sample(3, 0.5, 10.0, workers=2, done=None),
+                         {"step": 3, "loss": 0.5, "samples_per_sec": 10.0, "workers": 2})
+        for kwargs, field in [
+            (dict(step=-1, loss=1.0, samples_per_sec=1.0), "step"),
+            (dict(step=1.5, loss=1.0, samples_per_sec=1.0), "step"),
+            (dict(step=1, loss=float("nan"), samples_per_sec=1.0), "loss"),
+            (dict(step=1, loss=float("inf"), samples_per_sec=1.0), "loss"),
+            (dict(step=1, loss=1.0, samples_per_sec=-2.0), "samples_per_sec"),
+            (dict(step=1, loss=1.0, samples_per_sec=1.0, workers=True), "workers"),
+            (dict(step=1, loss=1.0, samples_per_sec=1.0, done="yes"), "done"),
+            (dict(step=1, loss=1.0, samples_per_sec=1.0, colour=1), "colour"),
+        ]:
+            with self.assertRaisesRegex(ValueError, f"progress sample: {field}:"):
+                sample(**kwargs)
+
+    def test_env_and_token_order(self):
+        with tempfile.TemporaryDirectory() as secrets:
+            env = {"NOMAD_SECRETS_DIR": secrets, "NOMAD_TOKEN": "default", "NOMAD_TOKEN_planner": "named"}
+            self.assertEqual(token_from_env(env), "named")
+            with open(os.path.join(secrets, "nomad_planner.jwt"), "w") as f:
+                f.write("file-named\n")
+            self.assertEqual(token_from_env(env), "file-named")
+            os.unlink(os.path.join(secrets, "nomad_planner.jwt"))
+            del env["NOMAD_TOKEN_planner"]
+            self.assertEqual(token_from_env(env), "default")
+            del env["NOMAD_TOKEN"]
+            with open(os.path.join(secrets, "nomad_token"), "w") as f:
+                f.write("file-default")
+            self.assertEqual(token_from_env(env), "file-default")
+            urls = os.path.join(secrets, "urls")
+            with open(urls, "w") as f:
+                f.write("# planners\nhttp://a:1\n\nhttp://b:2\nhttp://a:1\n")
+            self.assertEqual(urls_from_env({"CARAVAN_PLANNER_URLS_FILE": urls, "CARAVAN_PLANNER_URL": "http://c:3"}),
+                             ["http://a:1", "http://b:2", "http://c:3"])
+        self.assertEqual(urls_from_env({"CARAVAN_PROGRESS_URL": "http://old:1"}), ["http://old:1"])
+        self.assertEqual(urls_from_env({"CARAVAN_PLANNER_URLS_FILE": "/nonexistent"}), [])
+
+    def test_report_posts_wire_with_identity(self):
+        r = Reporter({"CARAVAN_PLANNER_URL": self.url + "/", "NOMAD_TOKEN_planner": "jwt"})
+        self.assertTrue(r.report(100, 0.25, 512.0, workers=2, batch_size=128, checkpointed=True))
+        r.close()
+        self.assertEqual(r.sent, 1)
+        path, auth, ctype, body = Planner.got[0]
+        self.assertEqual((path, auth, ctype), ("/v1/progress", "Bearer jwt", "application/json"))
+        self.assertEqual(body, {"step": 100, "loss": 0.25, "samples_per_sec": 512.0, "workers": 2,
+                                "batch_size": 128, "checkpointed": True})
+
+    def test_missing_config_or_planner_never_raises(self):
+        err = io.StringIO()
+        with redirect_stderr(err):
+            self.assertFalse(Reporter({}).report(1, 1.0, 1.0))
+            self.assertFalse(Reporter({}).report(1, 1.0, 1.0))
+            self.assertFalse(Reporter({"CARAVAN_PLANNER_URL": self.url}).report(1, float("nan"), 1.0))
+            r = Reporter({"CARAVAN_PLANNER_URL": self.url})  # no identity
+            self.assertTrue(r.report(1, 1.0, 1.0))
+            r.close()
+            Planner.status = 400
+            r = Reporter({"CARAVAN_PLANNER_URL": self.url, "NOMAD_TOKEN": "t"})
+            r.report(1, 1.0, 1.0)
+            r.close()
+            r = Reporter({"CARAVAN_PLANNER_URL": "http://127.0.0.1:1", "NOMAD_TOKEN": "t"}, timeout=1)
+            r.report(1, 1.0, 1.0)
+            r.close()
+        log = err.getvalue()
+        self.assertEqual(log.count("no planner address"), 1, log)
+        self.assertIn("progress sample: loss", log)
+        self.assertIn("no workload identity", log)
+        self.assertIn("HTTP 400", log)
+        self.assertIn("unreachable", log)
+        self.assertEqual(r.failed, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
