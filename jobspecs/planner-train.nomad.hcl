@@ -25,7 +25,7 @@ variable "count" {
 }
 
 variable "max_workers" {
-  description = "caravan's trainer is one process per worker without gradient exchange: keep 1 (the planner then time-slices it); data-parallel scripts can go higher."
+  description = "This single-process trainer has no gradient exchange: keep 1 (the planner then time-slices it). For a job that more workers make faster, see train-elastic.nomad.hcl."
   type        = number
   default     = 1
 }
