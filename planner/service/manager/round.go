@@ -161,6 +161,13 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			pj := c.pj
 			if pinned[pj.ID] != "" {
 				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
+				// A pinned job keeps its servers too: a cooldown that held
+				// the workers but let the servers move let a job that had
+				// just shrunk go 1 -> 4 servers in the next round.
+				if pj.MaxPS > 0 {
+					ps := min(max(pj.Current.PS, pj.MinPS), pj.MaxPS)
+					pj.MinPS, pj.MaxPS = ps, ps
+				}
 			}
 			in.Jobs = append(in.Jobs, pj)
 		}
@@ -172,13 +179,9 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		again := false
 		for i, jp := range plan.Jobs {
 			c := cands[i]
-			from := c.pj.Current.Workers
-			if jp.Workers > from && from > 0 && pinned[jp.ID] == "" {
-				saving := c.view.Predicted[from] - c.view.Predicted[jp.Workers]
-				if _, ok := c.view.Predicted[from]; ok && saving < s.RestartCost.Seconds()+s.MinGain {
-					pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", saving, s.RestartCost)
-					again = true
-				}
+			if saving, ok := growthSaving(c.pj, jp); ok && pinned[jp.ID] == "" && saving < s.RestartCost.Seconds()+s.MinGain {
+				pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", saving, s.RestartCost)
+				again = true
 			}
 		}
 		if !again {
@@ -256,4 +259,23 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 	}
 	r.Actions = actions
 	return r, errors.Join(errs...)
+}
+
+// growthSaving is the remaining time a running job's planned growth (more
+// workers, or parameter servers moved with no fewer workers) is predicted
+// to save; ok is false for shrinks, unchanged shapes and jobs without a
+// speed model. Growth must repay its restart; a shrink makes room for
+// others and is the policy's call.
+func growthSaving(pj policy.Job, jp policy.JobPlan) (float64, bool) {
+	cur := pj.Current
+	grows := jp.Workers > cur.Workers || (jp.Workers == cur.Workers && jp.PS != cur.PS)
+	if cur.Workers <= 0 || !grows || pj.Speed == nil {
+		return 0, false
+	}
+	rate := func(w, ps int) float64 { return pj.Speed.Rate(policy.Shape{Workers: w, PS: ps, Nodes: 1}) }
+	now, next := rate(cur.Workers, cur.PS), rate(jp.Workers, jp.PS)
+	if now <= 0 || next <= 0 {
+		return 0, false
+	}
+	return pj.Remaining/now - pj.Remaining/next, true
 }
