@@ -86,8 +86,24 @@ func fitLoss(recs []progress.Record) (pts []model.LossPoint, c *model.Convergenc
 
 // remaining predicts a job's remaining steps the way model.Progress does:
 // from the fit, else a prior from a finished job of the same kind, else the
-// user's hint.
-func remaining(spec source.Spec, done float64, fit, prior *model.Convergence) (float64, model.Source) {
+// user's hint. A job that declares its total steps (the task's steps_total,
+// else meta caravan_total_steps) never runs past them, so the estimate is
+// at most declared - done (source "declared" when that bound decides): a
+// loss curve fitted to a short run may predict convergence far beyond the
+// run's end.
+func remaining(spec source.Spec, declared, done float64, fit, prior *model.Convergence) (float64, model.Source) {
+	rem, src := fromCurves(spec, done, fit, prior)
+	if declared <= 0 {
+		declared = spec.TotalSteps
+	}
+	if left := math.Max(declared-done, 0); declared > 0 && left < rem {
+		return left, model.SourceDeclared
+	}
+	return rem, src
+}
+
+// fromCurves is remaining's estimate from the loss curve, a prior or the hint.
+func fromCurves(spec source.Spec, done float64, fit, prior *model.Convergence) (float64, model.Source) {
 	delta := spec.ConvergeDelta
 	if delta <= 0 {
 		delta = 1e-3
@@ -233,7 +249,11 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if p, ok := m.priors[j.Spec.Kind]; ok && j.Spec.Kind != "" {
 		prior = &p
 	}
-	rem, src := remaining(j.Spec, float64(f.Step), conv, prior)
+	declared := 0.0
+	if f.LastSample != nil && f.LastSample.StepsTotal > 0 {
+		declared = float64(f.LastSample.StepsTotal)
+	}
+	rem, src := remaining(j.Spec, declared, float64(f.Step), conv, prior)
 	f.RemainingSource = string(src)
 	if !math.IsInf(rem, 1) {
 		f.RemainingSteps = rem
