@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/caravan-nomad/caravan/planner/service/progress"
@@ -104,6 +105,8 @@ func TestManager_NoSwapForASmallNetGain(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2) // 2 GPUs, 4 half-GPU workers
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 3, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "2000"}))
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "1000"}))
+	h.nomad.SetAllocs(running(map[string]int{"a": 3, "b": 1}))
+	deadlineAllocs(t, h, 3)
 	h.sync()
 	for _, id := range []string{"a", "b"} {
 		mm := h.mgr.memFor(source.JobKey{Namespace: "default", ID: id})
@@ -115,4 +118,37 @@ func TestManager_NoSwapForASmallNetGain(t *testing.T) {
 	must.SliceEmpty(t, r.Actions, must.Sprintf("actions %+v", r.Actions))
 	must.StrContains(t, findJob(t, r, "a").Plan.Reason, "less than 2 restarts")
 	must.Eq(t, 3, count(t, h.nomad, "a"))
+}
+
+// running lists running worker allocations, n per job, on node-0 and node-1.
+func running(jobs map[string]int) []*nomadapi.AllocationListStub {
+	var out []*nomadapi.AllocationListStub
+	for id, n := range jobs {
+		for i := 0; i < n; i++ {
+			out = append(out, &nomadapi.AllocationListStub{ID: fmt.Sprintf("%s-%d", id, i), Namespace: "default", JobID: id,
+				TaskGroup: "worker", NodeID: fmt.Sprintf("node-%d", i%2), ClientStatus: "running", DesiredStatus: "run"})
+		}
+	}
+	return out
+}
+
+// TestManager_NewcomerGetsRoomFromRunningJobs: a job submitted with one
+// worker into a full cluster asks for a worker it does not run; the plan
+// that shrinks a running job to start it is admission, not a reshaping
+// that must repay restarts (the first live run suspended the newcomer).
+func TestManager_NewcomerGetsRoomFromRunningJobs(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2) // 4 half-GPU workers
+	for _, id := range []string{"a", "b"} {
+		h.nomad.PutJob(fakenomad.TrainingJob(id, 2, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "2000"}))
+	}
+	h.nomad.SetAllocs(running(map[string]int{"a": 2, "b": 2}))
+	deadlineAllocs(t, h, 2)
+	for _, id := range []string{"a", "b"} {
+		h.mgr.memFor(source.JobKey{Namespace: "default", ID: id}).speed[shape{workers: 2, nodes: 2}] = 20
+	}
+	h.clk.Advance(time.Second)
+	h.nomad.PutJob(fakenomad.TrainingJob("c", 1, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "2000"}))
+	r := h.round()
+	must.Eq(t, 1, count(t, h.nomad, "c"), must.Sprintf("actions %+v", r.Actions))
+	must.Eq(t, 3, count(t, h.nomad, "a")+count(t, h.nomad, "b"))
 }

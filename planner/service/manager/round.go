@@ -268,7 +268,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 //   - a running job's change of parameter servers must save a restart by
 //     itself (at its planned workers): a server is free in the policy's
 //     GPU-only accounting, so any positive gain, however small, moved one;
-//   - a plan that only reshapes running jobs must save, in total predicted
+//   - a plan that only reshapes running jobs (every job that asks for
+//     workers runs them all) must save, in total predicted
 //     remaining time, a restart per job it changes: Optimus's greedy
 //     rebuilds every round from the minimum, and two jobs whose next worker
 //     is worth about the same swap it back and forth.
@@ -279,6 +280,11 @@ func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS ma
 	for i, jp := range plan.Jobs {
 		pj := jobs[i]
 		cur := pj.Current
+		if cur.Workers > 0 && len(cur.Placement) == 0 {
+			// Asked for but not running (a newcomer waiting for room):
+			// the plan may be giving it its first workers.
+			judged = false
+		}
 		if pinned[jp.ID] != "" || (jp.Workers == cur.Workers && jp.PS == cur.PS) {
 			continue
 		}
