@@ -152,3 +152,24 @@ func TestManager_NewcomerGetsRoomFromRunningJobs(t *testing.T) {
 	must.Eq(t, 1, count(t, h.nomad, "c"), must.Sprintf("actions %+v", r.Actions))
 	must.Eq(t, 3, count(t, h.nomad, "a")+count(t, h.nomad, "b"))
 }
+
+// TestManager_CompletedBatchJobHoldsNothing: live, a train-elastic job that
+// reached its declared steps kept its worker count while Nomad marked it
+// dead; the planner still planned its workers, so the GPU it had freed could
+// not go to anyone else.
+func TestManager_CompletedBatchJobHoldsNothing(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1) // 1 GPU: 2 half-GPU workers
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.nomad.SetAllocs(running(map[string]int{"b": 1}))
+	h.nomad.SetJobStatus("default", "a", "dead")
+	for i := 0; i < 500; i++ {
+		if j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]; ok && j.Job.Status != nil && *j.Job.Status == "dead" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := h.round()
+	must.Eq(t, StateStopped, findJob(t, r, "a").State)
+	must.Eq(t, 2, count(t, h.nomad, "b"), must.Sprintf("actions %+v", r.Actions))
+}

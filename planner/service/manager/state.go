@@ -119,6 +119,11 @@ func classify(j *source.Job, mm *memory, rep failures.Report) (State, string) {
 		return StateStopped, "job is stopped"
 	}
 	count := j.Count(j.Spec.WorkerGroup)
+	if count > 0 && j.Job.Status != nil && *j.Job.Status == "dead" {
+		// A batch job whose allocations all completed: its count stays,
+		// but it holds nothing and will run no more.
+		return StateStopped, "job is complete (Nomad status dead)"
+	}
 	if count > 0 {
 		return StateRunning, ""
 	}
