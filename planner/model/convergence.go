@@ -206,6 +206,9 @@ const (
 	SourcePrior Source = "prior"
 	SourceHint  Source = "hint"
 	SourceNone  Source = "none"
+	// SourceDeclared: the job's declared total steps bound the estimate (a
+	// run never goes past the end it declares).
+	SourceDeclared Source = "declared"
 )
 
 // RemainingSteps predicts the steps left after the last observed step, and

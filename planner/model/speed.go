@@ -40,6 +40,12 @@ type Speed struct {
 	// MaxWorkers is the largest worker count among the fitted samples (0:
 	// unknown); OptimisticStepsPerSecond extrapolates no further than it.
 	MaxWorkers int
+	// MaxPS is the largest parameter-server count among the fitted samples
+	// and PSLevels how many distinct counts they hold. With one level the
+	// server terms cannot be told apart from the worker terms (w/p is a
+	// multiple of w, p a constant): FitSpeed then fits no server terms, and
+	// OptimisticStepsPerSecond applies its bounded server rule.
+	MaxPS, PSLevels int
 }
 
 // features returns the linear features of the form and whether the fit
@@ -95,16 +101,25 @@ func (s Speed) StepsPerSecond(w, p, n int, m float64) float64 {
 	return 1 / t
 }
 
-// OptimisticStepsPerSecond is the speed an explorer assumes: the same as
-// StepsPerSecond up to MaxWorkers, and beyond it the all-reduce form's ring
-// term t4*max(w-2, 0) stays at its value for the largest ring measured.
-// The samples say nothing about how synchronisation grows past that ring; a
-// slope fitted inside one node, extrapolated, predicts that larger jobs are
-// slower and so keeps them from ever being measured (optimism in the face of
-// uncertainty; the caller bounds how far it explores, e.g. Pollux's rule of
-// at most twice the largest size measured). The other forms are returned
-// unchanged.
+// OptimisticStepsPerSecond is the speed an explorer assumes. The samples say
+// nothing about shapes they never held, so the prediction there is
+// optimistic but bounded:
+//   - all-reduce: beyond MaxWorkers the ring term t4*max(w-2, 0) stays at its
+//     value for the largest ring measured (a slope fitted inside one node,
+//     extrapolated, would predict that larger jobs are slower and so keep
+//     them from ever being measured; the caller bounds how far it explores,
+//     e.g. Pollux's rule of at most twice the largest size measured);
+//   - parameter servers: no more than one server beyond MaxPS is explored
+//     (more predict what MaxPS+1 does). With a single measured server count
+//     P, the fit put all worker-proportional synchronisation on the
+//     per-worker term; the explorer assumes that cost is the servers' and
+//     divides among them (t3*w*P/p), the most a server can save (at most
+//     p/P times faster), and zero when the job scales linearly with workers.
 func (s Speed) OptimisticStepsPerSecond(w, p, n int, m float64) float64 {
+	switch s.Form {
+	case PSSync, PSAsync:
+		return s.optimisticPS(w, p, n, m)
+	}
 	f := s.StepsPerSecond(w, p, n, m)
 	if s.Form != AllReduce || s.MaxWorkers <= 0 || w <= s.MaxWorkers || f <= 0 || len(s.Theta) != 5 {
 		return f
@@ -116,12 +131,46 @@ func (s Speed) OptimisticStepsPerSecond(w, p, n int, m float64) float64 {
 	return 1 / t
 }
 
+// optimisticPS is OptimisticStepsPerSecond for the parameter-server forms.
+func (s Speed) optimisticPS(w, p, n int, m float64) float64 {
+	if s.MaxPS > 0 && p > s.MaxPS+1 {
+		p = s.MaxPS + 1
+	}
+	if s.PSLevels != 1 || p == s.MaxPS || len(s.Theta) < 4 {
+		return s.StepsPerSecond(w, p, n, m)
+	}
+	// One measured level P: move the per-worker term onto the servers.
+	th := append([]float64(nil), s.Theta...)
+	wIdx, wpIdx := 3, 2 // sync: t2*w/p, t3*w
+	if s.Form == PSAsync {
+		wIdx, wpIdx = 2, 1 // async: t1*w/p, t2*w
+	}
+	th[wpIdx] += th[wIdx] * float64(s.MaxPS)
+	th[wIdx] = 0
+	s.Theta = th
+	return s.StepsPerSecond(w, p, n, m)
+}
+
 // FitSpeed fits a speed form to samples by non-negative least squares on
 // the form's linearisation, each row scaled by its target so residuals are
 // relative (a 10% error counts the same for fast and slow samples).
 func FitSpeed(form SpeedForm, samples []SpeedSample) (Speed, error) {
 	if len(samples) == 0 {
 		return Speed{}, fmt.Errorf("%w: no speed samples", ErrNotEnoughPoints)
+	}
+	levels := map[int]bool{}
+	for _, s := range samples {
+		levels[s.PS] = true
+	}
+	// Columns of the server terms, fitted only when the samples vary the
+	// server count (else they are collinear with the worker terms).
+	var psCols []int
+	switch {
+	case len(levels) > 1:
+	case form == PSSync:
+		psCols = []int{2, 4}
+	case form == PSAsync:
+		psCols = []int{1, 3}
 	}
 	a := make([][]float64, len(samples))
 	b := make([]float64, len(samples))
@@ -140,6 +189,9 @@ func FitSpeed(form SpeedForm, samples []SpeedSample) (Speed, error) {
 		for k := range f {
 			f[k] /= y
 		}
+		for _, k := range psCols {
+			f[k] = 0
+		}
 		a[i] = f
 		b[i] = 1
 	}
@@ -147,9 +199,10 @@ func FitSpeed(form SpeedForm, samples []SpeedSample) (Speed, error) {
 	if err != nil {
 		return Speed{}, err
 	}
-	sp := Speed{Form: form, Theta: theta}
+	sp := Speed{Form: form, Theta: theta, PSLevels: len(levels)}
 	for _, s := range samples {
 		sp.MaxWorkers = max(sp.MaxWorkers, s.Workers)
+		sp.MaxPS = max(sp.MaxPS, s.PS)
 	}
 	pred := make([]float64, len(samples))
 	obs := make([]float64, len(samples))

@@ -60,6 +60,24 @@ func (t totals) share(d Demand) float64 {
 	return s
 }
 
+// accounts reports whether the cluster t tracks any resource d asks for.
+func (t totals) accounts(d Demand) bool {
+	return (t.gpu > 0 && d.GPUMilli > 0) || (t.cpu > 0 && d.CPUMHz > 0) || (t.mem > 0 && d.MemoryMB > 0)
+}
+
+// psShare is the dominant share a parameter server of j is charged. A
+// server that asks for nothing the cluster accounts (the planner service
+// tracks GPUs only, and servers are CPU tasks) is charged one worker's
+// share: without a price, its gain per share would be the saving divided by
+// share's 1e-9 floor, and every server step would beat every worker step
+// (and report a gain of ~1e9 s per share).
+func (t totals) psShare(j *Job) float64 {
+	if t.accounts(j.PSDem) || !t.accounts(j.Worker) {
+		return t.share(j.PSDem)
+	}
+	return t.share(j.Worker)
+}
+
 // maxGPUsPerNode is the largest node's GPU count (at least 1), used to
 // predict how many nodes a job of a given size needs.
 func maxGPUsPerNode(c Cluster) int {

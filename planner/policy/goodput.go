@@ -141,7 +141,7 @@ func (g *goodputRound) best(i, rank int) *step {
 		if d <= 0 || b > j.maxWorkers() || !g.free.fits(j.Worker, d) || !g.free.fits(j.PSDem, ps-s.ps) {
 			return
 		}
-		gain := (g.value(i, b, ps) - base) / (float64(d)*wshare + float64(ps-s.ps)*g.cap.share(j.PSDem))
+		gain := (g.value(i, b, ps) - base) / (float64(d)*wshare + float64(ps-s.ps)*g.cap.psShare(j))
 		if gain > 0 && (!out.valid || gain > out.gain) {
 			*out = step{job: i, dw: d, dps: ps - s.ps, gain: gain, rank: rank, prio: j.Priority, what: "worker", valid: true}
 		}
@@ -157,7 +157,7 @@ func (g *goodputRound) best(i, rank int) *step {
 		consider(c, j.Current.PS)
 	}
 	if s.w > 0 && s.ps < j.MaxPS && g.free.fits(j.PSDem, 1) {
-		gain := (g.value(i, s.w, s.ps+1) - base) / g.cap.share(j.PSDem)
+		gain := (g.value(i, s.w, s.ps+1) - base) / g.cap.psShare(j)
 		if gain > 0 && (!out.valid || gain > out.gain) {
 			*out = step{job: i, dps: 1, gain: gain, rank: rank, prio: j.Priority, what: "parameter server", valid: true}
 		}

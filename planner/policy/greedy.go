@@ -89,7 +89,7 @@ func (g *greedyCtx) best(i, rank int) *step {
 	}
 	if s.ps < j.MaxPS && g.free.fits(j.PSDem, 1) {
 		t := g.remaining(j, i, s.w, s.ps+1)
-		gain := (cur - t) / g.cap.share(j.PSDem)
+		gain := (cur - t) / g.cap.psShare(j)
 		if gain > 0 && (!out.valid || gain > out.gain) {
 			*out = step{job: i, dps: 1, gain: gain, rank: rank, prio: j.Priority, what: "parameter server", valid: true}
 		}

@@ -474,7 +474,10 @@ func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {
 }
 
 func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
-	h := newHarness(t, defaultSettings(), 1)
+	// Dry run: a scale in flight would (rightly) keep the speed out.
+	s := defaultSettings()
+	s.DryRun = true
+	h := newHarness(t, s, 1)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4", "caravan_max_ps": "2"}))
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "alloc-0", Namespace: "default", JobID: "a", TaskGroup: "worker",
 		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})

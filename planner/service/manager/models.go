@@ -86,8 +86,24 @@ func fitLoss(recs []progress.Record) (pts []model.LossPoint, c *model.Convergenc
 
 // remaining predicts a job's remaining steps the way model.Progress does:
 // from the fit, else a prior from a finished job of the same kind, else the
-// user's hint.
-func remaining(spec source.Spec, done float64, fit, prior *model.Convergence) (float64, model.Source) {
+// user's hint. A job that declares its total steps (the task's steps_total,
+// else meta caravan_total_steps) never runs past them, so the estimate is
+// at most declared - done (source "declared" when that bound decides): a
+// loss curve fitted to a short run may predict convergence far beyond the
+// run's end.
+func remaining(spec source.Spec, declared, done float64, fit, prior *model.Convergence) (float64, model.Source) {
+	rem, src := fromCurves(spec, done, fit, prior)
+	if declared <= 0 {
+		declared = spec.TotalSteps
+	}
+	if left := math.Max(declared-done, 0); declared > 0 && left < rem {
+		return left, model.SourceDeclared
+	}
+	return rem, src
+}
+
+// fromCurves is remaining's estimate from the loss curve, a prior or the hint.
+func fromCurves(spec source.Spec, done float64, fit, prior *model.Convergence) (float64, model.Source) {
 	delta := spec.ConvergeDelta
 	if delta <= 0 {
 		delta = 1e-3
@@ -140,13 +156,34 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 	for _, s := range samples {
 		distinct[s.Workers] = true
 	}
-	linear := func(w0 int, r0 float64) policy.SpeedModel {
+	// Every prediction is held within what was measured (model.Bounded): a
+	// measured shape predicts its measurement, no shape more than linear
+	// gain over a measured one, none less than a measured one scaled down.
+	// The parameter-server forms do not depend on nodes: neither do their
+	// bounds.
+	nodeBlind := form == model.PSSync || form == model.PSAsync
+	measured := samples
+	if nodeBlind {
+		measured = make([]model.SpeedSample, len(samples))
+		for i, s := range samples {
+			s.Nodes = 1
+			measured[i] = s
+		}
+	}
+	bounded := func(pred func(s policy.Shape) float64) policy.SpeedModel {
 		return policy.SpeedFunc(func(s policy.Shape) float64 {
 			if s.Workers <= 0 {
 				return 0
 			}
-			return r0 * float64(s.Workers) / float64(w0)
+			n := max(s.Nodes, 1)
+			if nodeBlind {
+				n = 1
+			}
+			return model.Bounded(pred(s), s.Workers, s.PS, n, measured)
 		})
+	}
+	linear := func(w0 int, r0 float64) policy.SpeedModel {
+		return bounded(func(s policy.Shape) float64 { return r0 * float64(s.Workers) / float64(w0) })
 	}
 	if len(distinct) < 2 {
 		s := samples[len(samples)-1]
@@ -164,8 +201,9 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 	}
 	// As in the simulator: past the largest measured size the prediction is
 	// optimistic, so a job explores sizes its fitted synchronisation slope
-	// would rule out, but no further than twice what was measured.
-	return policy.SpeedFunc(func(s policy.Shape) float64 {
+	// would rule out, but no further than twice what was measured (and one
+	// parameter server beyond the most measured).
+	return bounded(func(s policy.Shape) float64 {
 		w := s.Workers
 		if sp.MaxWorkers > 0 && w > 2*sp.MaxWorkers {
 			w = 2 * sp.MaxWorkers
@@ -211,7 +249,11 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if p, ok := m.priors[j.Spec.Kind]; ok && j.Spec.Kind != "" {
 		prior = &p
 	}
-	rem, src := remaining(j.Spec, float64(f.Step), conv, prior)
+	declared := 0.0
+	if f.LastSample != nil && f.LastSample.StepsTotal > 0 {
+		declared = float64(f.LastSample.StepsTotal)
+	}
+	rem, src := remaining(j.Spec, declared, float64(f.Step), conv, prior)
 	f.RemainingSource = string(src)
 	if !math.IsInf(rem, 1) {
 		f.RemainingSteps = rem
@@ -240,8 +282,8 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if reported {
 		sh.workers, sh.ps = f.LastSample.Workers, f.LastSample.PS
 	}
-	if sh != mm.stableShape {
-		mm.stableShape, mm.stableSince = sh, now
+	if counts := [3]int{v.Workers, v.PS, running}; sh != mm.stableShape || counts != mm.stableCounts {
+		mm.stableShape, mm.stableCounts, mm.stableSince = sh, counts, now
 	}
 	since := mm.stableSince
 	if w := now.Add(-5 * s.Interval); w.After(since) {
@@ -252,7 +294,7 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 		steps, samples, ok = 0, 0, false
 	}
 	f.StepsPerSec, f.SamplesPerSec = steps, samples
-	if ok && running > 0 && (reported || sh.workers == v.Workers) {
+	if ok && running > 0 && steadyShape(sh, v, running, j.Spec.PSGroup != "", recs, since) {
 		mm.speed[sh] = steps
 	}
 	form := model.SpeedForm(j.Spec.SpeedModel)
@@ -262,4 +304,24 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 		f.SpeedErr = err.Error()
 	}
 	v.Fit = f
+}
+
+// steadyShape reports whether a speed measured since since belongs to shape
+// sh: no scale is in flight (every worker asked for runs; the servers the
+// task reports, one per allocation, are those asked for) and every report
+// in the window that names its shape names sh. A speed taken while the
+// shape was changing (a shrink's pause, a server re-sharding) would teach
+// the fit that the new shape is slow. The reported worker count may differ
+// from the group's (one allocation may run several workers).
+func steadyShape(sh shape, v *JobView, running int, hasPS bool, recs []progress.Record, since time.Time) bool {
+	if running != v.Workers || (hasPS && sh.ps != v.PS) {
+		return false
+	}
+	for i := len(recs) - 1; i >= 0 && !recs[i].Time.Before(since); i-- {
+		r := recs[i]
+		if r.Workers > 0 && (r.Workers != sh.workers || (hasPS && r.PS != sh.ps)) {
+			return false
+		}
+	}
+	return true
 }

@@ -154,13 +154,21 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			pinned[c.pj.ID] = fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)
 		}
 	}
+	pinnedPS := map[string]string{}
 	var plan policy.Plan
-	for pass := 0; pass < 3; pass++ {
+	for pass := 0; ; pass++ {
 		in.Jobs = in.Jobs[:0]
 		for _, c := range cands {
 			pj := c.pj
 			if pinned[pj.ID] != "" {
 				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
+			}
+			// A pinned job keeps its servers too: a cooldown that held the
+			// workers but let the servers move let a job that had just
+			// shrunk go 1 -> 4 servers in the next round.
+			if (pinned[pj.ID] != "" || pinnedPS[pj.ID] != "") && pj.MaxPS > 0 && pj.Current.Workers > 0 {
+				ps := min(max(pj.Current.PS, pj.MinPS), pj.MaxPS)
+				pj.MinPS, pj.MaxPS = ps, ps
 			}
 			in.Jobs = append(in.Jobs, pj)
 		}
@@ -169,19 +177,11 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		if err != nil {
 			return r, errors.Join(append(errs, fmt.Errorf("policy %s: %w", pol.Name(), err))...)
 		}
-		again := false
-		for i, jp := range plan.Jobs {
-			c := cands[i]
-			from := c.pj.Current.Workers
-			if jp.Workers > from && from > 0 && pinned[jp.ID] == "" {
-				saving := c.view.Predicted[from] - c.view.Predicted[jp.Workers]
-				if _, ok := c.view.Predicted[from]; ok && saving < s.RestartCost.Seconds()+s.MinGain {
-					pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", saving, s.RestartCost)
-					again = true
-				}
-			}
+		pjs := make([]policy.Job, len(cands))
+		for i, c := range cands {
+			pjs[i] = c.pj
 		}
-		if !again {
+		if pass == 3 || repays(pjs, plan, s, pinned, pinnedPS) {
 			break
 		}
 	}
@@ -201,6 +201,9 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		c.view.Plan = &jp
 		from := c.pj.Current.Workers
 		to := jp.Workers
+		if why := pinnedPS[jp.ID]; why != "" && pinned[jp.ID] == "" {
+			c.view.Plan.Reason += "; " + why
+		}
 		if why := pinned[jp.ID]; why != "" {
 			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, why)
 		}
@@ -256,4 +259,75 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 	}
 	r.Actions = actions
 	return r, errors.Join(errs...)
+}
+
+// repays pins, for the next pass, every change of plan that does not repay
+// its restart, and reports whether the plan stands as it is:
+//   - a running job's growth in workers must save a restart (at its
+//     current servers);
+//   - a running job's change of parameter servers must save a restart by
+//     itself (at its planned workers): a server is free in the policy's
+//     GPU-only accounting, so any positive gain, however small, moved one;
+//   - a plan that only reshapes running jobs (every job that asks for
+//     workers runs them all) must save, in total predicted
+//     remaining time, a restart per job it changes: Optimus's greedy
+//     rebuilds every round from the minimum, and two jobs whose next worker
+//     is worth about the same swap it back and forth.
+func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS map[string]string) bool {
+	restart := s.RestartCost.Seconds() + s.MinGain
+	stands := true
+	total, changed, judged := 0.0, 0, true
+	for i, jp := range plan.Jobs {
+		pj := jobs[i]
+		cur := pj.Current
+		if cur.Workers > 0 && len(cur.Placement) == 0 {
+			// Asked for but not running (a newcomer waiting for room):
+			// the plan may be giving it its first workers.
+			judged = false
+		}
+		if pinned[jp.ID] != "" || (jp.Workers == cur.Workers && jp.PS == cur.PS) {
+			continue
+		}
+		before, ok1 := remainingTime(pj, cur.Workers, cur.PS)
+		mid, ok2 := remainingTime(pj, jp.Workers, cur.PS)
+		after, ok3 := remainingTime(pj, jp.Workers, jp.PS)
+		if cur.Workers <= 0 || jp.Workers <= 0 || !ok1 || !ok2 || !ok3 {
+			judged = false // a start, a suspend, or no model: the policy's call
+			continue
+		}
+		if jp.Workers > cur.Workers && before-mid < restart {
+			pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", before-mid, s.RestartCost)
+			stands = false
+			continue
+		}
+		if jp.PS != cur.PS && pinnedPS[jp.ID] == "" && mid-after < restart {
+			pinnedPS[jp.ID] = fmt.Sprintf("servers kept at %d: %d would save %.0f s, less than a %s restart", cur.PS, jp.PS, mid-after, s.RestartCost)
+			stands = false
+			continue
+		}
+		total += before - after
+		changed++
+	}
+	if stands && judged && changed > 0 && total < float64(changed)*restart {
+		for i, jp := range plan.Jobs {
+			if cur := jobs[i].Current; pinned[jp.ID] == "" && (jp.Workers != cur.Workers || jp.PS != cur.PS) {
+				pinned[jp.ID] = fmt.Sprintf("the plan's reshaping saves %.0f s in all, less than %d restarts of %s", total, changed, s.RestartCost)
+			}
+		}
+		stands = false
+	}
+	return stands
+}
+
+// remainingTime is the job's predicted remaining time with w workers and ps
+// servers; ok is false without a speed model or with no predicted progress.
+func remainingTime(pj policy.Job, w, ps int) (float64, bool) {
+	if pj.Speed == nil || w <= 0 {
+		return 0, false
+	}
+	r := pj.Speed.Rate(policy.Shape{Workers: w, PS: ps, Nodes: 1})
+	if r <= 0 || math.IsNaN(r) {
+		return 0, false
+	}
+	return pj.Remaining / r, true
 }

@@ -36,6 +36,10 @@ type memory struct {
 	waitingSince time.Time // when the job last went to 0 workers
 	stableSince  time.Time // since when the running shape is unchanged
 	stableShape  shape
+	// stableCounts are the group counts (workers, parameter servers) and
+	// running workers stableShape was seen with: a change restarts the
+	// speed window even while the reported shape still lags it.
+	stableCounts [3]int
 
 	// fit caches the last convergence fit and the newest record it saw, so
 	// a round without new reports does not refit.
@@ -115,6 +119,11 @@ func classify(j *source.Job, mm *memory, rep failures.Report) (State, string) {
 		return StateStopped, "job is stopped"
 	}
 	count := j.Count(j.Spec.WorkerGroup)
+	if count > 0 && j.Job.Status != nil && *j.Job.Status == "dead" {
+		// A batch job whose allocations all completed: its count stays,
+		// but it holds nothing and will run no more.
+		return StateStopped, "job is complete (Nomad status dead)"
+	}
 	if count > 0 {
 		return StateRunning, ""
 	}

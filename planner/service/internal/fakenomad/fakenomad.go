@@ -108,6 +108,17 @@ func (s *Server) putJobLocked(job *nomadapi.Job) uint64 {
 	return idx
 }
 
+// SetJobStatus sets a stored job's status as Nomad reports it ("dead" once
+// a batch job's allocations are all complete), as a new modify index.
+func (s *Server) SetJobStatus(ns, id, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	job := s.jobs[key(ns, id)]
+	idx := s.bump()
+	job.ModifyIndex = &idx
+	job.Status = &status
+}
+
 // Job returns a copy of a stored job.
 func (s *Server) Job(ns, id string) *nomadapi.Job {
 	s.mu.Lock()
