@@ -15,6 +15,9 @@ type size struct {
 	// at the end of the round (formatting per grant dominated big rounds).
 	last     *step
 	describe func(s *size) string
+	// unmeasured: the job had no speed model, so the gain assumed linear
+	// scaling and is in relative units.
+	unmeasured bool
 }
 
 // sameShape reports whether the current allocation already has w workers

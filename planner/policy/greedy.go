@@ -131,6 +131,7 @@ func grantByGain(h *stepHeap, jobs []Job, free *totals, sizes []size, best func(
 		s.gain = st.gain
 		s.last = st
 		s.describe = describe
+		s.unmeasured = j.Speed == nil
 		if nst := best(st.job, st.rank); nst.valid {
 			heap.Push(h, nst)
 		}
@@ -148,6 +149,10 @@ func (g *greedyCtx) optimusTime(j *Job, _ int, w, ps int) float64 {
 }
 
 func describeOptimus(s *size) string {
+	if s.unmeasured {
+		return fmt.Sprintf("marginal gain: +%d %s, assuming linear scaling (speed not measured yet); %d workers, %d ps",
+			max(s.last.dw, s.last.dps), s.last.what, s.w, s.ps)
+	}
 	return fmt.Sprintf("marginal gain: +%d %s saves %.3g s per dominant share; %d workers, %d ps",
 		max(s.last.dw, s.last.dps), s.last.what, s.last.gain, s.w, s.ps)
 }

@@ -35,11 +35,15 @@ type Action struct {
 	PSTo    int    `json:"ps_to,omitempty"`
 	// Nodes, with placement affinity on, are the nodes the policy placed
 	// the job on.
-	Nodes   []string `json:"nodes,omitempty"`
-	Gain    float64  `json:"gain"`
-	Saving  float64  `json:"saving_seconds,omitempty"`
-	Reason  string   `json:"reason"`
-	Message string   `json:"message"`
+	Nodes []string `json:"nodes,omitempty"`
+	Gain  float64  `json:"gain"`
+	// Unmeasured is true when the job had no fitted speed model yet: the
+	// policy then assumed linear scaling and Gain is in relative units,
+	// not seconds.
+	Unmeasured bool    `json:"unmeasured,omitempty"`
+	Saving     float64 `json:"saving_seconds,omitempty"`
+	Reason     string  `json:"reason"`
+	Message    string  `json:"message"`
 	// Status: planned (dry-run or follower), applied, deferred (rate
 	// limit), conflict (the job changed: decided again next round), failed.
 	Status string `json:"status"`
@@ -109,10 +113,14 @@ func scaleMessage(a Action) string {
 	case KindUserError:
 		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
 	}
-	msg := fmt.Sprintf("caravan planner: %s %d -> %d, marginal gain %.3g s per unit share", a.Kind, a.From, a.To, a.Gain)
+	gain := fmt.Sprintf("marginal gain %.3g s per unit share", a.Gain)
+	if a.Unmeasured {
+		gain = "marginal gain unknown (speed not measured yet, so linear scaling is assumed)"
+	}
+	msg := fmt.Sprintf("caravan planner: %s %d -> %d, %s", a.Kind, a.From, a.To, gain)
 	if a.PSGroup != "" {
-		msg = fmt.Sprintf("caravan planner: %s workers %d -> %d, parameter servers %d -> %d, marginal gain %.3g s per unit share",
-			a.Kind, a.From, a.To, a.PSFrom, a.PSTo, a.Gain)
+		msg = fmt.Sprintf("caravan planner: %s workers %d -> %d, parameter servers %d -> %d, %s",
+			a.Kind, a.From, a.To, a.PSFrom, a.PSTo, gain)
 	}
 	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
 		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)

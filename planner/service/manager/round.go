@@ -212,7 +212,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			continue
 		}
 		a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
-			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index}
+			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index,
+			Unmeasured: c.view.Fit.Speed == nil}
 		if psChange {
 			a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
 		}
