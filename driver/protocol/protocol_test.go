@@ -3,7 +3,9 @@ package protocol
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -66,5 +68,47 @@ func TestFromEnv(t *testing.T) {
 			return ""
 		})
 		must.ErrorContains(t, err, k)
+	}
+}
+
+// TestReadMarker_RefusesSpecialFiles: a marker the task made a symlink, a
+// FIFO, a directory or a huge file is refused at once, unread.
+func TestReadMarker_RefusesSpecialFiles(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	must.NoError(t, os.WriteFile(secret, []byte(`{"sequence": 9, "meta": {"leak": "host bytes"}}`), 0o600))
+
+	cases := []struct {
+		name string
+		make func(t *testing.T, p string)
+		want error
+	}{
+		{"symlink to host file", func(t *testing.T, p string) { must.NoError(t, os.Symlink(secret, p)) }, ErrNotRegular},
+		{"symlink inside", func(t *testing.T, p string) {
+			must.NoError(t, os.WriteFile(p+".real", []byte(`{"sequence": 1}`), 0o644))
+			must.NoError(t, os.Symlink(filepath.Base(p)+".real", p))
+		}, ErrNotRegular},
+		{"fifo", func(t *testing.T, p string) { must.NoError(t, syscall.Mkfifo(p, 0o644)) }, ErrNotRegular},
+		{"directory", func(t *testing.T, p string) { must.NoError(t, os.Mkdir(p, 0o755)) }, ErrNotRegular},
+		{"huge", func(t *testing.T, p string) {
+			f, err := os.Create(p)
+			must.NoError(t, err)
+			must.NoError(t, f.Truncate(256<<20)) // sparse: costs no disk
+			must.NoError(t, f.Close())
+		}, ErrTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			tc.make(t, filepath.Join(d, MarkerName))
+			done := make(chan error, 1)
+			go func() { _, err := ReadMarker(d); done <- err }()
+			select {
+			case err := <-done:
+				must.ErrorIs(t, err, tc.want)
+				must.StrNotContains(t, err.Error(), "host bytes")
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadMarker blocked")
+			}
+		})
 	}
 }
