@@ -14,7 +14,7 @@ import (
 const (
 	// minInterval is the shortest periodic checkpoint interval: a task
 	// signalled faster does little but checkpoint.
-	minInterval = time.Second
+	minInterval = 100 * time.Millisecond
 
 	minChunkSize = 4 << 10
 	maxChunkSize = 256 << 20
