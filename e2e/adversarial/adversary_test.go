@@ -101,8 +101,10 @@ func hashTree(t *testing.T, dir string) string {
 }
 
 // run submits the shell job with script; vars are more jobspec variables.
+// "${" is escaped from Nomad's interpolation of task config.
 func (a *adversary) run(t *testing.T, script string, vars ...string) {
 	t.Helper()
+	script = strings.ReplaceAll(script, "${", "$${")
 	a.c.RunJob(t, shellJob, append([]string{"name=" + a.job, "script=" + script}, vars...)...)
 }
 

@@ -71,13 +71,12 @@ func TestDriver_MarkerSpecialFiles(t *testing.T) {
 // task is stopped within its kill timeout; the earlier generation stays.
 func TestDriver_TaskNeverWritesMarker(t *testing.T) {
 	a := newAdversary(t)
-	a.run(t, handler(`if [ "$seq" -gt 1 ]; then trap '' USR1; seq=1; return; fi; echo state > "$d/state"`))
+	// One honest checkpoint, then the signal is ignored.
+	a.run(t, handler(`echo state > "$d/state"; trap '' USR1`))
 	al := a.running(t)
 	a.logged(t, al.ID, "ready")
 	a.checkpoint(t, al.ID, "Checkpoint saved (on demand)")
 	gen := a.newest(t)
-	_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, task) // now ignored from here on
-	must.NoError(t, err)
 	took := a.stopAlloc(t, al.ID)
 	must.Less(t, time.Minute, took)
 	ev := a.event(t, al.ID, "Checkpoint failed (stop)")
