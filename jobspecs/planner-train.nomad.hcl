@@ -81,6 +81,7 @@ job "planner-train" {
     # is left dead mid-training. The driver warns (task event) when a
     # checkpointing job's policy is finite.
     reschedule {
+      attempts       = 0
       unlimited      = true
       delay          = "5s"
       delay_function = "constant"

@@ -78,6 +78,7 @@ job "train-pytorch" {
     # is left dead mid-training. The driver warns (task event) when a
     # checkpointing job's policy is finite.
     reschedule {
+      attempts       = 0
       unlimited      = true
       delay          = "5s"
       delay_function = "constant"

@@ -42,7 +42,7 @@ func TestStore_ChainedSymlinks(t *testing.T) {
 func TestStore_SpecialFiles(t *testing.T) {
 	cases := map[string]string{
 		"fifo":   `mkfifo "$d/pipe"`,
-		"socket": `/usr/bin/python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$d/sock"`,
+		"socket": `(cd "$d" && /usr/bin/python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('sock')")`,
 		"device": `mknod "$d/null" c 1 3`,
 	}
 	for name, attack := range cases {
