@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
@@ -49,7 +49,11 @@ func newAdversary(t *testing.T) *adversary {
 	must.NoError(t, os.WriteFile(filepath.Join(a.sentinel, "sub", "data"), []byte("host data"), 0o644))
 	must.NoError(t, os.Symlink("sub/data", filepath.Join(a.sentinel, "link")))
 	a.before = hashTree(t, a.sentinel)
-	clean := func() { _ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", name)) }
+	clean := func() {
+		for _, d := range jobDirs(c, name) {
+			_ = os.RemoveAll(d)
+		}
+	}
 	clean()
 	t.Cleanup(clean)
 	return a
@@ -192,21 +196,36 @@ func (a *adversary) checkpoint(t *testing.T, allocID, want string) *nomadapi.Tas
 	return a.event(t, allocID, want)
 }
 
-// key is the store key of the job's allocation index 0.
-func (a *adversary) key() store.Key {
-	return store.Key{Namespace: "default", Job: a.job, Group: group, Task: task, Index: 0}
+// jobDirs are the store directories of a job: its name, and its name with a
+// job-incarnation suffix where the driver binds checkpoints to one.
+func jobDirs(c *harness.C, job string) []string {
+	dirs := []string{filepath.Join(c.CheckpointDir, "default", job)}
+	for _, sep := range []string{"@", "%40"} {
+		m, _ := filepath.Glob(filepath.Join(c.CheckpointDir, "default", job+sep+"*"))
+		dirs = append(dirs, m...)
+	}
+	return dirs
 }
 
-// newest returns the newest generation stored for the job (0: none).
+// newest returns the newest generation stored for the job (0: none), read
+// from the manifests' names (gen-N.json) so that it holds whatever the
+// key's layout below the job.
 func (a *adversary) newest(t *testing.T) uint64 {
 	t.Helper()
-	st, err := store.Open(a.c.CheckpointDir, store.Options{})
-	must.NoError(t, err)
-	m, err := st.Latest(a.key())
-	if err != nil {
-		return 0
+	var newest uint64
+	for _, d := range jobDirs(a.c, a.job) {
+		_ = filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return nil
+			}
+			n := strings.TrimSuffix(strings.TrimPrefix(e.Name(), "gen-"), ".json")
+			if g, err := strconv.ParseUint(n, 10, 64); err == nil && strings.HasPrefix(e.Name(), "gen-") {
+				newest = max(newest, g)
+			}
+			return nil
+		})
 	}
-	return m.Generation
+	return newest
 }
 
 // handler is shell that answers SIGUSR1 by running save (which writes the

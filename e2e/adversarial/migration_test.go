@@ -40,7 +40,9 @@ func newTrainer(t *testing.T) *trainer {
 	t.Helper()
 	c := harness.Cluster(t)
 	clean := func() {
-		_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", trainID))
+		for _, d := range jobDirs(c, trainID) {
+			_ = os.RemoveAll(d)
+		}
 		for _, cl := range c.Clients {
 			_, _ = c.Nomad.Nodes().UpdateDrain(cl.NodeID, nil, true, nil)
 			_, _ = c.Nomad.Nodes().ToggleEligibility(cl.NodeID, true, nil)
