@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 
+	"github.com/caravan-nomad/caravan/device/nvml"
 	"github.com/caravan-nomad/caravan/device/simulated"
 )
 
@@ -18,7 +19,15 @@ const (
 	// BackendSimulated advertises the GPUs listed in the simulated block.
 	BackendSimulated = "simulated"
 
-	defaultShares            = 4
+	defaultShares    = 4
+	defaultMaxShares = 64
+	// maxSharesLimit bounds max_shares itself; the memory bound (a share
+	// is at least minShareBytes) applies below it.
+	maxSharesLimit = 4096
+	// minShareBytes is the least GPU memory a share may stand for.
+	minShareBytes = 1 << 20
+	// maxMemoryMiB bounds a simulated GPU's memory (16 TiB).
+	maxMemoryMiB             = 1 << 24
 	defaultFingerprintPeriod = time.Minute
 	defaultRecoveryPeriod    = 5 * time.Minute
 	defaultMPSPipeDir        = "/tmp/nvidia-mps"
@@ -45,6 +54,10 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"shares": hclspec.NewDefault(
 		hclspec.NewAttr("shares", "number", false),
 		hclspec.NewLiteral(strconv.Itoa(defaultShares)),
+	),
+	"max_shares": hclspec.NewDefault(
+		hclspec.NewAttr("max_shares", "number", false),
+		hclspec.NewLiteral(strconv.Itoa(defaultMaxShares)),
 	),
 	"fingerprint_period": hclspec.NewDefault(
 		hclspec.NewAttr("fingerprint_period", "string", false),
@@ -95,6 +108,7 @@ type Config struct {
 	Enabled           bool             `codec:"enabled"`
 	Backend           string           `codec:"backend"`
 	Shares            int              `codec:"shares"`
+	MaxShares         int              `codec:"max_shares"`
 	FingerprintPeriod string           `codec:"fingerprint_period"`
 	ShareOverrides    []ShareOverride  `codec:"share_override"`
 	Health            *HealthConfig    `codec:"health"`
@@ -208,9 +222,14 @@ func parseConfig(c *Config) (*settings, error) {
 	default:
 		errs = append(errs, fieldErr("backend", "unknown backend %q (want %q or %q)", c.Backend, BackendNVML, BackendSimulated))
 	}
-	if c.Shares < 1 {
-		errs = append(errs, fieldErr("shares", "must be at least 1, got %d", c.Shares))
+	maxShares := c.MaxShares
+	if maxShares == 0 {
+		maxShares = defaultMaxShares
 	}
+	if maxShares < 1 || maxShares > maxSharesLimit {
+		errs = append(errs, fieldErr("max_shares", "must be between 1 and %d, got %d", maxSharesLimit, c.MaxShares))
+	}
+	errs = append(errs, checkShares("shares", c.Shares, maxShares))
 	s.fingerprintPeriod = defaultFingerprintPeriod
 	if c.FingerprintPeriod != "" {
 		d, err := positiveDuration("fingerprint_period", c.FingerprintPeriod)
@@ -226,8 +245,8 @@ func parseConfig(c *Config) (*settings, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if o.Shares < 1 {
-			errs = append(errs, fieldErr(field+".shares", "must be at least 1, got %d", o.Shares))
+		if err := checkShares(field+".shares", o.Shares, maxShares); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		ov.shares, ov.field = o.Shares, field
@@ -259,6 +278,9 @@ func parseConfig(c *Config) (*settings, error) {
 		errs = append(errs, err)
 		s.simulated = sim
 		errs = append(errs, checkOverridesMatch(s.overrides, sim))
+		if err == nil {
+			errs = append(errs, checkShareMemory(s, sim))
+		}
 	} else if c.Simulated != nil && len(c.Simulated.GPUs) > 0 {
 		errs = append(errs, fieldErr("simulated", "set, but backend is %q: set backend = %q to use simulated GPUs", s.backend, BackendSimulated))
 	}
@@ -266,6 +288,49 @@ func parseConfig(c *Config) (*settings, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// checkMemoryMiB bounds a simulated memory size.
+func checkMemoryMiB(field string, v int64) error {
+	if v < 1 {
+		return fieldErr(field, "must be at least 1, got %d", v)
+	}
+	if v > maxMemoryMiB {
+		return fieldErr(field, "must be at most %d (16 TiB), got %d", maxMemoryMiB, v)
+	}
+	return nil
+}
+
+// checkShares bounds a share count: 1 to max_shares.
+func checkShares(field string, n, maxShares int) error {
+	if n < 1 {
+		return fieldErr(field, "must be at least 1, got %d", n)
+	}
+	if n > maxShares {
+		return fieldErr(field, "must be at most max_shares = %d, got %d (raise max_shares to allow more)", maxShares, n)
+	}
+	return nil
+}
+
+// shareField names the setting that gives g its share count.
+func (s *settings) shareField(g nvml.GPU) string {
+	if f := s.overrideFor(g); f != nil {
+		return f.field + ".shares"
+	}
+	return "shares"
+}
+
+// checkShareMemory refuses share counts that give a simulated GPU shares
+// of less than minShareBytes.
+func checkShareMemory(s *settings, sim simulated.Config) error {
+	var errs []error
+	for _, g := range simulated.Describe(sim) {
+		if n := s.sharesFor(g); uint64(n) > g.MemoryBytes/minShareBytes {
+			errs = append(errs, fieldErr(s.shareField(g), "%d shares of %s (%d MiB) would be less than 1 MiB each",
+				n, g.UUID, g.MemoryBytes>>20))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func positiveDuration(field, v string) (time.Duration, error) {
@@ -358,8 +423,8 @@ func parseSimulated(c *SimulatedConfig) (simulated.Config, error) {
 		if g.Model == "" {
 			errs = append(errs, fieldErr(field+".model", "must not be empty"))
 		}
-		if g.MemoryMiB < 1 {
-			errs = append(errs, fieldErr(field+".memory_mib", "must be at least 1, got %d", g.MemoryMiB))
+		if err := checkMemoryMiB(field+".memory_mib", g.MemoryMiB); err != nil {
+			errs = append(errs, err)
 		}
 		if g.UUID != "" {
 			if prev, ok := uuids[g.UUID]; ok {
@@ -373,8 +438,8 @@ func parseSimulated(c *SimulatedConfig) (simulated.Config, error) {
 			if m.Profile == "" {
 				errs = append(errs, fieldErr(mf+".profile", "must not be empty"))
 			}
-			if m.MemoryMiB < 1 {
-				errs = append(errs, fieldErr(mf+".memory_mib", "must be at least 1, got %d", m.MemoryMiB))
+			if err := checkMemoryMiB(mf+".memory_mib", m.MemoryMiB); err != nil {
+				errs = append(errs, err)
 			}
 			migTotal += m.MemoryMiB
 			gc.MIG = append(gc.MIG, simulated.MIGConfig{Profile: m.Profile, MemoryBytes: uint64(m.MemoryMiB) << 20})

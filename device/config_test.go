@@ -11,6 +11,8 @@ import (
 
 	log "github.com/hashicorp/go-hclog"
 	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/device/nvml"
 )
 
 func parseHCL(t *testing.T, src string) (*settings, error) {
@@ -93,6 +95,38 @@ func TestConfig_Errors(t *testing.T) {
 		field string
 	}{
 		{"zero shares", `config { shares = 0 }`, "shares: must be at least 1"},
+		{"shares 2^62", `config { shares = 4611686018427387904 }`, "shares: must be at most max_shares = 64"},
+		{"shares two million", `config { shares = 2000000 }`, "shares: must be at most max_shares = 64, got 2000000"},
+		{"max_shares too big", `config {
+			max_shares = 1000000
+			shares     = 1000000
+		}`, "max_shares: must be between 1 and 4096"},
+		{"override above max_shares", `config {
+			share_override {
+				gpu    = "index:0"
+				shares = 65
+			}
+		}`, `share_override[0].shares: must be at most max_shares = 64`},
+		{"shares below 1 MiB", `config {
+			backend    = "simulated"
+			max_shares = 1024
+			shares     = 1000
+			simulated {
+				gpu {
+					model      = "tiny"
+					memory_mib = 512
+				}
+			}
+		}`, "shares: 1000 shares of"},
+		{"absurd simulated memory", `config {
+			backend = "simulated"
+			simulated {
+				gpu {
+					model      = "huge"
+					memory_mib = 1000000000000000000
+				}
+			}
+		}`, "simulated.gpu[0].memory_mib: must be at most"},
 		{"unknown backend", `config { backend = "cuda" }`, `backend: unknown backend "cuda"`},
 		{"bad duration", `config { fingerprint_period = "soon" }`, `fingerprint_period: invalid duration "soon"`},
 		{"negative duration", `config { fingerprint_period = "-1s" }`, `fingerprint_period: must be positive`},
@@ -212,4 +246,19 @@ func TestConfig_SetConfigRejectsBadConfig(t *testing.T) {
 	err = p.SetConfig(c)
 	must.ErrorIs(t, err, ErrInvalidConfig)
 	must.StrContains(t, err.Error(), "shares")
+}
+
+// TestBoundedShares: a share stands for at least 1 MiB of the GPU's memory,
+// whatever the configuration says (the NVML backend learns the memory only
+// at fingerprint time).
+func TestBoundedShares(t *testing.T) {
+	s := &settings{shares: 64}
+	n, clamped := s.boundedShares(nvml.GPU{UUID: "GPU-a", MemoryBytes: 16 << 20})
+	must.Eq(t, 16, n)
+	must.Eq(t, 64, clamped)
+	n, clamped = s.boundedShares(nvml.GPU{UUID: "GPU-b", MemoryBytes: 80 << 30})
+	must.Eq(t, 64, n)
+	must.Eq(t, 0, clamped)
+	n, _ = s.boundedShares(nvml.GPU{UUID: "GPU-c", MemoryBytes: 0})
+	must.Eq(t, 1, n)
 }

@@ -101,6 +101,13 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 			}
 			health.recordStatus(g.UUID, problem)
 		}
+		for _, e := range inv.entries() {
+			if e.clampedFrom > 0 && !p.warned["clamp:"+e.gpu.UUID] {
+				p.warned["clamp:"+e.gpu.UUID] = true
+				p.fpLogger.Warn("share count lowered to keep shares at least 1 MiB", "field", s.shareField(e.gpu),
+					"gpu", e.gpu.UUID, "memory_mib", e.gpu.MemoryBytes>>20, "configured", e.clampedFrom, "shares", e.shares)
+			}
+		}
 		for _, o := range s.overrides {
 			if !inventoryMatches(gpus, o) && !p.warned[o.field] {
 				p.warned[o.field] = true

@@ -20,6 +20,7 @@ type inventory struct {
 type gpuEntry struct {
 	gpu            nvml.GPU
 	shares         int
+	clampedFrom    int // configured share count when memory lowered it, else 0
 	memoryPerShare uint64
 	// ids are the share IDs, built once per fingerprint.
 	ids []string
@@ -47,8 +48,8 @@ func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU, prev *invento
 				g.Problem = problem
 			}
 		}
-		n := s.sharesFor(g)
-		e := &gpuEntry{gpu: g, shares: n, memoryPerShare: g.MemoryBytes / uint64(n), ids: make([]string, n)}
+		n, clamped := s.boundedShares(g)
+		e := &gpuEntry{gpu: g, shares: n, clampedFrom: clamped, memoryPerShare: g.MemoryBytes / uint64(n), ids: make([]string, n)}
 		for i := range e.ids {
 			e.ids[i] = shareID(g.UUID, i)
 		}

@@ -33,8 +33,18 @@ func parseShareID(id string) (uuid string, index int, ok bool) {
 // (uuid, then index, then model; the last of equal rank wins), else the
 // default.
 func (s *settings) sharesFor(g nvml.GPU) int {
-	best, rank := s.shares, -1
-	for _, o := range s.overrides {
+	if o := s.overrideFor(g); o != nil {
+		return o.shares
+	}
+	return s.shares
+}
+
+// overrideFor is the override that sets g's share count, or nil.
+func (s *settings) overrideFor(g nvml.GPU) *override {
+	var best *override
+	rank := -1
+	for i := range s.overrides {
+		o := &s.overrides[i]
 		if !o.matches(g) {
 			continue
 		}
@@ -46,10 +56,22 @@ func (s *settings) sharesFor(g nvml.GPU) int {
 			r = 1
 		}
 		if r >= rank {
-			best, rank = o.shares, r
+			best, rank = o, r
 		}
 	}
 	return best
+}
+
+// boundedShares is sharesFor(g) bounded by g's memory, so that a share
+// stands for at least minShareBytes (and a GPU reporting less has one
+// share). clamped is the configured count when it was lowered, else 0.
+func (s *settings) boundedShares(g nvml.GPU) (n, clamped int) {
+	n = s.sharesFor(g)
+	limit := max(g.MemoryBytes/minShareBytes, 1)
+	if uint64(n) > limit {
+		return int(limit), n
+	}
+	return n, 0
 }
 
 // matches reports whether the override selects g. An index selects a GPU

@@ -29,6 +29,10 @@ const (
 // marker while a checkpoint is pending.
 const markerPoll = 10 * time.Millisecond
 
+// commitAbandonGrace is how long a commit past its deadline may take to
+// notice; after that it is left running in the background.
+const commitAbandonGrace = time.Second
+
 var (
 	// errTaskExited means the task exited without writing a new marker.
 	errTaskExited = errors.New("task exited before marking a checkpoint complete")
@@ -43,7 +47,8 @@ type checkpointer struct {
 	logger  hclog.Logger
 	store   func() (*store.Store, error)
 	key     store.Key
-	dir     string
+	dir     string  // as the task sees it
+	cdir    ckptDir // how the driver reaches it
 	node    string
 	allocID string
 	cfg     *CheckpointConfig
@@ -86,7 +91,7 @@ func (c *checkpointer) checkpoint(waitCtx, commitCtx context.Context, reason str
 	// that one was never committed (a failed commit): the files beside it
 	// may be rewritten as soon as the task gets the signal.
 	base := c.lastSeq.Load()
-	if m, err := protocol.ReadMarker(c.dir); err == nil {
+	if m, err := c.cdir.readMarker(); err == nil {
 		base = max(base, m.Sequence)
 	}
 	start := time.Now()
@@ -114,7 +119,7 @@ func (c *checkpointer) waitMarker(ctx context.Context, base uint64) (*protocol.M
 	defer t.Stop()
 	var lastErr error
 	for {
-		m, err := protocol.ReadMarker(c.dir)
+		m, err := c.cdir.readMarker()
 		switch {
 		case err == nil && m.Sequence > base:
 			return m, nil
@@ -131,7 +136,7 @@ func (c *checkpointer) waitMarker(ctx context.Context, base uint64) (*protocol.M
 			}
 			return nil, msg
 		case <-c.exited:
-			m, err := protocol.ReadMarker(c.dir)
+			m, err := c.cdir.readMarker()
 			if err == nil && m.Sequence > base {
 				return m, nil
 			}
@@ -144,7 +149,7 @@ func (c *checkpointer) waitMarker(ctx context.Context, base uint64) (*protocol.M
 // commitIfNew commits a marker the task wrote on its own (e.g. on its kill
 // signal). The caller holds the slot.
 func (c *checkpointer) commitIfNew(ctx context.Context, reason string) error {
-	m, err := protocol.ReadMarker(c.dir)
+	m, err := c.cdir.readMarker()
 	if err != nil || m.Sequence <= c.lastSeq.Load() {
 		return errNoNewMarker
 	}
@@ -173,7 +178,7 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		step = strconv.FormatUint(*m.Step, 10)
 		meta["step"] = step
 	}
-	man, stats, err := st.Commit(ctx, c.key, c.dir, c.node, meta)
+	man, stats, err := c.commitBounded(ctx, st, meta)
 	if errors.Is(err, store.ErrStale) {
 		c.stale(m, reason, err)
 		return nil
@@ -183,6 +188,54 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		c.failed(reason, err)
 		return err
 	}
+	c.saved(m, man, stats, reason, step, waited)
+	return nil
+}
+
+// commitBounded commits the checkpoint directory, returning by ctx's
+// deadline whatever the I/O does: a commit stuck in a system call (a hung
+// network file system) is left to finish in the background, where its
+// outcome is still logged, and the previous generation stays the newest
+// until it does.
+func (c *checkpointer) commitBounded(ctx context.Context, st *store.Store, meta map[string]string) (*store.Manifest, store.CommitStats, error) {
+	type result struct {
+		man   *store.Manifest
+		stats store.CommitStats
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		src, err := c.cdir.open()
+		if err != nil {
+			r.err = err
+		} else {
+			r.man, r.stats, r.err = st.CommitRoot(ctx, c.key, src, c.node, meta)
+			_ = src.Close()
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.man, r.stats, r.err
+	case <-ctx.Done():
+	}
+	// A commit that honours ctx returns at once; one that does not is
+	// abandoned.
+	select {
+	case r := <-done:
+		return r.man, r.stats, r.err
+	case <-time.After(commitAbandonGrace):
+	}
+	go func() {
+		r := <-done
+		c.logger.Warn("abandoned checkpoint commit finished", "key", c.key.String(), "error", r.err)
+	}()
+	return nil, store.CommitStats{}, fmt.Errorf("did not finish in time (%w); left running in the background", context.Cause(ctx))
+}
+
+// saved records and announces a committed checkpoint.
+func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats store.CommitStats, reason, step string, waited time.Duration) {
 	c.lastSeq.Store(m.Sequence)
 	c.lastGen.Store(man.Generation)
 	if c.onSaved != nil {
@@ -209,7 +262,6 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 	c.events.emit(ann, "Checkpoint saved (%s): generation %d%s, %s (%s new) in %s",
 		reason, man.Generation, at, humanBytes(stats.Bytes), humanBytes(stats.NewBytes),
 		stats.Duration.Round(time.Millisecond))
-	return nil
 }
 
 // skipped records a skip marker: the task acknowledged the request with
@@ -257,7 +309,9 @@ func (c *checkpointer) onDemand(parent context.Context) {
 		defer c.release()
 		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
 		defer cancel()
-		_ = c.checkpoint(ctx, parent, reasonOnDemand)
+		commitCtx, cancelCommit := context.WithTimeout(parent, commitTimeout)
+		defer cancelCommit()
+		_ = c.checkpoint(ctx, commitCtx, reasonOnDemand)
 	}()
 }
 
@@ -280,7 +334,9 @@ func (c *checkpointer) periodic(ctx context.Context) {
 				continue // one is in flight already
 			}
 			wctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
-			_ = c.checkpoint(wctx, ctx, reasonPeriodic)
+			cctx, cancelCommit := context.WithTimeout(ctx, commitTimeout)
+			_ = c.checkpoint(wctx, cctx, reasonPeriodic)
+			cancelCommit()
 			cancel()
 			c.release()
 		}

@@ -15,6 +15,10 @@ import (
 
 // Chunk size bounds the store accepts (driver/store Options.ChunkSize).
 const (
+	// minInterval is the shortest periodic checkpoint interval: a task
+	// signalled faster does little but checkpoint.
+	minInterval = 100 * time.Millisecond
+
 	minChunkSize = 4 << 10
 	maxChunkSize = 256 << 20
 )
@@ -142,8 +146,8 @@ func (t *TaskConfig) validate() error {
 	if len(t.OverrideCgroupV1) > 0 && t.OverrideCgroupV2 != "" {
 		return errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set")
 	}
-	if t.OOMScoreAdj < 0 {
-		return fmt.Errorf("oom_score_adj: must not be negative, got %d", t.OOMScoreAdj)
+	if t.OOMScoreAdj < 0 || t.OOMScoreAdj > 1000 {
+		return fmt.Errorf("oom_score_adj: must be within [0, 1000], got %d", t.OOMScoreAdj)
 	}
 	if t.WorkDir != "" && !filepath.IsAbs(t.WorkDir) {
 		return fmt.Errorf("work_dir: %q must be an absolute path", t.WorkDir)
@@ -164,6 +168,9 @@ func (c *CheckpointConfig) validate() error {
 	var err error
 	if c.interval, err = parseDuration(c.Interval); err != nil {
 		return fmt.Errorf("checkpoint.interval: %w", err)
+	}
+	if c.interval != 0 && c.interval < minInterval {
+		return fmt.Errorf("checkpoint.interval: %q is shorter than %s", c.Interval, minInterval)
 	}
 	if c.timeout, err = parseDuration(c.Timeout); err != nil {
 		return fmt.Errorf("checkpoint.timeout: %w", err)

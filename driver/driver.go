@@ -137,9 +137,26 @@ type Driver struct {
 	gcKeys chan store.Key
 	gcOnce sync.Once
 
+	// jobs reads a task's job from Nomad (nil: no check); built once.
+	jobsOnce sync.Once
+	jobs     jobReader
+
 	tasks  *taskStore
 	ctx    context.Context
 	logger hclog.Logger
+}
+
+// jobReader returns the Nomad API reader for policy checks, or nil.
+func (d *Driver) jobReader() jobReader {
+	d.jobsOnce.Do(func() {
+		client, err := d.nomadClient()
+		if err != nil {
+			d.logger.Warn("no Nomad API client; reschedule policies are not checked", "error", err)
+			return
+		}
+		d.jobs = client.Jobs()
+	})
+	return d.jobs
 }
 
 // NewDriver returns the driver.
@@ -402,11 +419,17 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 }
 
 func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, cs *CheckpointState, h *taskHandle, logger hclog.Logger) *checkpointer {
+	cdir, err := newCkptDir(cfg.TaskDir().Dir, cs.Dir)
+	if err != nil {
+		logger.Warn("checkpoint dir outside the task dir; anchoring at its parent", "error", err)
+		cdir = ckptDir{taskDir: filepath.Dir(cs.Dir), rel: filepath.Base(cs.Dir)}
+	}
 	return &checkpointer{
 		logger:  logger.Named("checkpoint"),
 		store:   d.checkpointStore,
 		key:     cs.Key,
 		dir:     cs.Dir,
+		cdir:    cdir,
 		node:    nodeName(cfg),
 		allocID: cfg.AllocID,
 		cfg:     cc,
@@ -552,6 +575,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	go h.run()
 	if h.ckpt != nil {
 		go h.ckpt.periodic(d.ctx)
+		go checkReschedulePolicy(d.ctx, d.jobReader(), cfg, events, logger)
 	}
 	logger.Info("task started", "pid", ps.Pid, "checkpoints", h.ckpt != nil)
 	return handle, nil, nil
@@ -586,32 +610,35 @@ func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *dr
 	}
 }
 
-// StopTask checkpoints a checkpointing task before stopping it: it sends
-// the checkpoint signal, waits for the marker (bounded by the kill timeout,
-// less a fifth kept for the kill signal), commits, then stops the process
-// with the kill signal and whatever remains of the timeout. A marker the
-// task writes while exiting (SIGTERM-style frameworks) is committed after.
+// StopTask checkpoints a checkpointing task before stopping it, all within
+// the kill timeout T whatever the task or the I/O does: it sends the
+// checkpoint signal and waits for the marker until 4/5 T, commits until
+// 9/10 T, then stops the process with the kill signal and the rest of T (at
+// least T/10) before SIGKILL. A marker the task writes while exiting
+// (SIGTERM-style frameworks) is committed within a further T/10, so StopTask
+// returns within 1.1 T (plus a second for a commit stuck in the kernel,
+// which is left to finish in the background).
 func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) error {
 	h, ok := d.tasks.Get(taskID)
 	if !ok {
 		return drivers.ErrTaskNotFound
 	}
 	start := time.Now()
-	reserve := timeout / 5 // kept for the kill signal, however long the checkpoint took
+	tenth := timeout / 10
 	if h.ckpt != nil && h.IsRunning() {
-		waitCtx, cancel := context.WithTimeout(d.ctx, timeout-reserve)
+		waitCtx, cancel := context.WithDeadline(d.ctx, start.Add(timeout-2*tenth))
+		commitCtx, cancelCommit := context.WithDeadline(d.ctx, start.Add(timeout-tenth))
 		if h.ckpt.acquire(waitCtx) {
-			commitCtx, cancelCommit := context.WithTimeout(d.ctx, commitTimeout)
 			_ = h.ckpt.checkpoint(waitCtx, commitCtx, reasonStop)
-			cancelCommit()
 			h.ckpt.release()
 		} else {
 			h.ckpt.failed(reasonStop, errors.New("an earlier checkpoint was still in progress at the kill timeout"))
 		}
+		cancelCommit()
 		cancel()
 	}
 
-	grace := max(timeout-time.Since(start), reserve)
+	grace := max(timeout-time.Since(start), tenth)
 	select {
 	case <-h.doneCh:
 		grace = 0 // already exited (e.g. on a SIGTERM-style checkpoint signal)
@@ -629,7 +656,7 @@ func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) e
 	<-h.doneCh
 
 	if h.ckpt != nil {
-		ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, max(tenth, time.Second))
 		if h.ckpt.acquire(ctx) {
 			_ = h.ckpt.commitIfNew(ctx, reasonExit)
 			h.ckpt.release()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -34,18 +33,21 @@ type restored struct {
 // fails the task unless the task chose on_restore_error = "start_fresh".
 func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key store.Key, events *taskEmitter) (*restored, error) {
 	dir := filepath.Join(cfg.TaskDir().LocalDir, checkpointDirName)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create checkpoint dir: %w", err)
+	cd, err := newCkptDir(cfg.TaskDir().Dir, dir)
+	if err != nil {
+		return nil, err
 	}
+	uid, gid := -1, -1
 	if cfg.User != "" {
-		uid, gid, _, err := users.LookupUnix(cfg.User)
-		if err != nil {
+		if uid, gid, _, err = users.LookupUnix(cfg.User); err != nil {
 			return nil, fmt.Errorf("checkpoint dir: look up user %q: %w", cfg.User, err)
 		}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return nil, fmt.Errorf("checkpoint dir: chown to %q: %w", cfg.User, err)
-		}
 	}
+	parent, base, err := cd.prepare(uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
 	r := &restored{state: CheckpointState{Dir: dir, Key: key}}
 	r.env = map[string]string{
 		protocol.EnvDir:        dir,
@@ -58,7 +60,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 		if tc.Checkpoint.OnRestoreError == OnRestoreErrorStartFresh {
 			events.emit(map[string]string{annotationReason: "restore"},
 				"Checkpoint restore failed, starting fresh (on_restore_error = %q): %v", OnRestoreErrorStartFresh, err)
-			if err := emptyDir(dir); err != nil {
+			if err := emptyDir(parent, base); err != nil {
 				return nil, err
 			}
 			return r, nil
@@ -73,14 +75,14 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, restoreTimeout)
 	defer cancel()
-	res, err := st.Restore(ctx, key, dir)
+	res, err := st.RestoreRoot(ctx, key, parent, base)
 	switch {
 	case errors.Is(err, store.ErrNoCheckpoint) && !errors.Is(err, store.ErrCorrupt):
 		d.logger.Info("no checkpoint to restore; starting fresh", "key", key.String(), "task_id", cfg.ID)
 		events.emit(nil, "No checkpoint under %s; starting fresh", key)
 		// A fresh start is fresh: drop what an earlier attempt of this
 		// allocation left behind but never committed.
-		if err := emptyDir(dir); err != nil {
+		if err := emptyDir(parent, base); err != nil {
 			return nil, err
 		}
 		return r, nil
@@ -103,7 +105,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 		annotationDuration:   res.Duration.String(),
 	}
 	at := ""
-	if m, err := protocol.ReadMarker(dir); err == nil {
+	if m, err := cd.readMarker(); err == nil {
 		r.state.RestoredSequence = m.Sequence
 		r.env[protocol.EnvSequence] = strconv.FormatUint(m.Sequence, 10)
 		if m.Step != nil {
@@ -121,18 +123,4 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
 		man.Generation, at, man.Node, age, humanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
 	return r, nil
-}
-
-// emptyDir removes dir's contents, keeping dir (and its owner).
-func emptyDir(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("empty checkpoint dir: %w", err)
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("empty checkpoint dir: %w", err)
-		}
-	}
-	return nil
 }

@@ -86,6 +86,18 @@ job "train-pytorch" {
       mode     = "fail"
     }
 
+    # Checkpointed training must survive any number of migrations, drains
+    # and preemptions: Nomad counts `nomad alloc stop` as a reschedule, and
+    # a batch job's default policy allows one in 24 h, after which the job
+    # is left dead mid-training. The driver warns (task event) when a
+    # checkpointing job's policy is finite.
+    reschedule {
+      attempts       = 0
+      unlimited      = true
+      delay          = "5s"
+      delay_function = "constant"
+    }
+
     task "train" {
       driver       = "caravan"
       kill_timeout = "60s"

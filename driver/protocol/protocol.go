@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 const (
@@ -61,8 +62,15 @@ const (
 	MarkerName = "caravan-checkpoint.json"
 )
 
-// ErrNoMarker means the directory holds no marker file.
-var ErrNoMarker = errors.New("no checkpoint marker")
+var (
+	// ErrNoMarker means the directory holds no marker file.
+	ErrNoMarker = errors.New("no checkpoint marker")
+	// ErrNotRegular means the marker is not a regular file (a symlink, a
+	// FIFO, a device, a directory): it is refused without being read.
+	ErrNotRegular = errors.New("checkpoint marker is not a regular file")
+	// ErrTooLarge means the marker is larger than MaxMarkerSize.
+	ErrTooLarge = errors.New("checkpoint marker too large")
+)
 
 // Marker is the content of MarkerName.
 type Marker struct {
@@ -89,24 +97,92 @@ func (m *Marker) Validate() error {
 	return nil
 }
 
+// MaxMarkerSize is the largest marker ReadMarker accepts. A marker is a
+// small JSON object; anything bigger is refused unread.
+const MaxMarkerSize = 64 << 10
+
 // ReadMarker reads and validates the marker in dir. It returns ErrNoMarker
 // (wrapped) when there is none.
 func ReadMarker(dir string) (*Marker, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MarkerName))
+	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s", ErrNoMarker, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint marker: %w", err)
 	}
+	defer root.Close()
+	return ReadMarkerIn(root)
+}
+
+// ReadMarkerIn reads and validates the marker in the directory root. The
+// marker must be a regular file of at most MaxMarkerSize bytes: it is opened
+// without following a symlink and without blocking (a FIFO or device is
+// refused, never read), so a task cannot make its reader hang, read a host
+// file through a link, or hold a huge file in memory.
+func ReadMarkerIn(root *os.Root) (*Marker, error) {
+	b, err := readRegular(root, MarkerName, MaxMarkerSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoMarker, root.Name())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint marker %s: %w", filepath.Join(root.Name(), MarkerName), err)
+	}
+	return ParseMarker(b)
+}
+
+// ParseMarker decodes and validates a marker's bytes.
+func ParseMarker(b []byte) (*Marker, error) {
+	if len(b) > MaxMarkerSize {
+		return nil, fmt.Errorf("checkpoint marker: %d bytes, more than %d", len(b), MaxMarkerSize)
+	}
 	var m Marker
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("parse checkpoint marker %s: %w", filepath.Join(dir, MarkerName), err)
+		return nil, fmt.Errorf("parse checkpoint marker: %w", err)
 	}
 	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("checkpoint marker %s: %w", filepath.Join(dir, MarkerName), err)
+		return nil, fmt.Errorf("checkpoint marker: %w", err)
 	}
 	return &m, nil
+}
+
+// readRegular reads the regular file name in root, refusing anything else
+// (symlinks included) and files above limit bytes, without blocking on
+// FIFOs or devices.
+func readRegular(root *os.Root, name string, limit int64) ([]byte, error) {
+	// os.Root follows a final symlink that stays inside; lstat first and
+	// check the file opened is the one lstat saw, so a link swapped in
+	// between is refused too.
+	li, err := root.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !li.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: is a %s", ErrNotRegular, li.Mode().Type())
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || !os.SameFile(li, fi) {
+		return nil, fmt.Errorf("%w: replaced while read", ErrNotRegular)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: grew past %d bytes while read", ErrTooLarge, limit)
+	}
+	return b, nil
 }
 
 // WriteMarker writes m into dir atomically: a temporary file is written and

@@ -3,7 +3,9 @@ package protocol
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -85,4 +87,75 @@ func TestMarker_Skip(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, `{"sequence":5}`, string(b), must.Sprint("skip is omitted when false"))
 	must.Error(t, WriteMarker(dir, &Marker{Sequence: 0, Skip: true}))
+}
+
+// TestReadMarker_RefusesSpecialFiles: a marker the task made a symlink, a
+// FIFO, a directory or a huge file is refused at once, unread.
+func TestReadMarker_RefusesSpecialFiles(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	must.NoError(t, os.WriteFile(secret, []byte(`{"sequence": 9, "meta": {"leak": "host bytes"}}`), 0o600))
+
+	cases := []struct {
+		name string
+		make func(t *testing.T, p string)
+		want error
+	}{
+		{"symlink to host file", func(t *testing.T, p string) { must.NoError(t, os.Symlink(secret, p)) }, ErrNotRegular},
+		{"symlink inside", func(t *testing.T, p string) {
+			must.NoError(t, os.WriteFile(p+".real", []byte(`{"sequence": 1}`), 0o644))
+			must.NoError(t, os.Symlink(filepath.Base(p)+".real", p))
+		}, ErrNotRegular},
+		{"fifo", func(t *testing.T, p string) { must.NoError(t, syscall.Mkfifo(p, 0o644)) }, ErrNotRegular},
+		{"directory", func(t *testing.T, p string) { must.NoError(t, os.Mkdir(p, 0o755)) }, ErrNotRegular},
+		{"huge", func(t *testing.T, p string) {
+			f, err := os.Create(p)
+			must.NoError(t, err)
+			must.NoError(t, f.Truncate(256<<20)) // sparse: costs no disk
+			must.NoError(t, f.Close())
+		}, ErrTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := t.TempDir()
+			tc.make(t, filepath.Join(d, MarkerName))
+			done := make(chan error, 1)
+			go func() { _, err := ReadMarker(d); done <- err }()
+			select {
+			case err := <-done:
+				must.ErrorIs(t, err, tc.want)
+				must.StrNotContains(t, err.Error(), "host bytes")
+			case <-time.After(10 * time.Second):
+				t.Fatal("ReadMarker blocked")
+			}
+		})
+	}
+}
+
+// FuzzParseMarker: any bytes give a valid marker or an error; never a
+// panic. A marker that parses survives a write and read back unchanged.
+func FuzzParseMarker(f *testing.F) {
+	f.Add([]byte(`{"sequence": 7, "step": 12000, "meta": {"loss": "0.213"}}`))
+	f.Add([]byte(`{"sequence": 0}`))
+	f.Add([]byte(`{"sequence": 18446744073709551616}`))
+	f.Add([]byte(`{"sequence": 1, "meta": {"a": 1}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseMarker(b)
+		if err != nil {
+			return
+		}
+		if m.Sequence == 0 {
+			t.Fatal("accepted sequence 0")
+		}
+		dir := t.TempDir()
+		if err := WriteMarker(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ReadMarker(dir)
+		if err != nil {
+			t.Fatalf("written marker does not read back: %v", err)
+		}
+		if back.Sequence != m.Sequence {
+			t.Fatalf("sequence %d read back as %d", m.Sequence, back.Sequence)
+		}
+	})
 }

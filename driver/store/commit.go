@@ -33,6 +33,18 @@ import (
 // After publishing, manifests beyond Options.Retain are deleted; unreferenced
 // chunks are left for GC.
 func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string, meta map[string]string) (*Manifest, CommitStats, error) {
+	src, err := openSource(srcDir)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	defer src.Close()
+	return s.CommitRoot(ctx, key, src, node, meta)
+}
+
+// CommitRoot is Commit reading the tree below src. Every file is reached
+// through src (os.Root), so a tree whose entries are swapped for symlinks
+// while it is read can never make the store read outside it.
+func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
 	start := s.now()
 	keyDir, err := key.dir(s.root)
 	if err != nil {
@@ -41,7 +53,7 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 	if err := s.statRoot(); err != nil {
 		return nil, CommitStats{}, err
 	}
-	files, err := scanTree(srcDir)
+	files, err := scanTree(src)
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
@@ -69,7 +81,7 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 		gen = gens[len(gens)-1] + 1
 	}
 
-	newBytes, err := s.storeChunks(ctx, srcDir, files)
+	newBytes, err := s.storeChunks(ctx, src, files)
 	if err != nil {
 		return nil, CommitStats{}, s.classify(err)
 	}
@@ -114,9 +126,8 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 	return m, stats, nil
 }
 
-// scanTree lists srcDir: directories, regular files and symlinks whose target
-// stays inside, parents before children. Anything else is refused.
-func scanTree(srcDir string) ([]FileEntry, error) {
+// openSource opens the checkpoint source directory srcDir.
+func openSource(srcDir string) (*os.Root, error) {
 	fi, err := os.Stat(srcDir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint source: %w", err)
@@ -124,19 +135,26 @@ func scanTree(srcDir string) ([]FileEntry, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%w: checkpoint source %s is not a directory", ErrInvalid, srcDir)
 	}
+	src, err := os.OpenRoot(srcDir)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint source: %w", err)
+	}
+	return src, nil
+}
+
+// scanTree lists src: directories, regular files and symlinks whose target,
+// resolved against src, stays inside, parents before children. Anything
+// else (FIFOs, sockets, devices) is refused. Nothing is followed: entries
+// are listed and lstat'ed through src.
+func scanTree(src *os.Root) ([]FileEntry, error) {
 	var files []FileEntry
-	err = filepath.WalkDir(srcDir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(src.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == srcDir {
+		if rel == "." {
 			return nil
 		}
-		rel, err := filepath.Rel(srcDir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
 		if err := checkRelPath(rel); err != nil {
 			return err
 		}
@@ -150,7 +168,7 @@ func scanTree(srcDir string) ([]FileEntry, error) {
 		case info.Mode().IsRegular():
 			e.Size = info.Size()
 		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := src.Readlink(filepath.FromSlash(rel))
 			if err != nil {
 				return err
 			}
@@ -164,6 +182,9 @@ func scanTree(srcDir string) ([]FileEntry, error) {
 		files = append(files, e)
 		return nil
 	})
+	if err == nil {
+		err = checkLinksResolve(files)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("scan checkpoint source: %w", err)
 	}
@@ -205,13 +226,7 @@ func (sf *sharedFile) done() {
 // all are written, the temp files are fdatasynced in parallel, renamed into
 // place, and the chunk directories fsynced, which costs a few journal commits
 // instead of one per chunk.
-func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntry) (int64, error) {
-	root, err := os.OpenRoot(srcDir)
-	if err != nil {
-		return 0, fmt.Errorf("open checkpoint source: %w", err)
-	}
-	defer root.Close()
-
+func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntry) (int64, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -272,7 +287,9 @@ func (s *Store) storeChunks(ctx context.Context, srcDir string, files []FileEntr
 			if n == 0 {
 				continue
 			}
-			f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			// Non-blocking: a FIFO swapped in after the scan is refused
+			// below, never waited on.
+			f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 			if err != nil {
 				cancel(fmt.Errorf("open %s: %w", e.Path, err))
 				return

@@ -196,7 +196,7 @@ func (m *Manifest) check(gen uint64) error {
 	if total != m.TotalBytes {
 		return fmt.Errorf("total_bytes %d, files sum to %d", m.TotalBytes, total)
 	}
-	return nil
+	return checkLinksResolve(m.Files)
 }
 
 // writeManifest publishes m in keyDir: temp file, fsync, rename, fsync dir.

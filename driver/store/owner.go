@@ -10,11 +10,12 @@ import (
 // means leave ownership alone.
 type fileOwner struct{ uid, gid int }
 
-// dirOwner returns the owner of dir when it exists and differs from the
-// current process's, else nil.
-func dirOwner(dir string) *fileOwner {
-	fi, err := os.Stat(dir)
-	if err != nil {
+// dirOwner returns the owner of the directory base in parent when it
+// exists and differs from the current process's, else nil. A symlink is
+// not followed (and gives no owner).
+func dirOwner(parent *os.Root, base string) *fileOwner {
+	fi, err := parent.Lstat(base)
+	if err != nil || !fi.IsDir() {
 		return nil
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
@@ -27,17 +28,17 @@ func dirOwner(dir string) *fileOwner {
 	return &fileOwner{uid: int(st.Uid), gid: int(st.Gid)}
 }
 
-// apply chowns path (the link itself when link) on a best-effort basis: a
-// process that may not chown leaves files owned by itself.
-func (o *fileOwner) apply(path string, link bool) {
+// apply chowns name in root (the link itself when link) on a best-effort
+// basis: a process that may not chown leaves files owned by itself.
+func (o *fileOwner) apply(root *os.Root, name string, link bool) {
 	if o == nil {
 		return
 	}
 	if link {
-		_ = os.Lchown(path, o.uid, o.gid)
+		_ = root.Lchown(name, o.uid, o.gid)
 		return
 	}
-	_ = os.Chown(path, o.uid, o.gid)
+	_ = root.Chown(name, o.uid, o.gid)
 }
 
 func (o *fileOwner) applyFile(f *os.File) {

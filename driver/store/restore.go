@@ -36,6 +36,26 @@ import (
 // existing dstDir when the process may chown. Callers serialise restores into
 // the same dstDir.
 func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreResult, error) {
+	dst, err := filepath.Abs(dstDir)
+	if err != nil {
+		return nil, fmt.Errorf("restore destination: %w", err)
+	}
+	if fi, err := os.Stat(filepath.Dir(dst)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%w: parent of restore destination %s is not a directory", ErrInvalid, dst)
+	}
+	parent, err := os.OpenRoot(filepath.Dir(dst))
+	if err != nil {
+		return nil, fmt.Errorf("%w: parent of restore destination %s: %w", ErrInvalid, dst, err)
+	}
+	defer parent.Close()
+	return s.RestoreRoot(ctx, key, parent, filepath.Base(dst))
+}
+
+// RestoreRoot is Restore into the entry base of the directory parent. Every
+// step goes through parent (os.Root) and never follows base itself: a
+// destination a task replaced with a symlink is swapped out like a
+// directory, and nothing is written, chowned or removed outside parent.
+func (s *Store) RestoreRoot(ctx context.Context, key Key, parent *os.Root, base string) (*RestoreResult, error) {
 	start := s.now()
 	keyDir, err := key.dir(s.root)
 	if err != nil {
@@ -44,15 +64,10 @@ func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreRe
 	if err := s.statRoot(); err != nil {
 		return nil, err
 	}
-	dst, err := filepath.Abs(dstDir)
-	if err != nil {
-		return nil, fmt.Errorf("restore destination: %w", err)
+	if base == "" || base == "." || base == ".." || strings.ContainsRune(base, '/') {
+		return nil, fmt.Errorf("%w: restore destination name %q", ErrInvalid, base)
 	}
-	parent, base := filepath.Dir(dst), filepath.Base(dst)
-	if fi, err := os.Stat(parent); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("%w: parent of restore destination %s is not a directory", ErrInvalid, dst)
-	}
-	owner := dirOwner(dst)
+	owner := dirOwner(parent, base)
 
 	unlock, err := s.lockStore(ctx, false)
 	if err != nil {
@@ -74,7 +89,7 @@ func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreRe
 	for _, gen := range slices.Backward(gens) {
 		m, err := readManifest(keyDir, gen)
 		if err == nil {
-			err = s.restoreGeneration(ctx, m, parent, base, dst, owner)
+			err = s.restoreGeneration(ctx, m, parent, base, owner)
 		}
 		if err == nil {
 			res.Manifest = m
@@ -98,27 +113,32 @@ func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreRe
 		ErrNoCheckpoint, key, len(gens), lastErr)
 }
 
-// restoreGeneration materialises m in a temp sibling of dst and swaps it in.
-func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent, base, dst string, owner *fileOwner) error {
-	tmp, err := os.MkdirTemp(parent, "."+base+".restore-")
-	if err != nil {
+// restoreGeneration materialises m in a temp sibling of base and swaps it in.
+func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.Root, base string, owner *fileOwner) error {
+	tmp := "." + base + ".restore-" + randomSuffix()
+	if err := parent.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("create restore directory: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			_ = os.RemoveAll(tmp)
+			_ = parent.RemoveAll(tmp)
 		}
 	}()
-	if err := s.materialise(ctx, m, tmp, owner); err != nil {
+	dir, err := parent.OpenRoot(tmp)
+	if err != nil {
+		return fmt.Errorf("open restore directory: %w", err)
+	}
+	defer dir.Close()
+	if err := s.materialise(ctx, m, dir, owner); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(dst); err == nil {
-		_ = os.Chmod(tmp, fi.Mode().Perm())
+	if fi, err := parent.Lstat(base); err == nil && fi.IsDir() {
+		_ = dir.Chmod(".", fi.Mode().Perm())
 	}
-	owner.apply(tmp, false)
+	owner.apply(dir, ".", false)
 	hook(stepRestoreStaged)
-	if err := swapDir(tmp, dst, parent, base); err != nil {
+	if err := swapDir(parent, tmp, base); err != nil {
 		return err
 	}
 	committed = true
@@ -126,14 +146,8 @@ func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent, base
 	return nil
 }
 
-// materialise writes and verifies every file of m below dir.
-func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner *fileOwner) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-
+// materialise writes and verifies every file of m below root.
+func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, owner *fileOwner) error {
 	// Directories first (parents precede children in a manifest), then
 	// files, symlinks last so nothing is ever written through one.
 	type openFile struct {
@@ -232,7 +246,7 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 			if err := root.Symlink(filepath.FromSlash(e.Link), p); err != nil {
 				return fmt.Errorf("restore %s: %w", e.Path, err)
 			}
-			owner.apply(filepath.Join(dir, p), true)
+			owner.apply(root, p, true)
 		}
 	}
 	// Directories deepest first: mode, owner, time.
@@ -241,12 +255,12 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, dir string, owner 
 		if !e.Mode.IsDir() {
 			continue
 		}
-		p := filepath.Join(dir, filepath.FromSlash(e.Path))
-		if err := root.Chmod(filepath.FromSlash(e.Path), e.Mode.Perm()); err != nil {
+		p := filepath.FromSlash(e.Path)
+		if err := root.Chmod(p, e.Mode.Perm()); err != nil {
 			return err
 		}
-		owner.apply(p, false)
-		if err := root.Chtimes(filepath.FromSlash(e.Path), e.ModTime, e.ModTime); err != nil {
+		owner.apply(root, p, false)
+		if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
 			return err
 		}
 	}
@@ -321,15 +335,19 @@ func (s *Store) quarantine(d string) {
 }
 
 // removeStale deletes the temp siblings left by restores that crashed.
-func removeStale(parent, base string) {
-	ents, err := os.ReadDir(parent)
+func removeStale(parent *os.Root, base string) {
+	d, err := parent.Open(".")
 	if err != nil {
 		return
 	}
-	for _, e := range ents {
-		n := e.Name()
+	names, err := d.Readdirnames(-1)
+	_ = d.Close()
+	if err != nil {
+		return
+	}
+	for _, n := range names {
 		if strings.HasPrefix(n, "."+base+".restore-") || strings.HasPrefix(n, "."+base+".old-") {
-			_ = os.RemoveAll(filepath.Join(parent, n))
+			_ = parent.RemoveAll(n)
 		}
 	}
 }

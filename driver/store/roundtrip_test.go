@@ -101,7 +101,7 @@ func TestCommitBadSource(t *testing.T) {
 // TestRestoreWithoutExchange covers file systems without renameat2
 // RENAME_EXCHANGE, where the swap falls back to two renames.
 func TestRestoreWithoutExchange(t *testing.T) {
-	exchangeFn = func(a, b string) error { return errExchangeUnsupported }
+	exchangeFn = func(int, string, string) error { return errExchangeUnsupported }
 	t.Cleanup(func() { exchangeFn = exchange })
 	ctx := context.Background()
 	s := openTestStore(t, Options{})

@@ -4,49 +4,60 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 )
 
-// swapDir makes the complete directory tmp become dst, then removes the old
-// contents of dst. Nothing is fsynced: a restored tree is a working copy that
-// the next task start restores again. With renameat2(RENAME_EXCHANGE) the swap is one atomic
-// step. Where exchange is unsupported it falls back to two renames (dst to
-// .<base>.old-*, tmp to dst); a crash between them leaves no dst but two
-// complete directories, never a mix, and the next Restore cleans up.
-func swapDir(tmp, dst, parent, base string) error {
-	if _, err := os.Lstat(dst); errors.Is(err, os.ErrNotExist) {
-		if err := os.Rename(tmp, dst); err != nil {
+// swapDir makes the complete directory tmp become base, both entries of
+// parent, then removes the old contents of base (a symlink there is removed,
+// never followed). Nothing is fsynced: a restored tree is a working copy that
+// the next task start restores again. With renameat2(RENAME_EXCHANGE) the
+// swap is one atomic step. Where exchange is unsupported it falls back to two
+// renames (base to .<base>.old-*, tmp to base); a crash between them leaves
+// no base but two complete directories, never a mix, and the next Restore
+// cleans up.
+func swapDir(parent *os.Root, tmp, base string) error {
+	if _, err := parent.Lstat(base); errors.Is(err, os.ErrNotExist) {
+		if err := parent.Rename(tmp, base); err != nil {
 			return fmt.Errorf("move restored directory into place: %w", err)
 		}
 		return nil
 	}
-	err := exchangeFn(tmp, dst)
+	err := exchangeIn(parent, tmp, base)
 	if err == nil {
 		// tmp now holds the old contents.
-		_ = os.RemoveAll(tmp)
+		_ = parent.RemoveAll(tmp)
 		return nil
 	}
 	if !errors.Is(err, errExchangeUnsupported) {
 		return fmt.Errorf("swap restored directory into place: %w", err)
 	}
-	old, err := os.MkdirTemp(parent, "."+base+".old-")
-	if err != nil {
+	old := "." + base + ".old-" + randomSuffix()
+	if err := parent.Mkdir(old, 0o700); err != nil {
 		return fmt.Errorf("swap restored directory into place: %w", err)
 	}
-	oldPath := filepath.Join(old, "d")
-	if err := os.Rename(dst, oldPath); err != nil {
-		_ = os.Remove(old)
+	oldPath := old + "/d"
+	if err := parent.Rename(base, oldPath); err != nil {
+		_ = parent.Remove(old)
 		return fmt.Errorf("move old directory aside: %w", err)
 	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := parent.Rename(tmp, base); err != nil {
 		// Put the old one back.
-		_ = os.Rename(oldPath, dst)
-		_ = os.RemoveAll(old)
+		_ = parent.Rename(oldPath, base)
+		_ = parent.RemoveAll(old)
 		return fmt.Errorf("move restored directory into place: %w", err)
 	}
-	_ = os.RemoveAll(old)
+	_ = parent.RemoveAll(old)
 	return nil
+}
+
+// exchangeIn swaps the entries a and b of dir.
+func exchangeIn(dir *os.Root, a, b string) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return exchangeFn(int(d.Fd()), a, b)
 }
 
 var errExchangeUnsupported = errors.New("atomic exchange unsupported")

@@ -3,4 +3,4 @@
 package store
 
 // exchange is unsupported off Linux; swapDir falls back to two renames.
-func exchange(a, b string) error { return errExchangeUnsupported }
+func exchange(dirfd int, a, b string) error { return errExchangeUnsupported }

@@ -125,19 +125,26 @@ func (t *table) nonNeg(row int, col string) (float64, error) {
 	return v, err
 }
 
-func (t *table) posInt(row int, col string) (int, error) {
+// posInt parses a positive integer of at most limit (integral floats like
+// "4.0" are accepted).
+func (t *table) posInt(row int, col string, limit int) (int, error) {
 	s := t.str(row, col)
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		// Accept integral floats like "4.0".
 		f, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || f != math.Trunc(f) {
+		if ferr != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
 			return 0, t.fail(row, col, fmt.Errorf("%q is not an integer", s))
+		}
+		if f > float64(limit) {
+			return 0, t.fail(row, col, fmt.Errorf("%s is more than %d", s, limit))
 		}
 		v = int(f)
 	}
 	if v <= 0 {
 		return 0, t.fail(row, col, fmt.Errorf("%d is not positive", v))
+	}
+	if v > limit {
+		return 0, t.fail(row, col, fmt.Errorf("%d is more than %d", v, limit))
 	}
 	return v, nil
 }

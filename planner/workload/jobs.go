@@ -8,6 +8,17 @@ import (
 	"sort"
 )
 
+// Bounds on workload values: anything larger is a clear error, not a
+// simulation that allocates or loops without end.
+const (
+	// MaxReplicas is the most GPUs one job may ask for.
+	MaxReplicas = 1 << 16
+	// MaxBatchSize is the largest global batch size.
+	MaxBatchSize = 1 << 24
+	// MaxPublishedJobs bounds the jobs column of published results.
+	MaxPublishedJobs = 1 << 24
+)
+
 // Job is one row of a workload file.
 type Job struct {
 	Name        string
@@ -55,10 +66,10 @@ func ParseJobs(name string, r io.Reader, known map[string]bool) ([]Job, error) {
 		if known != nil && !known[j.Application] {
 			return nil, t.fail(i, "application", fmt.Errorf("unknown application %q", j.Application))
 		}
-		if j.Replicas, err = t.posInt(i, "num_replicas"); err != nil {
+		if j.Replicas, err = t.posInt(i, "num_replicas", MaxReplicas); err != nil {
 			return nil, err
 		}
-		if j.BatchSize, err = t.posInt(i, "batch_size"); err != nil {
+		if j.BatchSize, err = t.posInt(i, "batch_size", MaxBatchSize); err != nil {
 			return nil, err
 		}
 		jobs = append(jobs, j)

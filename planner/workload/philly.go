@@ -47,7 +47,7 @@ func ParsePhilly(name string, r io.Reader) ([]PhillyJob, error) {
 		if j.Duration, err = t.nonNeg(i, "duration"); err != nil {
 			return nil, err
 		}
-		if j.GPUs, err = t.posInt(i, "num_gpus"); err != nil {
+		if j.GPUs, err = t.posInt(i, "num_gpus", MaxReplicas); err != nil {
 			return nil, err
 		}
 		j.Cluster = t.str(i, "cluster")
@@ -77,7 +77,7 @@ func ReadPublished(path string) ([]Published, error) {
 		if p.Load, err = t.nonNeg(i, "load"); err != nil {
 			return nil, err
 		}
-		if p.Jobs, err = t.posInt(i, "jobs"); err != nil {
+		if p.Jobs, err = t.posInt(i, "jobs", MaxPublishedJobs); err != nil {
 			return nil, err
 		}
 		if p.AvgJCT, err = t.nonNeg(i, "avg_jct_s"); err != nil {

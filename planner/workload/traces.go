@@ -82,10 +82,10 @@ func ReadTrace(dir string) (*Trace, error) {
 	}
 	for i := range st.rows {
 		var r ScalabilityRow
-		if r.Nodes, err = st.posInt(i, "num_nodes"); err != nil {
+		if r.Nodes, err = st.posInt(i, "num_nodes", MaxReplicas); err != nil {
 			return nil, err
 		}
-		if r.Replicas, err = st.posInt(i, "num_replicas"); err != nil {
+		if r.Replicas, err = st.posInt(i, "num_replicas", MaxReplicas); err != nil {
 			return nil, err
 		}
 		if r.LocalBsz, err = st.nonNeg(i, "local_bsz"); err != nil {
