@@ -260,7 +260,7 @@ func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats stor
 		at = " at step " + step
 	}
 	c.events.emit(ann, "Checkpoint saved (%s): generation %d%s, %s (%s new) in %s",
-		reason, man.Generation, at, humanBytes(stats.Bytes), humanBytes(stats.NewBytes),
+		reason, man.Generation, at, store.HumanBytes(stats.Bytes), store.HumanBytes(stats.NewBytes),
 		stats.Duration.Round(time.Millisecond))
 }
 

@@ -462,7 +462,7 @@ func TestDriver_SIGTERMStyleCheckpoint(t *testing.T) {
 }
 
 func TestHumanBytes(t *testing.T) {
-	must.Eq(t, "512 B", humanBytes(512))
-	must.Eq(t, "1.5 KiB", humanBytes(1536))
-	must.Eq(t, "1.0 GiB", humanBytes(1<<30))
+	must.Eq(t, "512 B", store.HumanBytes(512))
+	must.Eq(t, "1.5 KiB", store.HumanBytes(1536))
+	must.Eq(t, "1.0 GiB", store.HumanBytes(1<<30))
 }

@@ -121,6 +121,6 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	age := time.Since(man.Created).Round(time.Second)
 	ann[annotationAge] = age.String()
 	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
-		man.Generation, at, man.Node, age, humanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
+		man.Generation, at, man.Node, age, store.HumanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
 	return r, nil
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -38,37 +36,6 @@ func (p *peerFlags) locator() (Locator, error) {
 		return FileLocator{Path: p.peersFile, Tag: p.tag}, nil
 	}
 	return nil, errors.New("coordinator or peers-file is required")
-}
-
-// signalRequests turns signals into requests; exitSig records the signal
-// of an exit request.
-func signalRequests(ctx context.Context, ckptSig syscall.Signal) (<-chan Request, *atomic.Int32) {
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
-	requests := make(chan Request, 4)
-	exitSig := &atomic.Int32{}
-	go func() {
-		defer signal.Stop(sigs)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case s := <-sigs:
-				r := RequestExit
-				switch {
-				case s == ckptSig && (s == syscall.SIGTERM || s == syscall.SIGINT):
-					r = RequestCheckpointAndExit
-				case s == ckptSig:
-					r = RequestCheckpoint
-				}
-				if r != RequestCheckpoint {
-					exitSig.Store(int32(s.(syscall.Signal)))
-				}
-				requests <- r
-			}
-		}
-	}()
-	return requests, exitSig
 }
 
 func stoppedCode(exitSig *atomic.Int32) int {

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
@@ -80,33 +78,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 
 	// Signals become requests served between two steps.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, ckptSig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	requests := make(chan Request, 4)
-	var exitSig atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case s := <-sigs:
-				r := RequestExit
-				switch {
-				case s == ckptSig && (s == syscall.SIGTERM || s == syscall.SIGINT):
-					r = RequestCheckpointAndExit
-				case s == ckptSig:
-					r = RequestCheckpoint
-				}
-				if r != RequestCheckpoint {
-					exitSig.Store(int32(s.(syscall.Signal)))
-				}
-				requests <- r
-			}
-		}
-	}()
+	requests, exitSig := signalRequests(ctx, ckptSig)
 
 	o := Options{
 		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,

@@ -57,7 +57,7 @@ func list(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	fmt.Fprintln(tw, "KEY\tGENERATIONS\tNEWEST STEP\tSIZE\tCREATED\tNODE")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, gensText(r.Generations), dash(r.Step),
-			humanBytes(r.Bytes), r.Created.Format(time.RFC3339), r.Node)
+			store.HumanBytes(r.Bytes), r.Created.Format(time.RFC3339), r.Node)
 	}
 	return tw.Flush()
 }
@@ -97,7 +97,7 @@ func show(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	fmt.Fprintln(tw, "GENERATION\tCREATED\tNODE\tSTEP\tSEQUENCE\tSIZE\tFILES\tMETA")
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Generation, m.Created.Format(time.RFC3339), m.Node,
-			dash(m.Meta[store.MetaStep]), dash(m.Meta[store.MetaSequence]), humanBytes(m.TotalBytes), len(m.Files),
+			dash(m.Meta[store.MetaStep]), dash(m.Meta[store.MetaSequence]), store.HumanBytes(m.TotalBytes), len(m.Files),
 			metaText(m.Meta))
 	}
 	return tw.Flush()
@@ -157,17 +157,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
