@@ -231,132 +231,28 @@ func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntr
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	jobs := make(chan chunkJob, s.workers*2)
-	var (
-		mu        sync.Mutex
-		pending   []pendingChunk
-		seen      = map[string]bool{} // digests written or found by this commit
-		newBytes  atomic.Int64
-		wg        sync.WaitGroup
-		chunkSize = int64(s.chunkSize)
-	)
+	cw := &chunkWriter{store: s, seen: map[string]bool{}}
+	var wg sync.WaitGroup
 	for w := 0; w < s.workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			guardFaults()
-			var buf []byte
-			bounce := alignedBuf(directAlign)
-			for job := range jobs {
-				if ctx.Err() == nil {
-					b, err := s.hashChunk(job, &buf)
-					if err != nil {
-						cancel(err)
-					} else {
-						d := job.entry.Chunks[job.index]
-						mu.Lock()
-						dup := seen[d]
-						seen[d] = true
-						mu.Unlock()
-						if !dup {
-							pc, err := s.writeChunk(d, b, bounce)
-							if err != nil {
-								cancel(err)
-							} else if pc.tmp != "" {
-								newBytes.Add(int64(job.n))
-								mu.Lock()
-								pending = append(pending, pc)
-								mu.Unlock()
-							}
-						}
-					}
-				}
-				job.src.done()
-			}
+			cw.work(ctx, cancel, jobs)
 		}()
 	}
-
-	func() {
-		defer close(jobs)
-		for i := range files {
-			e := &files[i]
-			if !e.Mode.IsRegular() {
-				continue
-			}
-			n := int((e.Size + chunkSize - 1) / chunkSize)
-			e.Chunks = make([]string, n)
-			if n == 0 {
-				continue
-			}
-			// Non-blocking: a FIFO swapped in after the scan is refused
-			// below, never waited on.
-			f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-			if err != nil {
-				cancel(fmt.Errorf("open %s: %w", e.Path, err))
-				return
-			}
-			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < e.Size {
-				_ = f.Close()
-				cancel(fmt.Errorf("%s changed while committing", e.Path))
-				return
-			}
-			sf := &sharedFile{f: f}
-			if data, err := mapFile(f, e.Size); err == nil {
-				sf.data = data
-			}
-			sf.pending.Store(int64(n))
-			for c := 0; c < n; c++ {
-				job := chunkJob{src: sf, entry: e, index: c, off: int64(c) * chunkSize, n: int(min(chunkSize, e.Size-int64(c)*chunkSize))}
-				select {
-				case jobs <- job:
-				case <-ctx.Done():
-					// Account for the chunks never queued.
-					for ; c < n; c++ {
-						sf.done()
-					}
-					return
-				}
-			}
-		}
-	}()
+	s.queueChunks(ctx, cancel, root, files, jobs)
 	wg.Wait()
 	tWritten := time.Now()
 	if err := context.Cause(ctx); err != nil {
-		for _, pc := range pending {
-			_ = os.Remove(pc.tmp)
-		}
+		removeTemps(cw.pending)
 		return 0, err
 	}
-
-	if err := parallel(s.workers, len(pending), func(i int) error {
-		return fdatasyncPath(pending[i].tmp)
-	}); err != nil {
-		for _, pc := range pending {
-			_ = os.Remove(pc.tmp)
-		}
-		return 0, fmt.Errorf("fsync chunks: %w", err)
+	if err := s.publishChunks(cw.pending); err != nil {
+		return 0, err
 	}
-	tSynced := time.Now()
-	for i, pc := range pending {
-		if err := os.Rename(pc.tmp, pc.final); err != nil {
-			for _, pc := range pending[i:] {
-				_ = os.Remove(pc.tmp)
-			}
-			return 0, fmt.Errorf("publish chunk: %w", err)
-		}
-		hook(stepChunkPublished)
-	}
-	// Sync the directory of every chunk the manifest will reference, not only
-	// of those written here: a chunk found present may have been renamed in
-	// by a concurrent commit that has not synced its directory yet.
-	dirs := map[string]bool{}
-	for d := range seen {
-		dirs[filepath.Dir(s.chunkPath(d))] = true
-	}
-	dirList := make([]string, 0, len(dirs))
-	for d := range dirs {
-		dirList = append(dirList, d)
-	}
-	if err := parallel(s.workers, len(dirList), func(i int) error { return syncDir(dirList[i]) }); err != nil {
+	tPublished := time.Now()
+	dirs, err := s.syncChunkDirs(cw.seen)
+	if err != nil {
 		return 0, err
 	}
 	for i := range files {
@@ -365,9 +261,158 @@ func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntr
 		}
 	}
 	hook(stepChunksSynced)
-	s.logger.Debug("chunks stored", "write_duration", tWritten.Sub(tStart), "sync_duration", tSynced.Sub(tWritten),
-		"publish_duration", time.Since(tSynced), "new_chunks", len(pending), "chunk_dirs", len(dirList))
-	return newBytes.Load(), nil
+	s.logger.Debug("chunks stored", "write_duration", tWritten.Sub(tStart), "publish_duration", tPublished.Sub(tWritten),
+		"dir_sync_duration", time.Since(tPublished), "new_chunks", len(cw.pending), "chunk_dirs", dirs)
+	return cw.newBytes.Load(), nil
+}
+
+// chunkWriter is the state the workers of one storeChunks share.
+type chunkWriter struct {
+	store    *Store
+	mu       sync.Mutex
+	pending  []pendingChunk  // new chunks written to temp files
+	seen     map[string]bool // digests written or found by this commit
+	newBytes atomic.Int64
+}
+
+// work handles jobs until the channel closes; after the first error (which
+// cancels ctx) it only drains, so every source file is still released.
+func (cw *chunkWriter) work(ctx context.Context, cancel context.CancelCauseFunc, jobs <-chan chunkJob) {
+	guardFaults()
+	var buf []byte
+	bounce := alignedBuf(directAlign)
+	for job := range jobs {
+		if ctx.Err() == nil {
+			if err := cw.handle(job, &buf, bounce); err != nil {
+				cancel(err)
+			}
+		}
+		job.src.done()
+	}
+}
+
+// handle hashes one chunk and writes it unless this commit or the store
+// already has it.
+func (cw *chunkWriter) handle(job chunkJob, buf *[]byte, bounce []byte) error {
+	b, err := cw.store.hashChunk(job, buf)
+	if err != nil {
+		return err
+	}
+	d := job.entry.Chunks[job.index]
+	cw.mu.Lock()
+	dup := cw.seen[d]
+	cw.seen[d] = true
+	cw.mu.Unlock()
+	if dup {
+		return nil
+	}
+	pc, err := cw.store.writeChunk(d, b, bounce)
+	if err != nil || pc.tmp == "" {
+		return err
+	}
+	cw.newBytes.Add(int64(job.n))
+	cw.mu.Lock()
+	cw.pending = append(cw.pending, pc)
+	cw.mu.Unlock()
+	return nil
+}
+
+// queueChunks opens every regular file in files and queues its chunks on
+// jobs, then closes jobs. A file it cannot open, or one that changed since
+// the scan, cancels ctx.
+func (s *Store) queueChunks(ctx context.Context, cancel context.CancelCauseFunc, root *os.Root, files []FileEntry, jobs chan<- chunkJob) {
+	defer close(jobs)
+	chunkSize := int64(s.chunkSize)
+	for i := range files {
+		e := &files[i]
+		if !e.Mode.IsRegular() {
+			continue
+		}
+		n := int((e.Size + chunkSize - 1) / chunkSize)
+		e.Chunks = make([]string, n)
+		if n == 0 {
+			continue
+		}
+		sf, err := openShared(root, e, n)
+		if err != nil {
+			cancel(err)
+			return
+		}
+		for c := 0; c < n; c++ {
+			job := chunkJob{src: sf, entry: e, index: c, off: int64(c) * chunkSize, n: int(min(chunkSize, e.Size-int64(c)*chunkSize))}
+			select {
+			case jobs <- job:
+			case <-ctx.Done():
+				// Account for the chunks never queued.
+				for ; c < n; c++ {
+					sf.done()
+				}
+				return
+			}
+		}
+	}
+}
+
+// openShared opens e for n chunk jobs, mapped read-only where the kernel
+// allows. The open does not block: a FIFO swapped in after the scan is
+// refused, never waited on.
+func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
+	f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", e.Path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < e.Size {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s changed while committing", e.Path)
+	}
+	sf := &sharedFile{f: f}
+	if data, err := mapFile(f, e.Size); err == nil {
+		sf.data = data
+	}
+	sf.pending.Store(int64(n))
+	return sf, nil
+}
+
+// publishChunks makes the temp files durable and renames them into place.
+// On error no temp file is left behind.
+func (s *Store) publishChunks(pending []pendingChunk) error {
+	if err := parallel(s.workers, len(pending), func(i int) error {
+		return fdatasyncPath(pending[i].tmp)
+	}); err != nil {
+		removeTemps(pending)
+		return fmt.Errorf("fsync chunks: %w", err)
+	}
+	for i, pc := range pending {
+		if err := os.Rename(pc.tmp, pc.final); err != nil {
+			removeTemps(pending[i:])
+			return fmt.Errorf("publish chunk: %w", err)
+		}
+		hook(stepChunkPublished)
+	}
+	return nil
+}
+
+// syncChunkDirs fsyncs the directory of every chunk the manifest will
+// reference, not only of those written here: a chunk found present may have
+// been renamed in by a concurrent commit that has not synced its directory
+// yet. It returns how many directories it synced.
+func (s *Store) syncChunkDirs(digests map[string]bool) (int, error) {
+	dirs := map[string]bool{}
+	for d := range digests {
+		dirs[filepath.Dir(s.chunkPath(d))] = true
+	}
+	dirList := make([]string, 0, len(dirs))
+	for d := range dirs {
+		dirList = append(dirList, d)
+	}
+	return len(dirList), parallel(s.workers, len(dirList), func(i int) error { return syncDir(dirList[i]) })
+}
+
+// removeTemps removes the temp files of chunks not yet published.
+func removeTemps(pending []pendingChunk) {
+	for _, pc := range pending {
+		_ = os.Remove(pc.tmp)
+	}
 }
 
 // pendingChunk is a new chunk written to tmp, to be synced and renamed to
