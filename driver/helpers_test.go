@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/client/lib/cgroupslib"
 	"github.com/hashicorp/nomad/client/lib/numalib"
 	"github.com/hashicorp/nomad/helper/testlog"
@@ -31,9 +32,19 @@ import (
 
 // TestMain lets the test binary act as the trainer task (`driver.test
 // trainer ...`); the executor's own init() makes it act as `executor` too.
+// As root it first sets up Nomad's cgroup tree, as a Nomad client does at
+// start before any driver runs: on cgroups v1 the executor otherwise finds
+// a /nomad cpuset with no CPUs or memory nodes and cannot join it ("no
+// space left on device").
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "trainer" {
 		os.Exit(trainer.Main(os.Args[2:]))
+	}
+	if os.Geteuid() == 0 && cgroupslib.GetMode() != cgroupslib.OFF {
+		if err := cgroupslib.Init(hclog.NewNullLogger(), topology.UsableCores().String()); err != nil {
+			fmt.Fprintf(os.Stderr, "driver tests: initialise Nomad's cgroups: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	os.Exit(m.Run())
 }
