@@ -25,9 +25,7 @@ const (
 	// is at least minShareBytes) applies below it.
 	maxSharesLimit = 4096
 	// minShareBytes is the least GPU memory a share may stand for.
-	minShareBytes = 1 << 20
-	// maxMemoryMiB bounds a simulated GPU's memory (16 TiB).
-	maxMemoryMiB             = 1 << 24
+	minShareBytes            = 1 << 20
 	defaultFingerprintPeriod = time.Minute
 	defaultRecoveryPeriod    = 5 * time.Minute
 	defaultMPSPipeDir        = "/tmp/nvidia-mps"
@@ -78,29 +76,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		"pipe_dir": hclspec.NewAttr("pipe_dir", "string", false),
 		"log_dir":  hclspec.NewAttr("log_dir", "string", false),
 	})),
-	"simulated": hclspec.NewBlock("simulated", false, hclspec.NewObject(map[string]*hclspec.Spec{
-		"seed":           hclspec.NewAttr("seed", "string", false),
-		"driver_version": hclspec.NewAttr("driver_version", "string", false),
-		"xid_file":       hclspec.NewAttr("xid_file", "string", false),
-		"gpu": hclspec.NewBlockList("gpu", hclspec.NewObject(map[string]*hclspec.Spec{
-			"uuid":               hclspec.NewAttr("uuid", "string", false),
-			"model":              hclspec.NewAttr("model", "string", true),
-			"memory_mib":         hclspec.NewAttr("memory_mib", "number", true),
-			"compute_capability": hclspec.NewAttr("compute_capability", "string", false),
-			"mig": hclspec.NewBlockList("mig", hclspec.NewObject(map[string]*hclspec.Spec{
-				"profile":    hclspec.NewAttr("profile", "string", true),
-				"memory_mib": hclspec.NewAttr("memory_mib", "number", true),
-			})),
-			"usage": hclspec.NewBlock("usage", false, hclspec.NewObject(map[string]*hclspec.Spec{
-				"memory_mib": hclspec.NewAttr("memory_mib", "number", false),
-				"sm_percent": hclspec.NewAttr("sm_percent", "number", false),
-			})),
-			"xid": hclspec.NewBlockList("xid", hclspec.NewObject(map[string]*hclspec.Spec{
-				"after": hclspec.NewAttr("after", "string", true),
-				"xid":   hclspec.NewAttr("xid", "number", true),
-			})),
-		})),
-	})),
+	"simulated": simulated.Spec,
 })
 
 // Config is the decoded plugin block config.
@@ -113,7 +89,7 @@ type Config struct {
 	ShareOverrides    []ShareOverride  `codec:"share_override"`
 	Health            *HealthConfig    `codec:"health"`
 	MPS               *MPSConfig       `codec:"mps"`
-	Simulated         *SimulatedConfig `codec:"simulated"`
+	Simulated         *simulated.Block `codec:"simulated"`
 }
 
 // ShareOverride sets the share count of the GPUs a selector matches:
@@ -136,44 +112,6 @@ type MPSConfig struct {
 	Enabled bool   `codec:"enabled"`
 	PipeDir string `codec:"pipe_dir"`
 	LogDir  string `codec:"log_dir"`
-}
-
-// SimulatedConfig lists the fake GPUs of the simulated backend.
-type SimulatedConfig struct {
-	Seed          string               `codec:"seed"`
-	DriverVersion string               `codec:"driver_version"`
-	XidFile       string               `codec:"xid_file"`
-	GPUs          []SimulatedGPUConfig `codec:"gpu"`
-}
-
-// SimulatedGPUConfig is one fake GPU.
-type SimulatedGPUConfig struct {
-	UUID              string               `codec:"uuid"`
-	Model             string               `codec:"model"`
-	MemoryMiB         int64                `codec:"memory_mib"`
-	ComputeCapability string               `codec:"compute_capability"`
-	MIG               []SimulatedMIGConfig `codec:"mig"`
-	Usage             *SimulatedUsage      `codec:"usage"`
-	Xids              []SimulatedXid       `codec:"xid"`
-}
-
-// SimulatedMIGConfig is one MIG instance of a fake GPU.
-type SimulatedMIGConfig struct {
-	Profile   string `codec:"profile"`
-	MemoryMiB int64  `codec:"memory_mib"`
-}
-
-// SimulatedUsage is the usage a fake GPU reports per task process that
-// does not set CARAVAN_SIMULATED_GPU_MEMORY_MIB / _SM_PERCENT itself.
-type SimulatedUsage struct {
-	MemoryMiB int64 `codec:"memory_mib"`
-	SMPercent int64 `codec:"sm_percent"`
-}
-
-// SimulatedXid is a scripted Xid event, raised `after` the backend starts.
-type SimulatedXid struct {
-	After string `codec:"after"`
-	Xid   uint64 `codec:"xid"`
 }
 
 // settings is the validated, typed form of Config the plugin runs on.
@@ -290,17 +228,6 @@ func parseConfig(c *Config) (*settings, error) {
 	return s, nil
 }
 
-// checkMemoryMiB bounds a simulated memory size.
-func checkMemoryMiB(field string, v int64) error {
-	if v < 1 {
-		return fieldErr(field, "must be at least 1, got %d", v)
-	}
-	if v > maxMemoryMiB {
-		return fieldErr(field, "must be at most %d (16 TiB), got %d", maxMemoryMiB, v)
-	}
-	return nil
-}
-
 // checkShares bounds a share count: 1 to max_shares.
 func checkShares(field string, n, maxShares int) error {
 	if n < 1 {
@@ -405,70 +332,15 @@ func toSet(xs []uint64) map[uint64]bool {
 	return m
 }
 
-func parseSimulated(c *SimulatedConfig) (simulated.Config, error) {
-	if c == nil || len(c.GPUs) == 0 {
-		return simulated.Config{}, fieldErr("simulated.gpu", "backend %q needs at least one gpu block", BackendSimulated)
+// parseSimulated validates the simulated block (its schema and checks live
+// in device/simulated).
+func parseSimulated(b *simulated.Block) (simulated.Config, error) {
+	cfg, problems := simulated.Parse(b)
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = fieldErr(p.Field, "%s", p.Msg)
 	}
-	out := simulated.Config{Seed: c.Seed, DriverVersion: c.DriverVersion, XidFile: c.XidFile}
-	var errs []error
-	uuids := map[string]string{}
-	for i, g := range c.GPUs {
-		field := fmt.Sprintf("simulated.gpu[%d]", i)
-		gc := simulated.GPUConfig{
-			UUID:              g.UUID,
-			Model:             g.Model,
-			MemoryBytes:       uint64(g.MemoryMiB) << 20,
-			ComputeCapability: g.ComputeCapability,
-		}
-		if g.Model == "" {
-			errs = append(errs, fieldErr(field+".model", "must not be empty"))
-		}
-		if err := checkMemoryMiB(field+".memory_mib", g.MemoryMiB); err != nil {
-			errs = append(errs, err)
-		}
-		if g.UUID != "" {
-			if prev, ok := uuids[g.UUID]; ok {
-				errs = append(errs, fieldErr(field+".uuid", "%q already used by %s", g.UUID, prev))
-			}
-			uuids[g.UUID] = field
-		}
-		var migTotal int64
-		for j, m := range g.MIG {
-			mf := fmt.Sprintf("%s.mig[%d]", field, j)
-			if m.Profile == "" {
-				errs = append(errs, fieldErr(mf+".profile", "must not be empty"))
-			}
-			if err := checkMemoryMiB(mf+".memory_mib", m.MemoryMiB); err != nil {
-				errs = append(errs, err)
-			}
-			migTotal += m.MemoryMiB
-			gc.MIG = append(gc.MIG, simulated.MIGConfig{Profile: m.Profile, MemoryBytes: uint64(m.MemoryMiB) << 20})
-		}
-		if migTotal > g.MemoryMiB && g.MemoryMiB > 0 {
-			errs = append(errs, fieldErr(field+".mig", "instances need %d MiB, more than the GPU's %d MiB", migTotal, g.MemoryMiB))
-		}
-		if g.Usage != nil {
-			if g.Usage.MemoryMiB < 0 {
-				errs = append(errs, fieldErr(field+".usage.memory_mib", "must not be negative, got %d", g.Usage.MemoryMiB))
-			}
-			if g.Usage.SMPercent < 0 || g.Usage.SMPercent > 100 {
-				errs = append(errs, fieldErr(field+".usage.sm_percent", "must be within 0..100, got %d", g.Usage.SMPercent))
-			}
-			gc.ProcessMemoryBytes = uint64(max(g.Usage.MemoryMiB, 0)) << 20
-			gc.ProcessSMPercent = uint32(min(max(g.Usage.SMPercent, 0), 100))
-		}
-		for j, x := range g.Xids {
-			xf := fmt.Sprintf("%s.xid[%d]", field, j)
-			d, err := time.ParseDuration(x.After)
-			if err != nil || d < 0 {
-				errs = append(errs, fieldErr(xf+".after", "invalid duration %q", x.After))
-				continue
-			}
-			gc.Xids = append(gc.Xids, simulated.ScriptedXid{After: d, Xid: x.Xid})
-		}
-		out.GPUs = append(out.GPUs, gc)
-	}
-	return out, errors.Join(errs...)
+	return cfg, errors.Join(errs...)
 }
 
 // checkOverridesMatch rejects overrides that select no simulated GPU: the
