@@ -57,6 +57,10 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("max_shares", "number", false),
 		hclspec.NewLiteral(strconv.Itoa(defaultMaxShares)),
 	),
+	"ignored_gpu_ids": hclspec.NewDefault(
+		hclspec.NewAttr("ignored_gpu_ids", "list(string)", false),
+		hclspec.NewLiteral("[]"),
+	),
 	"fingerprint_period": hclspec.NewDefault(
 		hclspec.NewAttr("fingerprint_period", "string", false),
 		hclspec.NewLiteral(`"1m"`),
@@ -86,6 +90,7 @@ type Config struct {
 	Shares            int              `codec:"shares"`
 	MaxShares         int              `codec:"max_shares"`
 	FingerprintPeriod string           `codec:"fingerprint_period"`
+	IgnoredGPUIDs     []string         `codec:"ignored_gpu_ids"`
 	ShareOverrides    []ShareOverride  `codec:"share_override"`
 	Health            *HealthConfig    `codec:"health"`
 	MPS               *MPSConfig       `codec:"mps"`
@@ -120,10 +125,12 @@ type settings struct {
 	backend           string
 	shares            int
 	fingerprintPeriod time.Duration
-	overrides         []override
-	health            healthPolicy
-	mps               MPSConfig
-	simulated         simulated.Config
+	// ignored are the UUIDs of GPUs and MIG instances never advertised.
+	ignored   map[string]bool
+	overrides []override
+	health    healthPolicy
+	mps       MPSConfig
+	simulated simulated.Config
 }
 
 type selectorKind int
@@ -176,6 +183,9 @@ func parseConfig(c *Config) (*settings, error) {
 		}
 		s.fingerprintPeriod = d
 	}
+	ignored, err := parseIgnored(c.IgnoredGPUIDs)
+	errs = append(errs, err)
+	s.ignored = ignored
 	for i, o := range c.ShareOverrides {
 		field := fmt.Sprintf("share_override[%d]", i)
 		ov, err := parseSelector(field+".gpu", o.GPU)
@@ -216,6 +226,7 @@ func parseConfig(c *Config) (*settings, error) {
 		errs = append(errs, err)
 		s.simulated = sim
 		errs = append(errs, checkOverridesMatch(s.overrides, sim))
+		errs = append(errs, checkIgnoredMatch(s.ignored, sim))
 		if err == nil {
 			errs = append(errs, checkShareMemory(s, sim))
 		}
@@ -341,6 +352,48 @@ func parseSimulated(b *simulated.Block) (simulated.Config, error) {
 		errs[i] = fieldErr(p.Field, "%s", p.Msg)
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// parseIgnored checks ignored_gpu_ids: UUIDs as NVML reports them
+// ("GPU-..." or "MIG-..."), as in nomad-device-nvidia.
+func parseIgnored(ids []string) (map[string]bool, error) {
+	set := make(map[string]bool, len(ids))
+	var errs []error
+	for i, id := range ids {
+		field := fmt.Sprintf("ignored_gpu_ids[%d]", i)
+		switch {
+		case id == "":
+			errs = append(errs, fieldErr(field, "must not be empty"))
+		case strings.TrimSpace(id) != id:
+			errs = append(errs, fieldErr(field, "%q has leading or trailing space", id))
+		case strings.HasPrefix(id, "index:") || strings.HasPrefix(id, "uuid:") || strings.HasPrefix(id, "model:"):
+			errs = append(errs, fieldErr(field, "%q: list GPU UUIDs as NVML reports them (GPU-... or MIG-...), not selectors", id))
+		}
+		set[id] = true
+	}
+	return set, errors.Join(errs...)
+}
+
+// isIgnored reports whether g, or the GPU a MIG instance g is part of, is
+// listed in ignored_gpu_ids.
+func (s *settings) isIgnored(g nvml.GPU) bool {
+	return s.ignored[g.UUID] || (g.MIG && s.ignored[g.ParentUUID])
+}
+
+// checkIgnoredMatch rejects ignored UUIDs that name no simulated GPU: the
+// simulated GPU list is known up front, so a typo is a config error.
+func checkIgnoredMatch(ignored map[string]bool, sim simulated.Config) error {
+	known := map[string]bool{}
+	for _, g := range simulated.Describe(sim) {
+		known[g.UUID] = true
+	}
+	var errs []error
+	for id := range ignored {
+		if !known[id] {
+			errs = append(errs, fieldErr("ignored_gpu_ids", "%q names no simulated GPU", id))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkOverridesMatch rejects overrides that select no simulated GPU: the
