@@ -8,7 +8,8 @@
 #   - jobs whose workers and parameter servers change together
 #     (meta caravan_ps_group), in one version, so no mismatched pair runs;
 #   - stopping a converged job (meta caravan_stop_on_converge = "true");
-#   - policy { placement_affinity = true }.
+#   - policy { placement_affinity = true } (the count change of a resize is
+#     a scale and still applies; only the affinity is not registered).
 # Without it those decisions are refused by Nomad (403); the planner logs
 # the missing capability once, at error level, and GET /v1/plan shows each
 # refused action with the reason.

@@ -213,6 +213,14 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 			return err
 		}
 		res, err := m.cfg.Writer.Register(ctx, cp, index, a.Message+" (placement affinity)")
+		if errors.Is(err, submit.ErrForbidden) && (workers || ps) {
+			// The counts are applied; only the affinity is not.
+			a.Error = "scaled; placement affinity not registered: " + err.Error()
+			m.mu.Lock()
+			m.logForbiddenLocked(a, err)
+			m.mu.Unlock()
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -665,3 +665,21 @@ func TestManager_ForbiddenRegistrationIsReportedOnce(t *testing.T) {
 	must.StrContains(t, logs.String(), "lacks an ACL capability")
 	must.SliceEmpty(t, h.nomad.WritesSnapshot())
 }
+
+// TestManager_ForbiddenAffinityKeepsTheScale: with placement_affinity and a
+// scale-only token the count change is applied and reported as such; only
+// the affinity registration is refused, and said so.
+func TestManager_ForbiddenAffinityKeepsTheScale(t *testing.T) {
+	s := defaultSettings()
+	s.PlacementAffinity = true
+	h := newHarness(t, s, 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.writer = forbiddingWriter{inner: h.writer}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status)
+	must.StrContains(t, a.Error, "placement affinity not registered")
+	must.StrContains(t, a.Error, "submit-job")
+	must.Eq(t, []string{"scale default/a worker 2"}, h.nomad.WritesSnapshot())
+}
