@@ -37,7 +37,7 @@ type Agent struct {
 	log     string
 }
 
-// NewAgent prepares agent `name` in port slot `slot` (0..7): its directory
+// NewAgent prepares agent `name` in port slot `slot` (0..4): its directory
 // and plugins. Start it with Start.
 func NewAgent(t *testing.T, c *C, name string, slot int) *Agent {
 	t.Helper()
@@ -56,13 +56,20 @@ func NewAgent(t *testing.T, c *C, name string, slot int) *Agent {
 		copyFile(t, filepath.Join(c.Root, "build", "caravan"), filepath.Join(dir, "plugins", p))
 	}
 	a := &Agent{Name: name, Dir: dir, HTTPPort: base + 60 + 5*slot, cluster: c,
-		dynMin: 30000 + ((base/100)%100)*100 + slot*10}
+		dynMin: dynamicPortsMin(base, slot)}
 	ac := *c
 	ac.NomadAddr = fmt.Sprintf("http://127.0.0.1:%d", a.HTTPPort)
 	ac.CheckpointDir = filepath.Join(dir, "checkpoints")
 	ac.Clients = []Client{{Name: name, HTTPAddr: ac.NomadAddr}}
 	a.C = &ac
 	return a
+}
+
+// dynamicPortsMin is the first of the agent's 8 dynamic ports: above the
+// kernel's ephemeral range (32768-60999) and below cluster.sh's bases' reach,
+// distinct per hundred of CARAVAN_PORT_BASE and per slot.
+func dynamicPortsMin(base, slot int) int {
+	return 61000 + ((base/100)%100)*40 + slot*8
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -131,7 +138,7 @@ consul {
   server_auto_join = false
   client_auto_join = false
 }
-`, a.Name, a.HTTPPort, a.HTTPPort+1, a.HTTPPort+2, a.dynMin, a.dynMin+9, strings.TrimPrefix(a.cluster.ConsulAddr, "http://"))
+`, a.Name, a.HTTPPort, a.HTTPPort+1, a.HTTPPort+2, a.dynMin, a.dynMin+7, strings.TrimPrefix(a.cluster.ConsulAddr, "http://"))
 }
 
 // Start runs the agent with the base config followed by configs (file

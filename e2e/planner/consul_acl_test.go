@@ -18,7 +18,7 @@ import (
 )
 
 // consulACLAgent starts a Consul dev agent with ACLs on (default deny) on
-// CARAVAN_PORT_BASE+80..85 and returns its HTTP address and management
+// CARAVAN_PORT_BASE+90..95 (past the standalone agents' +60..+82) and returns its HTTP address and management
 // token.
 func consulACLAgent(t *testing.T, c *harness.C) (addr, mgmt string) {
 	t.Helper()
@@ -26,7 +26,7 @@ func consulACLAgent(t *testing.T, c *harness.C) (addr, mgmt string) {
 	if v := os.Getenv("CARAVAN_PORT_BASE"); v != "" {
 		base, _ = strconv.Atoi(v)
 	}
-	p := base + 80
+	p := base + 90
 	mgmt = "8e6b1f44-0b6a-4c7e-9b61-7d1c5e0f2a11"
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`node_name = "caravan-consul-acl"
