@@ -18,8 +18,8 @@ import (
 )
 
 // consulACLAgent starts a Consul dev agent with ACLs on (default deny) on
-// CARAVAN_PORT_BASE+90..95 (past the standalone agents' +60..+82) and returns its HTTP address and management
-// token.
+// CARAVAN_PORT_BASE+90..95 (past the standalone agents' +60..+82), and
+// returns its HTTP address and management token.
 func consulACLAgent(t *testing.T, c *harness.C) (addr, mgmt string) {
 	t.Helper()
 	base := harness.DefaultPortBase
