@@ -25,9 +25,7 @@ const (
 	// is at least minShareBytes) applies below it.
 	maxSharesLimit = 4096
 	// minShareBytes is the least GPU memory a share may stand for.
-	minShareBytes = 1 << 20
-	// maxMemoryMiB bounds a simulated GPU's memory (16 TiB).
-	maxMemoryMiB             = 1 << 24
+	minShareBytes            = 1 << 20
 	defaultFingerprintPeriod = time.Minute
 	defaultRecoveryPeriod    = 5 * time.Minute
 	defaultMPSPipeDir        = "/tmp/nvidia-mps"
@@ -59,6 +57,10 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("max_shares", "number", false),
 		hclspec.NewLiteral(strconv.Itoa(defaultMaxShares)),
 	),
+	"ignored_gpu_ids": hclspec.NewDefault(
+		hclspec.NewAttr("ignored_gpu_ids", "list(string)", false),
+		hclspec.NewLiteral("[]"),
+	),
 	"fingerprint_period": hclspec.NewDefault(
 		hclspec.NewAttr("fingerprint_period", "string", false),
 		hclspec.NewLiteral(`"1m"`),
@@ -78,29 +80,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		"pipe_dir": hclspec.NewAttr("pipe_dir", "string", false),
 		"log_dir":  hclspec.NewAttr("log_dir", "string", false),
 	})),
-	"simulated": hclspec.NewBlock("simulated", false, hclspec.NewObject(map[string]*hclspec.Spec{
-		"seed":           hclspec.NewAttr("seed", "string", false),
-		"driver_version": hclspec.NewAttr("driver_version", "string", false),
-		"xid_file":       hclspec.NewAttr("xid_file", "string", false),
-		"gpu": hclspec.NewBlockList("gpu", hclspec.NewObject(map[string]*hclspec.Spec{
-			"uuid":               hclspec.NewAttr("uuid", "string", false),
-			"model":              hclspec.NewAttr("model", "string", true),
-			"memory_mib":         hclspec.NewAttr("memory_mib", "number", true),
-			"compute_capability": hclspec.NewAttr("compute_capability", "string", false),
-			"mig": hclspec.NewBlockList("mig", hclspec.NewObject(map[string]*hclspec.Spec{
-				"profile":    hclspec.NewAttr("profile", "string", true),
-				"memory_mib": hclspec.NewAttr("memory_mib", "number", true),
-			})),
-			"usage": hclspec.NewBlock("usage", false, hclspec.NewObject(map[string]*hclspec.Spec{
-				"memory_mib": hclspec.NewAttr("memory_mib", "number", false),
-				"sm_percent": hclspec.NewAttr("sm_percent", "number", false),
-			})),
-			"xid": hclspec.NewBlockList("xid", hclspec.NewObject(map[string]*hclspec.Spec{
-				"after": hclspec.NewAttr("after", "string", true),
-				"xid":   hclspec.NewAttr("xid", "number", true),
-			})),
-		})),
-	})),
+	"simulated": simulated.Spec,
 })
 
 // Config is the decoded plugin block config.
@@ -110,10 +90,11 @@ type Config struct {
 	Shares            int              `codec:"shares"`
 	MaxShares         int              `codec:"max_shares"`
 	FingerprintPeriod string           `codec:"fingerprint_period"`
+	IgnoredGPUIDs     []string         `codec:"ignored_gpu_ids"`
 	ShareOverrides    []ShareOverride  `codec:"share_override"`
 	Health            *HealthConfig    `codec:"health"`
 	MPS               *MPSConfig       `codec:"mps"`
-	Simulated         *SimulatedConfig `codec:"simulated"`
+	Simulated         *simulated.Block `codec:"simulated"`
 }
 
 // ShareOverride sets the share count of the GPUs a selector matches:
@@ -138,54 +119,18 @@ type MPSConfig struct {
 	LogDir  string `codec:"log_dir"`
 }
 
-// SimulatedConfig lists the fake GPUs of the simulated backend.
-type SimulatedConfig struct {
-	Seed          string               `codec:"seed"`
-	DriverVersion string               `codec:"driver_version"`
-	XidFile       string               `codec:"xid_file"`
-	GPUs          []SimulatedGPUConfig `codec:"gpu"`
-}
-
-// SimulatedGPUConfig is one fake GPU.
-type SimulatedGPUConfig struct {
-	UUID              string               `codec:"uuid"`
-	Model             string               `codec:"model"`
-	MemoryMiB         int64                `codec:"memory_mib"`
-	ComputeCapability string               `codec:"compute_capability"`
-	MIG               []SimulatedMIGConfig `codec:"mig"`
-	Usage             *SimulatedUsage      `codec:"usage"`
-	Xids              []SimulatedXid       `codec:"xid"`
-}
-
-// SimulatedMIGConfig is one MIG instance of a fake GPU.
-type SimulatedMIGConfig struct {
-	Profile   string `codec:"profile"`
-	MemoryMiB int64  `codec:"memory_mib"`
-}
-
-// SimulatedUsage is the usage a fake GPU reports per task process that
-// does not set CARAVAN_SIMULATED_GPU_MEMORY_MIB / _SM_PERCENT itself.
-type SimulatedUsage struct {
-	MemoryMiB int64 `codec:"memory_mib"`
-	SMPercent int64 `codec:"sm_percent"`
-}
-
-// SimulatedXid is a scripted Xid event, raised `after` the backend starts.
-type SimulatedXid struct {
-	After string `codec:"after"`
-	Xid   uint64 `codec:"xid"`
-}
-
 // settings is the validated, typed form of Config the plugin runs on.
 type settings struct {
 	enabled           bool
 	backend           string
 	shares            int
 	fingerprintPeriod time.Duration
-	overrides         []override
-	health            healthPolicy
-	mps               MPSConfig
-	simulated         simulated.Config
+	// ignored are the UUIDs of GPUs and MIG instances never advertised.
+	ignored   map[string]bool
+	overrides []override
+	health    healthPolicy
+	mps       MPSConfig
+	simulated simulated.Config
 }
 
 type selectorKind int
@@ -238,6 +183,9 @@ func parseConfig(c *Config) (*settings, error) {
 		}
 		s.fingerprintPeriod = d
 	}
+	ignored, err := parseIgnored(c.IgnoredGPUIDs)
+	errs = append(errs, err)
+	s.ignored = ignored
 	for i, o := range c.ShareOverrides {
 		field := fmt.Sprintf("share_override[%d]", i)
 		ov, err := parseSelector(field+".gpu", o.GPU)
@@ -278,6 +226,7 @@ func parseConfig(c *Config) (*settings, error) {
 		errs = append(errs, err)
 		s.simulated = sim
 		errs = append(errs, checkOverridesMatch(s.overrides, sim))
+		errs = append(errs, checkIgnoredMatch(s.ignored, sim))
 		if err == nil {
 			errs = append(errs, checkShareMemory(s, sim))
 		}
@@ -288,17 +237,6 @@ func parseConfig(c *Config) (*settings, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// checkMemoryMiB bounds a simulated memory size.
-func checkMemoryMiB(field string, v int64) error {
-	if v < 1 {
-		return fieldErr(field, "must be at least 1, got %d", v)
-	}
-	if v > maxMemoryMiB {
-		return fieldErr(field, "must be at most %d (16 TiB), got %d", maxMemoryMiB, v)
-	}
-	return nil
 }
 
 // checkShares bounds a share count: 1 to max_shares.
@@ -405,70 +343,57 @@ func toSet(xs []uint64) map[uint64]bool {
 	return m
 }
 
-func parseSimulated(c *SimulatedConfig) (simulated.Config, error) {
-	if c == nil || len(c.GPUs) == 0 {
-		return simulated.Config{}, fieldErr("simulated.gpu", "backend %q needs at least one gpu block", BackendSimulated)
+// parseSimulated validates the simulated block (its schema and checks live
+// in device/simulated).
+func parseSimulated(b *simulated.Block) (simulated.Config, error) {
+	cfg, problems := simulated.Parse(b)
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		errs[i] = fieldErr(p.Field, "%s", p.Msg)
 	}
-	out := simulated.Config{Seed: c.Seed, DriverVersion: c.DriverVersion, XidFile: c.XidFile}
+	return cfg, errors.Join(errs...)
+}
+
+// parseIgnored checks ignored_gpu_ids: UUIDs as NVML reports them
+// ("GPU-..." or "MIG-..."), as in nomad-device-nvidia.
+func parseIgnored(ids []string) (map[string]bool, error) {
+	set := make(map[string]bool, len(ids))
 	var errs []error
-	uuids := map[string]string{}
-	for i, g := range c.GPUs {
-		field := fmt.Sprintf("simulated.gpu[%d]", i)
-		gc := simulated.GPUConfig{
-			UUID:              g.UUID,
-			Model:             g.Model,
-			MemoryBytes:       uint64(g.MemoryMiB) << 20,
-			ComputeCapability: g.ComputeCapability,
+	for i, id := range ids {
+		field := fmt.Sprintf("ignored_gpu_ids[%d]", i)
+		switch {
+		case id == "":
+			errs = append(errs, fieldErr(field, "must not be empty"))
+		case strings.TrimSpace(id) != id:
+			errs = append(errs, fieldErr(field, "%q has leading or trailing space", id))
+		case strings.HasPrefix(id, "index:") || strings.HasPrefix(id, "uuid:") || strings.HasPrefix(id, "model:"):
+			errs = append(errs, fieldErr(field, "%q: list GPU UUIDs as NVML reports them (GPU-... or MIG-...), not selectors", id))
 		}
-		if g.Model == "" {
-			errs = append(errs, fieldErr(field+".model", "must not be empty"))
-		}
-		if err := checkMemoryMiB(field+".memory_mib", g.MemoryMiB); err != nil {
-			errs = append(errs, err)
-		}
-		if g.UUID != "" {
-			if prev, ok := uuids[g.UUID]; ok {
-				errs = append(errs, fieldErr(field+".uuid", "%q already used by %s", g.UUID, prev))
-			}
-			uuids[g.UUID] = field
-		}
-		var migTotal int64
-		for j, m := range g.MIG {
-			mf := fmt.Sprintf("%s.mig[%d]", field, j)
-			if m.Profile == "" {
-				errs = append(errs, fieldErr(mf+".profile", "must not be empty"))
-			}
-			if err := checkMemoryMiB(mf+".memory_mib", m.MemoryMiB); err != nil {
-				errs = append(errs, err)
-			}
-			migTotal += m.MemoryMiB
-			gc.MIG = append(gc.MIG, simulated.MIGConfig{Profile: m.Profile, MemoryBytes: uint64(m.MemoryMiB) << 20})
-		}
-		if migTotal > g.MemoryMiB && g.MemoryMiB > 0 {
-			errs = append(errs, fieldErr(field+".mig", "instances need %d MiB, more than the GPU's %d MiB", migTotal, g.MemoryMiB))
-		}
-		if g.Usage != nil {
-			if g.Usage.MemoryMiB < 0 {
-				errs = append(errs, fieldErr(field+".usage.memory_mib", "must not be negative, got %d", g.Usage.MemoryMiB))
-			}
-			if g.Usage.SMPercent < 0 || g.Usage.SMPercent > 100 {
-				errs = append(errs, fieldErr(field+".usage.sm_percent", "must be within 0..100, got %d", g.Usage.SMPercent))
-			}
-			gc.ProcessMemoryBytes = uint64(max(g.Usage.MemoryMiB, 0)) << 20
-			gc.ProcessSMPercent = uint32(min(max(g.Usage.SMPercent, 0), 100))
-		}
-		for j, x := range g.Xids {
-			xf := fmt.Sprintf("%s.xid[%d]", field, j)
-			d, err := time.ParseDuration(x.After)
-			if err != nil || d < 0 {
-				errs = append(errs, fieldErr(xf+".after", "invalid duration %q", x.After))
-				continue
-			}
-			gc.Xids = append(gc.Xids, simulated.ScriptedXid{After: d, Xid: x.Xid})
-		}
-		out.GPUs = append(out.GPUs, gc)
+		set[id] = true
 	}
-	return out, errors.Join(errs...)
+	return set, errors.Join(errs...)
+}
+
+// isIgnored reports whether g, or the GPU a MIG instance g is part of, is
+// listed in ignored_gpu_ids.
+func (s *settings) isIgnored(g nvml.GPU) bool {
+	return s.ignored[g.UUID] || (g.MIG && s.ignored[g.ParentUUID])
+}
+
+// checkIgnoredMatch rejects ignored UUIDs that name no simulated GPU: the
+// simulated GPU list is known up front, so a typo is a config error.
+func checkIgnoredMatch(ignored map[string]bool, sim simulated.Config) error {
+	known := map[string]bool{}
+	for _, g := range simulated.Describe(sim) {
+		known[g.UUID] = true
+	}
+	var errs []error
+	for id := range ignored {
+		if !known[id] {
+			errs = append(errs, fieldErr("ignored_gpu_ids", "%q names no simulated GPU", id))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkOverridesMatch rejects overrides that select no simulated GPU: the

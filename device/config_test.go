@@ -95,6 +95,18 @@ func TestConfig_Errors(t *testing.T) {
 		field string
 	}{
 		{"zero shares", `config { shares = 0 }`, "shares: must be at least 1"},
+		{"empty ignored gpu id", `config { ignored_gpu_ids = ["GPU-a", ""] }`, "ignored_gpu_ids[1]: must not be empty"},
+		{"selector as ignored gpu id", `config { ignored_gpu_ids = ["index:0"] }`, "ignored_gpu_ids[0]: \"index:0\": list GPU UUIDs"},
+		{"ignored id matches no simulated gpu", `config {
+			backend = "simulated"
+			ignored_gpu_ids = ["GPU-typo"]
+			simulated {
+				gpu {
+					model      = "A100"
+					memory_mib = 40960
+				}
+			}
+		}`, `ignored_gpu_ids: "GPU-typo" names no simulated GPU`},
 		{"shares 2^62", `config { shares = 4611686018427387904 }`, "shares: must be at most max_shares = 64"},
 		{"shares two million", `config { shares = 2000000 }`, "shares: must be at most max_shares = 64, got 2000000"},
 		{"max_shares too big", `config {

@@ -108,6 +108,12 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 					"gpu", e.gpu.UUID, "memory_mib", e.gpu.MemoryBytes>>20, "configured", e.clampedFrom, "shares", e.shares)
 			}
 		}
+		for id := range s.ignored {
+			if !ignoredMatches(gpus, id) && !p.warned["ignored:"+id] {
+				p.warned["ignored:"+id] = true
+				p.fpLogger.Warn("ignored GPU not found on this node", "field", "ignored_gpu_ids", "uuid", id)
+			}
+		}
 		for _, o := range s.overrides {
 			if !inventoryMatches(gpus, o) && !p.warned[o.field] {
 				p.warned[o.field] = true
@@ -116,6 +122,15 @@ func (p *Plugin) fingerprintOnce() []*device.DeviceGroup {
 		}
 	}
 	return p.groups(inv, health)
+}
+
+func ignoredMatches(gpus []nvml.GPU, uuid string) bool {
+	for _, g := range gpus {
+		if g.UUID == uuid {
+			return true
+		}
+	}
+	return false
 }
 
 func inventoryMatches(gpus []nvml.GPU, o override) bool {

@@ -260,3 +260,30 @@ func TestFingerprint_Disabled(t *testing.T) {
 	_, err := p.Fingerprint(context.Background())
 	must.ErrorIs(t, err, device.ErrPluginDisabled)
 }
+
+// TestFingerprint_IgnoredGPUIDs: GPUs and MIG instances listed by UUID in
+// ignored_gpu_ids are not fingerprinted (a listed MIG-mode GPU takes its
+// instances with it), and their shares cannot be reserved.
+func TestFingerprint_IgnoredGPUIDs(t *testing.T) {
+	f := newFakeGPUs(t)
+	migs0 := enableMIG(f, 0, 2)
+	migs1 := enableMIG(f, 1, 2)
+	p := newTestPlugin(t, fmt.Sprintf(`config {
+		ignored_gpu_ids = [%q, %q, %q, "GPU-not-on-this-node"]
+	}`, f.uuid(0), migs1[0], f.uuid(7)), f.srv, nil)
+	groups := groupByName(p.fingerprintOnce())
+	// 8 GPUs: GPU 0 and its two instances gone, GPU 1 replaced by its one
+	// instance left, GPUs 2..6 kept, GPU 7 gone.
+	must.MapLen(t, 1+5, groups)
+	for _, gone := range append([]string{f.uuid(0), f.uuid(1), f.uuid(7), migs1[0]}, migs0...) {
+		must.MapNotContainsKey(t, groups, gone)
+	}
+	must.MapContainsKey(t, groups, migs1[1])
+	for i := 2; i <= 6; i++ {
+		must.MapContainsKey(t, groups, f.uuid(i))
+	}
+	_, err := p.Reserve([]string{f.uuid(7) + "-share-0"})
+	must.Error(t, err)
+	_, err = p.Reserve([]string{f.uuid(2) + "-share-0"})
+	must.NoError(t, err)
+}

@@ -18,10 +18,10 @@ func FuzzParseConfig(f *testing.F) {
 		c := &Config{
 			Enabled: true, Backend: BackendSimulated, Shares: shares, MaxShares: maxShares, FingerprintPeriod: period,
 			ShareOverrides: []ShareOverride{{GPU: gpu, Shares: ovShares}},
-			Simulated:      &SimulatedConfig{GPUs: []SimulatedGPUConfig{{Model: "A100", MemoryMiB: memMiB}}},
+			Simulated:      &simulated.Block{GPUs: []simulated.GPUBlock{{Model: "A100", MemoryMiB: memMiB}}},
 		}
 		if mig != "" {
-			c.Simulated.GPUs[0].MIG = []SimulatedMIGConfig{{Profile: mig, MemoryMiB: migMiB}}
+			c.Simulated.GPUs[0].MIG = []simulated.MIGBlock{{Profile: mig, MemoryMiB: migMiB}}
 		}
 		s, err := parseConfig(c)
 		if err != nil {

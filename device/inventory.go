@@ -27,7 +27,8 @@ type gpuEntry struct {
 }
 
 // buildInventory keeps the schedulable units of gpus: MIG instances, and
-// physical GPUs that are not split into MIG instances.
+// physical GPUs that are not split into MIG instances, less those
+// ignored_gpu_ids lists (a listed GPU takes its MIG instances with it).
 // A GPU with a Problem keeps what the previous inventory knew of it.
 func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU, prev *inventory) *inventory {
 	hasMIG := map[string]bool{}
@@ -38,7 +39,7 @@ func buildInventory(s *settings, sys nvml.System, gpus []nvml.GPU, prev *invento
 	}
 	inv := &inventory{system: sys, byUUID: make(map[string]*gpuEntry, len(gpus))}
 	for _, g := range gpus {
-		if !g.MIG && hasMIG[g.UUID] {
+		if (!g.MIG && hasMIG[g.UUID]) || s.isIgnored(g) {
 			continue
 		}
 		if g.Problem != "" && prev != nil {

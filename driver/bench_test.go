@@ -38,7 +38,7 @@ func BenchmarkSuspendResume(b *testing.B) {
 	defer cancel()
 	d := NewDriver(ctx, hclog.NewNullLogger())
 	var data []byte
-	must.NoError(b, base.MsgPackEncode(&data, &Config{CheckpointStore: b.TempDir(), CheckpointRetain: 3, CheckpointGCInterval: "0s"}))
+	must.NoError(b, base.MsgPackEncode(&data, &Config{Enabled: true, CheckpointStore: b.TempDir(), CheckpointRetain: 3, CheckpointGCInterval: "0s"}))
 	must.NoError(b, d.SetConfig(&base.Config{
 		PluginConfig: data,
 		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},

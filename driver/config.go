@@ -26,6 +26,15 @@ const (
 // Config is the plugin configuration (the client's `plugin "caravan"
 // { config { ... } }` block), set by the SetConfig RPC.
 type Config struct {
+	// Enabled turns the driver on. Like raw_exec, it is off until the
+	// client's plugin block sets enabled = true: a disabled driver is not
+	// fingerprinted (jobs using it are not placed) and starts no task.
+	Enabled bool `codec:"enabled"`
+	// DeniedHostUids and DeniedHostGids refuse tasks whose user has one of
+	// these host UIDs, or is in one of these groups, in raw_exec's format:
+	// "0,10-20".
+	DeniedHostUids string `codec:"denied_host_uids"`
+	DeniedHostGids string `codec:"denied_host_gids"`
 	// CheckpointStore is the checkpoint store's root directory: local disk
 	// for one node, a shared mount (NFS, ...) every client reaches for
 	// migration. Empty disables checkpointing: tasks with a checkpoint
@@ -46,7 +55,8 @@ type Config struct {
 	NomadToken     string `codec:"nomad_token"`
 	NomadTokenFile string `codec:"nomad_token_file"`
 
-	gcInterval time.Duration
+	gcInterval             time.Duration
+	deniedUIDs, deniedGIDs idRanges
 }
 
 func (c *Config) validate() error {
@@ -65,6 +75,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("checkpoint_gc_interval: %q is not a duration >= 0", c.CheckpointGCInterval)
 	}
 	c.gcInterval = d
+	if c.deniedUIDs, err = parseIDRanges("denied_host_uids", c.DeniedHostUids); err != nil {
+		return err
+	}
+	if c.deniedGIDs, err = parseIDRanges("denied_host_gids", c.DeniedHostGids); err != nil {
+		return err
+	}
 	if c.NomadAddress != "" {
 		u, err := url.Parse(c.NomadAddress)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") {

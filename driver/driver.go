@@ -54,6 +54,12 @@ var (
 
 	// configSpec is the plugin configuration schema.
 	configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
+		"enabled": hclspec.NewDefault(
+			hclspec.NewAttr("enabled", "bool", false),
+			hclspec.NewLiteral("false"),
+		),
+		"denied_host_uids": hclspec.NewAttr("denied_host_uids", "string", false),
+		"denied_host_gids": hclspec.NewAttr("denied_host_gids", "string", false),
 		"checkpoint_store": hclspec.NewAttr("checkpoint_store", "string", false),
 		"checkpoint_retain": hclspec.NewDefault(
 			hclspec.NewAttr("checkpoint_retain", "number", false),
@@ -116,6 +122,9 @@ var (
 	}
 
 	errNoStore = errors.New("the caravan plugin has no checkpoint_store configured")
+
+	// errDisabled refuses tasks while the plugin block leaves the driver off.
+	errDisabled = errors.New(`the caravan driver is disabled on this client: set enabled = true in its plugin "caravan" config block`)
 )
 
 // Driver is the caravan task driver.
@@ -195,6 +204,10 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 		d.compute = cfg.AgentConfig.Compute()
 	}
 	d.configLock.Unlock()
+
+	if !config.Enabled {
+		d.logger.Info("driver disabled: set enabled = true in the plugin block to run tasks")
+	}
 
 	d.storeLock.Lock()
 	d.store = nil // reopened with the new options on next use
@@ -305,6 +318,9 @@ func (d *Driver) handleFingerprint(ctx context.Context, ch chan<- *drivers.Finge
 // regardless) and whether the checkpoint store is reachable, as the
 // attribute driver.caravan.checkpoint_store jobs can constrain on.
 func (d *Driver) buildFingerprint() *drivers.Fingerprint {
+	if config, _, _ := d.getConfig(); config == nil || !config.Enabled {
+		return &drivers.Fingerprint{Health: drivers.HealthStateUndetected, HealthDescription: "disabled"}
+	}
 	attrs := map[string]*pstructs.Attribute{
 		"driver.caravan":         pstructs.NewBoolAttribute(true),
 		"driver.caravan.version": pstructs.NewStringAttribute(version.Version),
@@ -478,9 +494,15 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err := tc.validate(); err != nil {
 		return nil, nil, fmt.Errorf("invalid caravan task config: %w", err)
 	}
-	_, nomadConfig, compute := d.getConfig()
+	config, nomadConfig, compute := d.getConfig()
 	if nomadConfig == nil {
 		return nil, nil, errors.New("driver has no agent configuration yet (SetConfig not called)")
+	}
+	if !config.Enabled {
+		return nil, nil, errDisabled
+	}
+	if err := config.checkHostIDs(cfg.User); err != nil {
+		return nil, nil, fmt.Errorf("task refused: %w", err)
 	}
 	if len(cfg.Mounts) > 0 {
 		return nil, nil, errors.New("the caravan driver has no filesystem isolation and cannot mount volumes")

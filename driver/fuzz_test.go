@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -27,15 +28,24 @@ func FuzzTaskConfig(f *testing.F) {
 
 // FuzzPluginConfig: as FuzzTaskConfig, for the plugin block.
 func FuzzPluginConfig(f *testing.F) {
-	f.Add("/mnt/ckpt", 3, 0, "10m")
-	f.Add("rel", 0, 1, "-1s")
-	f.Fuzz(func(t *testing.T, storeDir string, retain, chunk int, gc string) {
-		c := &Config{CheckpointStore: storeDir, CheckpointRetain: retain, CheckpointChunkSize: chunk, CheckpointGCInterval: gc}
+	f.Add("/mnt/ckpt", 3, 0, "10m", "0,10-20")
+	f.Add("rel", 0, 1, "-1s", "20-10")
+	f.Fuzz(func(t *testing.T, storeDir string, retain, chunk int, gc, ids string) {
+		c := &Config{CheckpointStore: storeDir, CheckpointRetain: retain, CheckpointChunkSize: chunk, CheckpointGCInterval: gc,
+			DeniedHostUids: ids}
 		if err := c.validate(); err != nil {
 			return
 		}
 		if retain < 1 || (chunk != 0 && (chunk < minChunkSize || chunk > maxChunkSize)) || c.gcInterval < 0 {
 			t.Fatalf("accepted %+v", c)
+		}
+		if strings.TrimSpace(ids) != "" && len(c.deniedUIDs) != strings.Count(ids, ",")+1 {
+			t.Fatalf("denied_host_uids %q parsed as %v", ids, c.deniedUIDs)
+		}
+		for _, r := range c.deniedUIDs {
+			if r.lo > r.hi {
+				t.Fatalf("denied_host_uids %q gave the empty range %v", ids, r)
+			}
 		}
 	})
 }

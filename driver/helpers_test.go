@@ -103,9 +103,18 @@ func newTestDriver(t *testing.T, storeDir string) *testDriver {
 	return newTestDriverWith(t, &Config{CheckpointStore: storeDir})
 }
 
-// newTestDriverWith starts a driver with config (test defaults for the
-// fields left zero, and a fake Nomad API unless NomadAddress is set).
+// newTestDriverWith starts an enabled driver with config (test defaults
+// for the fields left zero, and a fake Nomad API unless NomadAddress is
+// set).
 func newTestDriverWith(t *testing.T, config *Config) *testDriver {
+	t.Helper()
+	c := *config
+	c.Enabled = true
+	return newTestDriverRaw(t, &c)
+}
+
+// newTestDriverRaw is newTestDriverWith without turning the driver on.
+func newTestDriverRaw(t *testing.T, config *Config) *testDriver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := NewDriver(ctx, testlog.HCLogger(t))

@@ -12,6 +12,9 @@
 #   nomad acl policy apply -namespace default -job caravan-planner \
 #     caravan-planner jobspecs/acl/planner-nomad.policy.hcl
 #
+# (plus jobspecs/acl/planner-nomad-register.policy.hcl, the same way, for
+# parameter-server jobs, caravan_stop_on_converge or placement_affinity).
+#
 # and a Consul token with jobspecs/acl/planner-consul.policy.hcl in the
 # variable consul_token (or CONSUL_HTTP_TOKEN from Vault/Nomad Variables).
 #

@@ -44,6 +44,9 @@ type C struct {
 	NomadBin string
 	// Clients are the two Nomad clients, client1 then client2.
 	Clients []Client
+	// Token is the ACL token CLI calls send (empty: none; the shared
+	// cluster has no ACLs).
+	Token string
 }
 
 // Client is one Nomad client agent of the cluster.

@@ -24,6 +24,9 @@ func (c *C) CLI(t testing.TB, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.NomadBin, args...)
 	cmd.Dir = c.Root
 	cmd.Env = append(cmd.Environ(), "NOMAD_ADDR="+c.NomadAddr, "CONSUL_HTTP_ADDR="+strings.TrimPrefix(c.ConsulAddr, "http://"))
+	if c.Token != "" {
+		cmd.Env = append(cmd.Env, "NOMAD_TOKEN="+c.Token)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

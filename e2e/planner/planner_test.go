@@ -51,7 +51,6 @@ func freePort(t *testing.T) int {
 func startPlanner(t *testing.T, c *harness.C, name string, extra string) *instance {
 	t.Helper()
 	port := freePort(t)
-	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
 log_level = "debug"
 bind_addr = "127.0.0.1"
@@ -78,6 +77,13 @@ capacity {
 }
 %s
 `, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, extra)
+	return runPlanner(t, c, name, port, cfg)
+}
+
+// runPlanner runs `caravan planner` with config cfg, serving on port.
+func runPlanner(t *testing.T, c *harness.C, name string, port int, cfg string, env ...string) *instance {
+	t.Helper()
+	dir := t.TempDir()
 	path := filepath.Join(dir, "planner.hcl")
 	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	logPath := filepath.Join(dir, "planner.log")
@@ -85,7 +91,7 @@ capacity {
 	must.NoError(t, err)
 	cmd := exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr)
+	cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr), env...)
 	must.NoError(t, cmd.Start())
 	in := &instance{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logPath, config: path}
 	t.Cleanup(func() {

@@ -1,11 +1,21 @@
-# Least-privilege Nomad ACL policy for the caravan planner.
+# Least-privilege Nomad ACL policy for the caravan planner: read what it
+# decides on, and change jobs only by scaling them (count changes, with the
+# planner's scaling events; suspend = scale to 0, resume = scale up). That is
+# every decision of the default configuration on single-group jobs.
 #
-# It reads every job, allocation and node it needs to decide, and changes
-# jobs only through scaling (count changes, with scaling events) and job
-# registration with an enforced modify index (changes a scale cannot express,
-# and stopping a converged job). It cannot read secrets, exec into or signal
-# allocations, read logs, or touch ACLs, variables, volumes or the operator
-# API.
+# Three features register a new job version instead, and need submit-job
+# too (planner-nomad-register.policy.hcl, attached beside this one):
+#   - jobs whose workers and parameter servers change together
+#     (meta caravan_ps_group), in one version, so no mismatched pair runs;
+#   - stopping a converged job (meta caravan_stop_on_converge = "true");
+#   - policy { placement_affinity = true } (the count change of a resize is
+#     a scale and still applies; only the affinity is not registered).
+# Without it those decisions are refused by Nomad (403); the planner logs
+# the missing capability once, at error level, and GET /v1/plan shows each
+# refused action with the reason.
+#
+# It cannot read secrets, exec into or signal allocations, read logs, or
+# touch ACLs, variables, volumes or the operator API.
 #
 #   nomad acl policy apply -description "caravan planner" caravan-planner \
 #     jobspecs/acl/planner-nomad.policy.hcl
@@ -22,8 +32,7 @@ namespace "*" {
     "list-jobs",        # GET /v1/jobs (long-polled)
     "read-job",         # GET /v1/job/:id, /v1/allocations
     "read-job-scaling", # GET /v1/job/:id/scale (the planner's own events)
-    "scale-job",        # PUT /v1/job/:id/scale (count changes, suspend, resume)
-    "submit-job",       # PUT /v1/jobs with EnforceIndex (full updates, stop at convergence)
+    "scale-job",        # POST /v1/job/:id/scale (count changes, suspend, resume)
   ]
 }
 

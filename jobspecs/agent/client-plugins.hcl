@@ -1,13 +1,29 @@
-# Nomad client agent configuration for caravan's plugins on a GPU node.
-# Add it to the client's configuration (nomad agent -config=...), and copy the
-# caravan binary into plugin_dir twice: as caravan-gpu and as caravan (Nomad
-# finds a plugin by its file name; `args` picks what the binary serves).
+# Nomad client agent configuration for caravan on a GPU node: the two plugins
+# and the raw_exec driver the shipped jobspecs use. Add it to the client's
+# configuration (nomad agent -config=...), and copy the caravan binary into
+# plugin_dir twice: as caravan-gpu and as caravan (Nomad finds a plugin by its
+# file name; `args` picks what the binary serves).
+#
+# e2e/jobspecs starts a client from this very file, changing only the lines
+# marked "e2e:" (paths, and the GPU backend: the CI machine has no GPU).
 
-data_dir   = "/opt/nomad/data"
-plugin_dir = "/opt/nomad/plugins"
+data_dir   = "/opt/nomad/data"    # e2e: data_dir
+plugin_dir = "/opt/nomad/plugins" # e2e: plugin_dir
 
 client {
   enabled = true
+}
+
+# raw_exec runs the jobspecs' plain tasks (hello, gpu-*, the planner, the
+# relay sidecars). Like the caravan driver it runs tasks as the agent's user,
+# without isolation; Nomad leaves it off until enabled. To refuse tasks that
+# run as root or in privileged groups, deny their IDs (ranges allowed):
+#   denied_host_uids = "0"
+#   denied_host_gids = "0,27"
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
 }
 
 # Fractional GPUs through NVML (device/README.md).
@@ -15,9 +31,14 @@ plugin "caravan-gpu" {
   args = ["device"]
 
   config {
-    backend            = "nvml"
+    backend            = "nvml" # e2e: backend
     shares             = 4
     fingerprint_period = "1m"
+
+    # GPUs another device plugin (nomad-device-nvidia) hands out: list their
+    # UUIDs here and the others in that plugin's ignored_gpu_ids, so no GPU
+    # is given out twice.
+    # ignored_gpu_ids = ["GPU-fef8089b-4820-abfc-e83e-94318197576e"]
 
     # Whole GPUs for the H100s: one share each.
     share_override {
@@ -27,14 +48,20 @@ plugin "caravan-gpu" {
   }
 }
 
-# The checkpointing task driver (driver/README.md). The store must be one
-# directory every client reaches: an NFS or other shared mount.
+# The checkpointing task driver (driver/README.md). Off until enabled, like
+# raw_exec. The store must be one directory every client reaches: an NFS or
+# other shared mount.
 plugin "caravan" {
   args = ["driver"]
 
   config {
-    checkpoint_store  = "/mnt/caravan-checkpoints"
+    enabled           = true
+    checkpoint_store  = "/mnt/caravan-checkpoints" # e2e: checkpoint_store
     checkpoint_retain = 3
+
+    # The same host ID checks as raw_exec's:
+    #   denied_host_uids = "0"
+    #   denied_host_gids = "0,27"
 
     # The local agent the driver asks for a job's incarnation (its create
     # index), so a purged and resubmitted job starts fresh. Defaults to

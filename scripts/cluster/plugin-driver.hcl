@@ -5,6 +5,8 @@
 plugin "caravan" {
   args = ["driver"]
   config {
+    # Off until enabled, like raw_exec.
+    enabled           = true
     checkpoint_store  = "@CLUSTER_DIR@/checkpoints"
     checkpoint_retain = 3
     # The agent the driver asks for a job's incarnation (its create index),

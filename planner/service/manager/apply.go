@@ -86,6 +86,11 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.Status, a.Error = StatusConflict, err.Error()
 			m.metrics.Conflicts++
 			m.log.Info("job changed under the planner; not overwriting", "job", a.Job, "error", err)
+		case errors.Is(err, submit.ErrForbidden):
+			a.Status, a.Error = StatusRefused, err.Error()
+			m.metrics.WriteErrors++
+			m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
+			m.logForbiddenLocked(a, err)
 		case errors.Is(err, submit.ErrRejected):
 			a.Status, a.Error = StatusRefused, err.Error()
 			m.metrics.WriteErrors++
@@ -100,6 +105,23 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// logForbiddenLocked reports a write the planner's token may not make: at
+// error level the first time per kind of action (an operator must grant the
+// capability or turn the feature off), then at debug; the action's status
+// (GET /v1/plan) keeps saying it. m.mu must be held.
+func (m *Manager) logForbiddenLocked(a *Action, err error) {
+	if m.forbidden == nil {
+		m.forbidden = map[Kind]bool{}
+	}
+	if m.forbidden[a.Kind] {
+		m.log.Debug("token may not apply this decision", "job", a.Job, "kind", a.Kind, "error", err)
+		return
+	}
+	m.forbidden[a.Kind] = true
+	m.log.Error("the planner's Nomad token lacks an ACL capability; decisions of this kind are not applied until it is granted",
+		"job", a.Job, "kind", a.Kind, "error", err)
 }
 
 // Lease is a Leader that knows until when its leadership is confirmed
@@ -191,6 +213,14 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 			return err
 		}
 		res, err := m.cfg.Writer.Register(ctx, cp, index, a.Message+" (placement affinity)")
+		if errors.Is(err, submit.ErrForbidden) && (workers || ps) {
+			// The counts are applied; only the affinity is not.
+			a.Error = "scaled; placement affinity not registered: " + err.Error()
+			m.mu.Lock()
+			m.logForbiddenLocked(a, err)
+			m.mu.Unlock()
+			return nil
+		}
 		if err != nil {
 			return err
 		}

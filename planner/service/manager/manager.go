@@ -82,6 +82,9 @@ type Manager struct {
 	last     *Round
 	metrics  Metrics
 	kick     chan struct{}
+	// forbidden records the kinds of action already reported as beyond
+	// the token's ACL capabilities (logged once each).
+	forbidden map[Kind]bool
 }
 
 // Metrics are cumulative counters for /v1/metrics.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -623,4 +624,62 @@ func TestManager_FencesEveryWriteOnTheLease(t *testing.T) {
 	must.SliceLen(t, 1, h.nomad.WritesSnapshot())
 	must.SliceLen(t, 1, w.deadlines)
 	must.LessEq(t, 10*time.Second, w.deadlines[0])
+}
+
+// forbiddingWriter is a token whose ACL policy grants scale-job only.
+type forbiddingWriter struct{ inner Writer }
+
+func (w forbiddingWriter) Scale(ctx context.Context, s submit.Scale) (submit.Result, error) {
+	return w.inner.Scale(ctx, s)
+}
+func (w forbiddingWriter) Register(context.Context, *nomadapi.Job, uint64, string) (submit.Result, error) {
+	return submit.Result{}, fmt.Errorf("registering: %w: it needs the submit-job capability", submit.ErrForbidden)
+}
+func (w forbiddingWriter) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
+	return w.Register(ctx, j, idx, reason)
+}
+
+// TestManager_ForbiddenRegistrationIsReportedOnce: with a scale-only token
+// a decision that needs a registration (workers and parameter servers in
+// one version) is refused, says why in the plan, and is logged at error
+// level once, not every round.
+func TestManager_ForbiddenRegistrationIsReportedOnce(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 2)
+	var logs strings.Builder
+	h.mgr.log = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	job := fakenomad.TrainingJob("a", 1, map[string]string{
+		"caravan_max_workers": "4", "caravan_ps_group": "ps", "caravan_min_ps": "1", "caravan_max_ps": "2"})
+	ps := nomadapi.NewTaskGroup("ps", 2)
+	ps.AddTask(nomadapi.NewTask("serve", "raw_exec"))
+	job.AddTaskGroup(ps)
+	h.nomad.PutJob(job)
+	h.writer = forbiddingWriter{inner: h.writer}
+	for range 2 {
+		r := h.round()
+		must.SliceLen(t, 1, r.Actions)
+		must.Eq(t, StatusRefused, r.Actions[0].Status)
+		must.StrContains(t, r.Actions[0].Error, "submit-job")
+		h.clk.Advance(defaultSettings().Cooldown + time.Second)
+	}
+	must.Eq(t, 1, strings.Count(logs.String(), "[ERROR]"), must.Sprint(logs.String()))
+	must.StrContains(t, logs.String(), "lacks an ACL capability")
+	must.SliceEmpty(t, h.nomad.WritesSnapshot())
+}
+
+// TestManager_ForbiddenAffinityKeepsTheScale: with placement_affinity and a
+// scale-only token the count change is applied and reported as such; only
+// the affinity registration is refused, and said so.
+func TestManager_ForbiddenAffinityKeepsTheScale(t *testing.T) {
+	s := defaultSettings()
+	s.PlacementAffinity = true
+	h := newHarness(t, s, 2)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.writer = forbiddingWriter{inner: h.writer}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status)
+	must.StrContains(t, a.Error, "placement affinity not registered")
+	must.StrContains(t, a.Error, "submit-job")
+	must.Eq(t, []string{"scale default/a worker 2"}, h.nomad.WritesSnapshot())
 }

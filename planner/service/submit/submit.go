@@ -25,6 +25,31 @@ var ErrConflict = errors.New("job changed since it was read")
 // at once will not help; the next round decides again.
 var ErrRejected = errors.New("nomad rejected the update")
 
+// ErrForbidden means the planner's Nomad token lacks the ACL capability
+// the write needs (HTTP 403): scale-job for scales, submit-job for
+// registrations (jobspecs/acl/ has both policies). Retrying will not help
+// until an operator grants it.
+var ErrForbidden = errors.New("the planner's Nomad token may not do this")
+
+// Capabilities a write needs, named in ErrForbidden errors.
+const (
+	CapabilityScale  = "scale-job"
+	CapabilitySubmit = "submit-job"
+)
+
+// forbidden explains a 403: which capability, and the policy granting it.
+func forbidden(err error, capability string) error {
+	var ue nomadapi.UnexpectedResponseError
+	if !errors.As(err, &ue) || ue.StatusCode() != 403 {
+		return nil
+	}
+	policy := "jobspecs/acl/planner-nomad.policy.hcl"
+	if capability == CapabilitySubmit {
+		policy = "jobspecs/acl/planner-nomad-register.policy.hcl"
+	}
+	return fmt.Errorf("%w: it needs the %s capability (policy %s): %w", ErrForbidden, capability, policy, err)
+}
+
 // Meta keys the planner puts on its scaling events, so any instance (a new
 // leader after a failover) can tell why a job is at zero.
 const (
@@ -114,6 +139,9 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 		if isConflict(err) {
 			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
 		}
+		if ferr := forbidden(err, CapabilityScale); ferr != nil {
+			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ferr)
+		}
 		if isRejected(err) {
 			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
 		}
@@ -143,6 +171,9 @@ func (w *Writer) Register(ctx context.Context, job *nomadapi.Job, modifyIndex ui
 	if err != nil {
 		if isConflict(err) {
 			return Result{}, fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ErrConflict)
+		}
+		if ferr := forbidden(err, CapabilitySubmit); ferr != nil {
+			return Result{}, fmt.Errorf("registering %s/%s: %w", ns, *job.ID, ferr)
 		}
 		if isRejected(err) {
 			return Result{}, fmt.Errorf("registering %s/%s: %w: %w", ns, *job.ID, ErrRejected, err)

@@ -1,0 +1,155 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+// aclAgent starts a standalone Nomad agent with ACLs on, bootstraps them,
+// and returns it driven by the management token.
+func aclAgent(t *testing.T, c *harness.C) *harness.Agent {
+	t.Helper()
+	a := harness.NewAgent(t, c, "acl", 4)
+	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, "enabled = true"), "acl {\n  enabled = true\n}\n")
+	var boot struct{ SecretID string }
+	harness.Eventually(t, time.Minute, func() error {
+		out, err := a.C.CLI(t, "acl", "bootstrap", "-json")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(out), &boot)
+	})
+	a.SetToken(t, boot.SecretID)
+	a.WaitNode(t, 2*time.Minute)
+	return a
+}
+
+// plannerToken applies the shipped scale-only policy and mints a token
+// holding only it.
+func plannerToken(t *testing.T, a *harness.Agent) string {
+	t.Helper()
+	_, err := a.C.CLI(t, "acl", "policy", "apply", "caravan-planner",
+		filepath.Join(a.C.Root, "jobspecs", "acl", "planner-nomad.policy.hcl"))
+	must.NoError(t, err)
+	out, err := a.C.CLI(t, "acl", "token", "create", "-name", "caravan-planner", "-policy", "caravan-planner", "-json")
+	must.NoError(t, err)
+	var tok struct{ SecretID string }
+	must.NoError(t, json.Unmarshal([]byte(out), &tok))
+	must.NotEq(t, "", tok.SecretID)
+	return tok.SecretID
+}
+
+type planAction struct {
+	Job    string `json:"job"`
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// TestPlanner_ScaleOnlyACL runs the planner on an ACL-enabled Nomad with a
+// token of jobspecs/acl/planner-nomad.policy.hcl (scale-job and reads, no
+// submit-job). A job failing with a user error is scaled to 0 (a scale:
+// allowed); a converged job whose meta asks to be stopped needs a
+// registration, which Nomad refuses: the plan shows the action refused,
+// naming the capability, and the planner logs it once at error level.
+// Consul has no ACLs here (the shared cluster's dev agent).
+func TestPlanner_ScaleOnlyACL(t *testing.T) {
+	c := harness.Cluster(t)
+	a := aclAgent(t, c)
+	ac := a.C
+	token := plannerToken(t, a)
+
+	port := freePort(t)
+	p := runPlanner(t, ac, "acl", port, fmt.Sprintf(`
+log_level = "debug"
+bind_addr = "127.0.0.1"
+port      = %d
+nomad {
+  address       = %q
+  blocking_wait = "30s"
+}
+consul {
+  address        = %q
+  service_id     = "caravan-planner-acl"
+  lock_key       = "caravan/planner/acl-e2e"
+  check_interval = "1s"
+  session_ttl    = "10s"
+}
+policy {
+  name         = "optimus"
+  interval     = "3s"
+  cooldown     = "10s"
+  restart_cost = "5s"
+}
+capacity {
+  device = "caravan/gpushare"
+}
+`, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://")), "NOMAD_TOKEN="+token)
+	harness.Eventually(t, 30*time.Second, func() error {
+		h, err := p.health()
+		if err != nil {
+			return err
+		}
+		if !h.Leader || !h.Synced {
+			return fmt.Errorf("planner not leading yet: %+v", h)
+		}
+		return nil
+	})
+
+	bin := filepath.Join(ac.Root, "build", "caravan")
+	sim := func(name string, vars ...string) string {
+		_ = os.RemoveAll(filepath.Join(ac.CheckpointDir, "default-"+name))
+		base := []string{"name=" + name, "caravan_bin=" + bin, "state_dir=" + ac.CheckpointDir, "shares=2",
+			"count=1", "max_workers=1"}
+		return ac.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
+	}
+	failing := sim("acl-fail", "fail_exit=1")
+	converging := sim("acl-conv", "b0=0.01", "target_loss=0.5", "stop_on_converge=true")
+
+	// Scaling works under the scale-only policy.
+	harness.Eventually(t, 3*time.Minute, func() error {
+		for _, ev := range events(t, ac, failing) {
+			if action(ev) == "user-error-stop" && !ev.Error {
+				return nil
+			}
+		}
+		return fmt.Errorf("no user-error-stop scaling event on %s yet", failing)
+	})
+	st, _, err := ac.Nomad.Jobs().ScaleStatus(failing, nil)
+	must.NoError(t, err)
+	must.Eq(t, 0, st.TaskGroups["worker"].Desired)
+
+	// Stopping the converged job needs submit-job: refused, and said so.
+	var refused planAction
+	harness.Eventually(t, 3*time.Minute, func() error {
+		var plan struct {
+			Actions []planAction `json:"actions"`
+		}
+		if err := getJSON(p.url+"/v1/plan", &plan); err != nil {
+			return err
+		}
+		for _, act := range plan.Actions {
+			if act.Job == "default/"+converging && act.Kind == "stop" && act.Status == "refused" {
+				refused = act
+				return nil
+			}
+		}
+		return fmt.Errorf("no refused stop of %s yet: %+v", converging, plan.Actions)
+	})
+	must.StrContains(t, refused.Error, "needs the submit-job capability (policy jobspecs/acl/planner-nomad-register.policy.hcl)")
+	job, _, err := ac.Nomad.Jobs().Info(converging, nil)
+	must.NoError(t, err)
+	must.False(t, job.Stop != nil && *job.Stop, must.Sprint("the scale-only token stopped the job"))
+	b, err := os.ReadFile(p.log)
+	must.NoError(t, err)
+	must.Eq(t, 1, strings.Count(string(b), "lacks an ACL capability"), must.Sprint(tail(string(b), 40)))
+}

@@ -1,0 +1,20 @@
+# Add-on Nomad ACL policy for the caravan planner: submit-job, for the
+# decisions that register a new job version (always with an enforced modify
+# index, so a user's concurrent edit is never overwritten):
+#   - workers and parameter servers changed together (meta caravan_ps_group);
+#   - stopping a converged job (meta caravan_stop_on_converge = "true");
+#   - policy { placement_affinity = true }.
+# Attach it beside planner-nomad.policy.hcl only when one of them is used:
+#
+#   nomad acl policy apply -description "caravan planner: job versions" \
+#     caravan-planner-register jobspecs/acl/planner-nomad-register.policy.hcl
+#   nomad acl token create -name caravan-planner \
+#     -policy caravan-planner -policy caravan-planner-register
+#
+# submit-job lets a token register any job in these namespaces, which is
+# most of what an operator can do to them: narrow "*" to the namespaces the
+# planner manages.
+
+namespace "*" {
+  capabilities = ["submit-job"] # PUT /v1/jobs with EnforceIndex
+}
