@@ -13,7 +13,9 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
@@ -53,7 +55,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/jobs", s.get(s.jobs))
 	mux.HandleFunc("/v1/jobs/", s.get(s.job))
 	mux.HandleFunc("/v1/plan", s.get(s.plan))
-	mux.HandleFunc("/v1/metrics", s.get(s.metrics))
+	reg := metrics.NewRegistry(plannerCollector{s})
+	mux.HandleFunc("/v1/metrics", s.get(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP))
 	mux.Handle("/v1/progress", s.countProgress(s.Progress))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (see planner/README.md)")
