@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
+
+	"github.com/caravan-nomad/caravan/internal/metrics"
 )
 
 // Chunk size bounds the store accepts (driver/store Options.ChunkSize).
@@ -45,6 +47,9 @@ type Config struct {
 	// tasks' jobs (read-job); at most one. Default: NOMAD_TOKEN.
 	NomadToken     string `codec:"nomad_token"`
 	NomadTokenFile string `codec:"nomad_token_file"`
+	// MetricsAddress, when set, serves the driver's Prometheus metrics at
+	// http://<address>/metrics; it must be a loopback host:port.
+	MetricsAddress string `codec:"metrics_address"`
 
 	gcInterval time.Duration
 }
@@ -76,6 +81,11 @@ func (c *Config) validate() error {
 	}
 	if c.NomadTokenFile != "" && !filepath.IsAbs(c.NomadTokenFile) {
 		return fmt.Errorf("nomad_token_file: %q must be an absolute path", c.NomadTokenFile)
+	}
+	if c.MetricsAddress != "" {
+		if err := metrics.CheckAddress(c.MetricsAddress, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

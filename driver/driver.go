@@ -28,6 +28,7 @@ import (
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
@@ -70,6 +71,7 @@ var (
 		"nomad_address":    hclspec.NewAttr("nomad_address", "string", false),
 		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
 		"nomad_token_file": hclspec.NewAttr("nomad_token_file", "string", false),
+		"metrics_address":  hclspec.NewAttr("metrics_address", "string", false),
 	})
 
 	// taskConfigSpec is the schema of a task's config block.
@@ -144,6 +146,12 @@ type Driver struct {
 	tasks  *taskStore
 	ctx    context.Context
 	logger hclog.Logger
+
+	// metrics are served at the config's metrics_address, if set.
+	metrics       *driverMetrics
+	metricsLock   sync.Mutex
+	metricsServer *metrics.Server
+	metricsAddr   string
 }
 
 // jobReader returns the Nomad API reader for policy checks, or nil.
@@ -169,6 +177,7 @@ func NewDriver(ctx context.Context, logger hclog.Logger) *Driver {
 		tasks:   newTaskStore(),
 		ctx:     ctx,
 		logger:  logger,
+		metrics: newDriverMetrics(),
 	}
 }
 
@@ -200,6 +209,9 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	d.store = nil // reopened with the new options on next use
 	d.storeLock.Unlock()
 
+	if err := d.serveMetrics(config.MetricsAddress); err != nil {
+		return fmt.Errorf("invalid caravan plugin config: %w", err)
+	}
 	if config.gcInterval > 0 {
 		d.gcOnce.Do(func() { go d.gcLoop(config.gcInterval) })
 	}
@@ -437,6 +449,7 @@ func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, 
 		signal:  h.exec.Signal,
 		exited:  h.doneCh,
 		events:  newTaskEmitter(d.eventer, cfg),
+		metrics: d.metrics,
 		onSaved: d.noteCommit,
 		sem:     make(chan struct{}, 1),
 	}
