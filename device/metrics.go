@@ -12,12 +12,12 @@ import (
 
 // gpuFigures are one GPU's numbers from the latest metering pass.
 type gpuFigures struct {
-	uuid, model                          string
-	shares, allocated, active, overLimit int
-	memUsed, memTotal, memUnattributed   uint64
-	memReserved                          uint64
-	smReserved                           uint32 // percent, summed over reservations
-	util                                 *uint32
+	uuid, model                         string
+	shares, reserved, active, overLimit int
+	memUsed, memTotal, memUnattributed  uint64
+	memReserved                         uint64
+	smReserved                          uint32 // percent, summed over reservations
+	util                                *uint32
 }
 
 // deviceMetrics keeps the latest pass's per-GPU figures for Prometheus, so
@@ -36,7 +36,7 @@ var (
 	gpuLabels          = []string{"gpu", "model"}
 	descBackend        = prometheus.NewDesc("caravan_gpu_backend_info", "Always 1; backend is nvml, or simulated for fake GPUs.", []string{"backend"}, nil)
 	descShares         = prometheus.NewDesc("caravan_gpu_shares", "Shares the GPU is advertised as.", gpuLabels, nil)
-	descAllocated      = prometheus.NewDesc("caravan_gpu_shares_allocated", "Shares of the GPU held by reservations.", gpuLabels, nil)
+	descReserved       = prometheus.NewDesc("caravan_gpu_shares_reserved", "Shares of the GPU that a Reserve call handed out (Nomad never tells the plugin an allocation ended, so a share stays counted until it is reserved again; shares_active is what is in use).", gpuLabels, nil)
 	descActive         = prometheus.NewDesc("caravan_gpu_shares_active", "Shares whose reservation has processes on the GPU.", gpuLabels, nil)
 	descOverLimit      = prometheus.NewDesc("caravan_gpu_reservations_over_limit", "Reservations using more GPU memory than their shares allow.", gpuLabels, nil)
 	descMemUsed        = prometheus.NewDesc("caravan_gpu_memory_used_bytes", "GPU memory used by all processes.", gpuLabels, nil)
@@ -76,7 +76,7 @@ func (m *deviceMetrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, g.uuid, g.model)
 		}
 		gauge(descShares, float64(g.shares))
-		gauge(descAllocated, float64(g.allocated))
+		gauge(descReserved, float64(g.reserved))
 		gauge(descActive, float64(g.active))
 		gauge(descOverLimit, float64(g.overLimit))
 		gauge(descMemUsed, float64(g.memUsed))
@@ -98,7 +98,7 @@ func (p *Plugin) figures(e *gpuEntry, st nvml.Status, byShare map[string]*usage,
 	seen := map[*usage]bool{}
 	for _, id := range e.ids {
 		if p.reservations.forShare(id) != nil {
-			f.allocated++
+			f.reserved++
 		}
 		u := byShare[id]
 		if u == nil {

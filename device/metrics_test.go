@@ -57,7 +57,7 @@ func TestMetrics_ShareUsePerGPU(t *testing.T) {
 	reg := p.metrics.reg
 	want := map[string]float64{
 		"caravan_gpu_shares":                        4,
-		"caravan_gpu_shares_allocated":              3,
+		"caravan_gpu_shares_reserved":               3,
 		"caravan_gpu_shares_active":                 3,
 		"caravan_gpu_reservations_over_limit":       1,
 		"caravan_gpu_memory_reserved_used_bytes":    float64(38 * gib),
@@ -70,7 +70,7 @@ func TestMetrics_ShareUsePerGPU(t *testing.T) {
 		must.True(t, ok, must.Sprintf("missing %s", name))
 		must.Eq(t, v, got, must.Sprint(name))
 	}
-	idle, ok := gathered(t, reg, "caravan_gpu_shares_allocated", f.uuid(1))
+	idle, ok := gathered(t, reg, "caravan_gpu_shares_reserved", f.uuid(1))
 	must.True(t, ok)
 	must.Eq(t, 0.0, idle)
 
