@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/caravan-nomad/caravan/internal/metrics"
+	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
@@ -103,13 +104,14 @@ type Health struct {
 	Status   string `json:"status"` // ok or stopping
 	ID       string `json:"id"`
 	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
 	Leader   bool   `json:"leader"`
 	Synced   bool   `json:"nomad_synced"`
 	NomadErr string `json:"nomad_error,omitempty"`
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := Health{Status: "ok", ID: s.ID, Version: s.Version, Leader: s.Leader.IsLeader()}
+	h := Health{Status: "ok", ID: s.ID, Version: s.Version, Revision: version.GitCommit, Leader: s.Leader.IsLeader()}
 	snap := s.Source.Snapshot()
 	h.Synced = snap.Synced
 	if snap.Err != nil {
