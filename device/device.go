@@ -138,7 +138,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	client, err := p.open(s)
 	switch {
 	case errors.Is(err, nvml.ErrLibraryNotFound):
-		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend)
+		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend, "reason", err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("caravan-gpu: open %s backend: %w", s.backend, err)
