@@ -69,7 +69,7 @@ build() {
     fi
   fi
   echo "==> dist: linux/$arch (cgo=$cgo${cc:+, CC=$cc})"
-  CGO_ENABLED=$cgo GOOS=linux GOARCH=$arch ${cc:+CC=$cc} \
+  env CGO_ENABLED=$cgo GOOS=linux GOARCH=$arch ${cc:+CC=$cc} \
     go build -trimpath -ldflags "-s -w -X $pkg.Version=$version -X $pkg.GitCommit=$revision" \
     -o "$stage/caravan" .
   {
