@@ -22,7 +22,7 @@ func scalingJob(id string, lo, hi int64, enabled bool, meta map[string]string) *
 	for k, v := range meta {
 		job.Meta[k] = v
 	}
-	tg := nomadapi.NewTaskGroup("worker", 1)
+	tg := nomadapi.NewTaskGroup("worker", int(lo)) // Nomad refuses a count outside the block
 	tg.Scaling = &nomadapi.ScalingPolicy{Min: &lo, Max: &hi, Enabled: &enabled}
 	task := nomadapi.NewTask("sleep", "caravan")
 	task.Config = map[string]any{"command": "/bin/sleep", "args": []string{"600"}}
