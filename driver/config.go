@@ -21,6 +21,9 @@ const (
 	// signalled faster does little but checkpoint.
 	minInterval = 100 * time.Millisecond
 
+	// defaultGCInterval is checkpoint_gc_interval's default.
+	defaultGCInterval = "10m"
+
 	minChunkSize = 4 << 10
 	maxChunkSize = 256 << 20
 )

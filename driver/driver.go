@@ -66,7 +66,7 @@ var (
 		),
 		"checkpoint_gc_interval": hclspec.NewDefault(
 			hclspec.NewAttr("checkpoint_gc_interval", "string", false),
-			hclspec.NewLiteral(`"10m"`),
+			hclspec.NewLiteral(strconv.Quote(defaultGCInterval)),
 		),
 		"nomad_address":    hclspec.NewAttr("nomad_address", "string", false),
 		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
@@ -172,7 +172,7 @@ func NewDriver(ctx context.Context, logger hclog.Logger) *Driver {
 	logger = logger.Named(PluginName)
 	return &Driver{
 		eventer: eventer.NewEventer(ctx, logger),
-		config:  &Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"},
+		config:  &Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: defaultGCInterval},
 		gcKeys:  make(chan store.Key, 1),
 		tasks:   newTaskStore(),
 		ctx:     ctx,
@@ -187,7 +187,7 @@ func (d *Driver) TaskConfigSchema() (*hclspec.Spec, error)      { return taskCon
 func (d *Driver) Capabilities() (*drivers.Capabilities, error)  { return capabilities, nil }
 
 func (d *Driver) SetConfig(cfg *base.Config) error {
-	config := Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"}
+	config := Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: defaultGCInterval}
 	if len(cfg.PluginConfig) != 0 {
 		if err := base.MsgPackDecode(cfg.PluginConfig, &config); err != nil {
 			return err
