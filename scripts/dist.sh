@@ -18,14 +18,15 @@
 # the nvml backend; BUILD-INFO says so). DIST_REQUIRE_NVML=1 makes the
 # second case an error.
 #
-#   scripts/dist.sh [--check]   (--check: only verify an existing build/dist)
+#   scripts/dist.sh [--check]   (--check: only verify an existing build/dist;
+#                                DIST_DIR=dir to use another directory)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 version=${VERSION:-$(sed -n 's/^\tVersion *= "\(.*\)"$/\1/p' internal/version/version.go)}
 revision=${GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || true)}
-out=$root/build/dist
+out=${DIST_DIR:-$root/build/dist}
 arches=(amd64 arm64)
 pkg=github.com/caravan-nomad/caravan/internal/version
 
