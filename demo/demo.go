@@ -20,6 +20,8 @@ import (
 
 	consulapi "github.com/hashicorp/consul/api"
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/cli"
 )
 
 // Config says which cluster the demo drives.
@@ -143,6 +145,9 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if err := checkFlags(fs, cfg); err != nil {
+		return cli.Report(os.Stderr, "caravan demo", err)
+	}
 	if cfg.CaravanBin == "" || cfg.StateDir == "" || cfg.CheckpointStore == "" {
 		fmt.Fprintln(os.Stderr, "caravan demo: -caravan-bin, -state-dir and -checkpoint-store are required")
 		return 2
@@ -170,4 +175,13 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// checkFlags rejects stray arguments and run lengths the demo cannot use.
+func checkFlags(fs *flag.FlagSet, cfg Config) error {
+	c := cli.For(fs)
+	c.NoArgs()
+	c.AtLeast("steps", cfg.Steps, 1)
+	c.AtLeast("elastic-steps", cfg.ElasticSteps, 1)
+	return c.Err()
 }

@@ -43,3 +43,13 @@ func TestElasticOutcome_AddLog(t *testing.T) {
 	// Only one-server reports count, so the speeds compare.
 	must.Eq(t, map[int]float64{1: 1000, 2: 1800}, medians(speeds))
 }
+
+func TestMainRejectsInvalidFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-steps", "0"},
+		{"-elastic-steps", "-5"},
+		{"-caravan-bin", "x", "stray"},
+	} {
+		must.Eq(t, 2, Main(args), must.Sprint(args))
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/device/nvml"
 	"github.com/caravan-nomad/caravan/device/simulated"
+	"github.com/caravan-nomad/caravan/internal/metrics"
 )
 
 const (
@@ -65,6 +66,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 		hclspec.NewAttr("fingerprint_period", "string", false),
 		hclspec.NewLiteral(`"1m"`),
 	),
+	"metrics_address": hclspec.NewAttr("metrics_address", "string", false),
 	"share_override": hclspec.NewBlockList("share_override", hclspec.NewObject(map[string]*hclspec.Spec{
 		"gpu":    hclspec.NewAttr("gpu", "string", true),
 		"shares": hclspec.NewAttr("shares", "number", true),
@@ -95,6 +97,10 @@ type Config struct {
 	Health            *HealthConfig    `codec:"health"`
 	MPS               *MPSConfig       `codec:"mps"`
 	Simulated         *simulated.Block `codec:"simulated"`
+
+	// MetricsAddress, when set, serves Prometheus metrics at
+	// http://<address>/metrics; it must be a loopback host:port.
+	MetricsAddress string `codec:"metrics_address"`
 }
 
 // ShareOverride sets the share count of the GPUs a selector matches:
@@ -125,6 +131,7 @@ type settings struct {
 	backend           string
 	shares            int
 	fingerprintPeriod time.Duration
+	metricsAddress    string
 	// ignored are the UUIDs of GPUs and MIG instances never advertised.
 	ignored   map[string]bool
 	overrides []override
@@ -186,6 +193,12 @@ func parseConfig(c *Config) (*settings, error) {
 	ignored, err := parseIgnored(c.IgnoredGPUIDs)
 	errs = append(errs, err)
 	s.ignored = ignored
+	if c.MetricsAddress != "" {
+		if err := metrics.CheckAddress(c.MetricsAddress, false); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		}
+		s.metricsAddress = c.MetricsAddress
+	}
 	for i, o := range c.ShareOverrides {
 		field := fmt.Sprintf("share_override[%d]", i)
 		ov, err := parseSelector(field+".gpu", o.GPU)

@@ -18,6 +18,7 @@ import (
 	"github.com/caravan-nomad/caravan/device/nvml"
 	"github.com/caravan-nomad/caravan/device/procenv"
 	"github.com/caravan-nomad/caravan/device/simulated"
+	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
@@ -77,6 +78,10 @@ type Plugin struct {
 
 	reservations *reservations
 	meter        *meter
+	// metrics are served at the config's metrics_address, if set.
+	metrics       *deviceMetrics
+	metricsServer *metrics.Server
+	metricsAddr   string
 }
 
 // NewPlugin returns the plugin.
@@ -97,6 +102,7 @@ func NewPlugin(ctx context.Context, logger log.Logger) *Plugin {
 		healthCh:      make(chan struct{}, 1),
 		reservations:  newReservations(),
 		inv:           &inventory{byUUID: map[string]*gpuEntry{}},
+		metrics:       newDeviceMetrics(),
 	}
 }
 
@@ -123,13 +129,16 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	p.settings = s
 	p.health = newHealthTracker(s.health)
 	p.meter = newMeter(p.procRoot)
+	if err := p.serveMetricsLocked(s.metricsAddress); err != nil {
+		return err
+	}
 	if !s.enabled {
 		return nil
 	}
 	client, err := p.open(s)
 	switch {
 	case errors.Is(err, nvml.ErrLibraryNotFound):
-		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend)
+		p.logger.Info("no NVML library on this host; advertising no GPUs", "backend", s.backend, "reason", err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("caravan-gpu: open %s backend: %w", s.backend, err)
@@ -178,6 +187,7 @@ func (p *Plugin) Shutdown() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closeLocked()
+	_ = p.serveMetricsLocked("")
 }
 
 // state returns the current settings and client under the read lock.

@@ -75,6 +75,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 	entries := inv.entries()
 	groups := make([]*device.DeviceGroupStats, 0, len(entries))
 	healthChanged := false
+	figures := make([]gpuFigures, 0, len(entries))
 	m.begin()
 	for _, e := range entries {
 		st, err := client.Status(e.gpu.UUID, m.since(e.gpu.UUID))
@@ -89,6 +90,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		}
 		if err != nil {
 			p.statsLogger.Warn("reading GPU status failed", "gpu", e.gpu.UUID, "error", err)
+			p.metrics.statusErrors.WithLabelValues(e.gpu.UUID).Inc()
 			es := errorStats(err, now)
 			for _, id := range e.ids {
 				g.InstanceStats[id] = es
@@ -99,6 +101,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		m.setSince(e.gpu.UUID, st.LastSampleMicros)
 		byShare, unattributed := p.attribute(m, e, st)
 		gpuStats := gpuStatValues(st, unattributed)
+		figures = append(figures, p.figures(e, st, byShare, unattributed))
 		// Shares of one reservation report the same values, as do free
 		// shares: render each once (allocations grow with reservations,
 		// not shares).
@@ -132,6 +135,8 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		groups = append(groups, g)
 	}
 	m.end()
+	settings, _, _ := p.state()
+	p.metrics.set(settings.backend, figures)
 	if healthChanged {
 		select {
 		case p.healthCh <- struct{}{}:

@@ -56,6 +56,7 @@ type checkpointer struct {
 	signal  func(os.Signal) error
 	exited  <-chan struct{}
 	events  *taskEmitter
+	metrics *driverMetrics
 	onSaved func(store.Key) // tells the GC loop a commit happened
 
 	sem     chan struct{} // capacity 1: the checkpoint in flight
@@ -238,6 +239,7 @@ func (c *checkpointer) commitBounded(ctx context.Context, st *store.Store, meta 
 func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats store.CommitStats, reason, step string, waited time.Duration) {
 	c.lastSeq.Store(m.Sequence)
 	c.lastGen.Store(man.Generation)
+	c.metrics.saved(reason, stats, waited)
 	if c.onSaved != nil {
 		c.onSaved(c.key)
 	}
@@ -269,6 +271,7 @@ func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats stor
 // periodic checkpoints of non-writer ranks do not push out the task's others.
 func (c *checkpointer) skipped(m *protocol.Marker, reason string) {
 	c.lastSeq.Store(m.Sequence)
+	c.metrics.outcome(reason, outcomeSkipped)
 	c.logger.Info("checkpoint skipped by the task: nothing to commit", "key", c.key.String(),
 		"sequence", m.Sequence, "reason", reason)
 	if reason == reasonStop || reason == reasonExit {
@@ -281,6 +284,7 @@ func (c *checkpointer) skipped(m *protocol.Marker, reason string) {
 // the key exists (another member of the group committed later training).
 func (c *checkpointer) stale(m *protocol.Marker, reason string, err error) {
 	c.lastSeq.Store(m.Sequence) // never offered again
+	c.metrics.outcome(reason, outcomeStale)
 	c.logger.Warn("stale checkpoint skipped", "key", c.key.String(), "sequence", m.Sequence,
 		"reason", reason, "error", err)
 	c.events.emit(map[string]string{annotationReason: reason, annotationStale: "true"},
@@ -292,6 +296,7 @@ func (c *checkpointer) failed(reason string, err error) {
 	if g := c.lastGen.Load(); g > 0 {
 		kept = fmt.Sprintf("generation %d kept", g)
 	}
+	c.metrics.outcome(reason, outcomeFailed)
 	c.logger.Warn("checkpoint failed", "key", c.key.String(), "reason", reason, "error", err)
 	c.events.emit(map[string]string{annotationReason: reason},
 		"Checkpoint failed (%s): %v; %s", reason, err, kept)

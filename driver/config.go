@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
+
+	"github.com/caravan-nomad/caravan/internal/metrics"
 )
 
 // Chunk size bounds the store accepts (driver/store Options.ChunkSize).
@@ -18,6 +20,9 @@ const (
 	// minInterval is the shortest periodic checkpoint interval: a task
 	// signalled faster does little but checkpoint.
 	minInterval = 100 * time.Millisecond
+
+	// defaultGCInterval is checkpoint_gc_interval's default.
+	defaultGCInterval = "10m"
 
 	minChunkSize = 4 << 10
 	maxChunkSize = 256 << 20
@@ -54,6 +59,9 @@ type Config struct {
 	// tasks' jobs (read-job); at most one. Default: NOMAD_TOKEN.
 	NomadToken     string `codec:"nomad_token"`
 	NomadTokenFile string `codec:"nomad_token_file"`
+	// MetricsAddress, when set, serves the driver's Prometheus metrics at
+	// http://<address>/metrics; it must be a loopback host:port.
+	MetricsAddress string `codec:"metrics_address"`
 
 	gcInterval             time.Duration
 	deniedUIDs, deniedGIDs idRanges
@@ -92,6 +100,11 @@ func (c *Config) validate() error {
 	}
 	if c.NomadTokenFile != "" && !filepath.IsAbs(c.NomadTokenFile) {
 		return fmt.Errorf("nomad_token_file: %q must be an absolute path", c.NomadTokenFile)
+	}
+	if c.MetricsAddress != "" {
+		if err := metrics.CheckAddress(c.MetricsAddress, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
@@ -71,11 +72,12 @@ var (
 		),
 		"checkpoint_gc_interval": hclspec.NewDefault(
 			hclspec.NewAttr("checkpoint_gc_interval", "string", false),
-			hclspec.NewLiteral(`"10m"`),
+			hclspec.NewLiteral(strconv.Quote(defaultGCInterval)),
 		),
 		"nomad_address":    hclspec.NewAttr("nomad_address", "string", false),
 		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
 		"nomad_token_file": hclspec.NewAttr("nomad_token_file", "string", false),
+		"metrics_address":  hclspec.NewAttr("metrics_address", "string", false),
 	})
 
 	// taskConfigSpec is the schema of a task's config block.
@@ -153,6 +155,12 @@ type Driver struct {
 	tasks  *taskStore
 	ctx    context.Context
 	logger hclog.Logger
+
+	// metrics are served at the config's metrics_address, if set.
+	metrics       *driverMetrics
+	metricsLock   sync.Mutex
+	metricsServer *metrics.Server
+	metricsAddr   string
 }
 
 // jobReader returns the Nomad API reader for policy checks, or nil.
@@ -173,11 +181,12 @@ func NewDriver(ctx context.Context, logger hclog.Logger) *Driver {
 	logger = logger.Named(PluginName)
 	return &Driver{
 		eventer: eventer.NewEventer(ctx, logger),
-		config:  &Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"},
+		config:  &Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: defaultGCInterval},
 		gcKeys:  make(chan store.Key, 1),
 		tasks:   newTaskStore(),
 		ctx:     ctx,
 		logger:  logger,
+		metrics: newDriverMetrics(),
 	}
 }
 
@@ -187,7 +196,7 @@ func (d *Driver) TaskConfigSchema() (*hclspec.Spec, error)      { return taskCon
 func (d *Driver) Capabilities() (*drivers.Capabilities, error)  { return capabilities, nil }
 
 func (d *Driver) SetConfig(cfg *base.Config) error {
-	config := Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: "10m"}
+	config := Config{CheckpointRetain: store.DefaultRetain, CheckpointGCInterval: defaultGCInterval}
 	if len(cfg.PluginConfig) != 0 {
 		if err := base.MsgPackDecode(cfg.PluginConfig, &config); err != nil {
 			return err
@@ -213,6 +222,9 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	d.store = nil // reopened with the new options on next use
 	d.storeLock.Unlock()
 
+	if err := d.serveMetrics(config.MetricsAddress); err != nil {
+		return fmt.Errorf("invalid caravan plugin config: %w", err)
+	}
 	if config.gcInterval > 0 {
 		d.gcOnce.Do(func() { go d.gcLoop(config.gcInterval) })
 	}
@@ -453,6 +465,7 @@ func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, 
 		signal:  h.exec.Signal,
 		exited:  h.doneCh,
 		events:  newTaskEmitter(d.eventer, cfg),
+		metrics: d.metrics,
 		onSaved: d.noteCommit,
 		sem:     make(chan struct{}, 1),
 	}

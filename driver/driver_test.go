@@ -78,6 +78,8 @@ func TestDriver_SetConfigNamesBadField(t *testing.T) {
 		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadAddress: "127.0.0.1:4646"}, "nomad_address"},
 		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadToken: "a", NomadTokenFile: "/b"}, "nomad_token_file"},
 		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", NomadTokenFile: "rel/token"}, "nomad_token_file"},
+		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", MetricsAddress: "0.0.0.0:9102"}, "metrics_address"},
+		{Config{CheckpointRetain: 1, CheckpointGCInterval: "1m", MetricsAddress: "9102"}, "metrics_address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -228,6 +230,7 @@ func TestDriver_StopCheckpointsAndResumeIsBitForBit(t *testing.T) {
 	waitStdout(t, cfg, "final step=")
 	must.StrContains(t, stdout(t, cfg), "resumed step="+m.Meta["step"])
 	must.Eq(t, want, finalHash(t, stdout(t, cfg)))
+	checkCheckpointMetrics(t, td.d.metrics)
 }
 
 func TestDriver_OnDemandAndPeriodicCheckpoints(t *testing.T) {

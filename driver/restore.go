@@ -58,6 +58,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 
 	restoreErr := func(err error) (*restored, error) {
 		if tc.Checkpoint.OnRestoreError == OnRestoreErrorStartFresh {
+			d.metrics.restore(outcomeStartFresh)
 			events.emit(map[string]string{annotationReason: "restore"},
 				"Checkpoint restore failed, starting fresh (on_restore_error = %q): %v", OnRestoreErrorStartFresh, err)
 			if err := emptyDir(parent, base); err != nil {
@@ -65,6 +66,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 			}
 			return r, nil
 		}
+		d.metrics.restore(outcomeFailed)
 		return nil, fmt.Errorf("restore checkpoint %s (set checkpoint.on_restore_error = %q to start fresh instead): %w",
 			key, OnRestoreErrorStartFresh, err)
 	}
@@ -79,6 +81,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	switch {
 	case errors.Is(err, store.ErrNoCheckpoint) && !errors.Is(err, store.ErrCorrupt):
 		d.logger.Info("no checkpoint to restore; starting fresh", "key", key.String(), "task_id", cfg.ID)
+		d.metrics.restore(outcomeFresh)
 		events.emit(nil, "No checkpoint under %s; starting fresh", key)
 		// A fresh start is fresh: drop what an earlier attempt of this
 		// allocation left behind but never committed.
@@ -92,9 +95,11 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 
 	man := res.Manifest
 	if len(res.FellBack) > 0 {
+		d.metrics.restore(outcomeFellBack)
 		events.emit(map[string]string{annotationGeneration: strconv.FormatUint(man.Generation, 10)},
 			"Checkpoint generation %v failed verification, fell back to generation %d", res.FellBack, man.Generation)
 	}
+	d.metrics.restored(res.Duration, man.TotalBytes)
 	r.state.RestoredGeneration = man.Generation
 	r.env[protocol.EnvGeneration] = strconv.FormatUint(man.Generation, 10)
 	r.env[protocol.EnvRestoredFrom] = man.Node

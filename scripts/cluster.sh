@@ -69,6 +69,8 @@ render() {
       -e "s|@P_CLIENT_HTTP@|$chttp|g" \
       -e "s|@P_CLIENT_RPC@|$((chttp + 1))|g" \
       -e "s|@P_CLIENT_SERF@|$((chttp + 2))|g" \
+      -e "s|@P_DRIVER_METRICS@|$((chttp + 3))|g" \
+      -e "s|@P_DEVICE_METRICS@|$((chttp + 4))|g" \
       -e "s|@P_DYN_MIN@|$dmin|g" \
       -e "s|@P_DYN_MAX@|$((dmin + 499))|g" \
       "$tmpl"

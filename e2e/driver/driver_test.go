@@ -221,6 +221,7 @@ func TestDriver_SuspendResumeMigrateDrain(t *testing.T) {
 	saved := event(t, c, a1.ID, "Checkpoint saved (stop)")
 	waitTerminal(t, c, a1.ID)
 	suspended := time.Since(suspendStart)
+	checkDriverMetrics(t, c.Clients[0].DriverMetricsAddr)
 
 	// Resume: scale back to 1; the new allocation restores.
 	resumeStart := time.Now()

@@ -54,6 +54,10 @@ type Client struct {
 	Name     string
 	NodeID   string
 	HTTPAddr string
+	// DriverMetricsAddr and DeviceMetricsAddr are the plugins' /metrics
+	// URLs (their metrics_address in scripts/cluster/plugin-*.hcl).
+	DriverMetricsAddr string
+	DeviceMetricsAddr string
 	// PID is the agent's process ID (0 if not known).
 	PID int
 }
@@ -118,8 +122,10 @@ func describe(root string) (*C, error) {
 	}
 	for i, name := range []string{"client1", "client2"} {
 		c.Clients = append(c.Clients, Client{
-			Name:     name,
-			HTTPAddr: fmt.Sprintf("http://127.0.0.1:%d", base+20+10*i),
+			Name:              name,
+			HTTPAddr:          fmt.Sprintf("http://127.0.0.1:%d", base+20+10*i),
+			DriverMetricsAddr: fmt.Sprintf("http://127.0.0.1:%d/metrics", base+23+10*i),
+			DeviceMetricsAddr: fmt.Sprintf("http://127.0.0.1:%d/metrics", base+24+10*i),
 		})
 	}
 	return c, nil

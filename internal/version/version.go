@@ -3,8 +3,10 @@ package version
 
 import "fmt"
 
-// Version is the release version; GitCommit is set by the GNUmakefile
-// through -ldflags.
+// Version is the release version (without the "v"), the one string every
+// part reports: `caravan version`, the planner's /v1/health, the plugins'
+// PluginInfo and caravan_build_info. GitCommit is set by the GNUmakefile
+// through -ldflags, and so is Version for a release build (VERSION=...).
 var (
 	Version   = "0.1.0-dev"
 	GitCommit = ""

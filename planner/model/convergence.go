@@ -17,8 +17,10 @@ type LossPoint struct {
 
 // Convergence is Optimus's loss model l(k) = 1/(B0*k + B1) + B2, all B >= 0.
 type Convergence struct {
-	B0, B1, B2 float64
-	Quality    FitQuality
+	B0      float64    `json:"b0"`
+	B1      float64    `json:"b1"`
+	B2      float64    `json:"b2"`
+	Quality FitQuality `json:"quality"`
 }
 
 // Loss predicts the loss after k steps.

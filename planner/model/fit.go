@@ -4,12 +4,12 @@ import "math"
 
 // FitQuality describes how well a model fits the points it was given.
 type FitQuality struct {
-	Points int     // samples used
-	RMSE   float64 // root mean squared residual, in the model's output units
+	Points int     `json:"points"` // samples used
+	RMSE   float64 `json:"rmse"`   // root mean squared residual, in the model's output units
 	// RelRMSE is the root mean squared relative residual (residual / observed).
-	RelRMSE float64
+	RelRMSE float64 `json:"rel_rmse"`
 	// MaxRelErr is the largest relative residual.
-	MaxRelErr float64
+	MaxRelErr float64 `json:"max_rel_err"`
 }
 
 func quality(pred, obs []float64) FitQuality {

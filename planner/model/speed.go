@@ -27,25 +27,28 @@ const (
 
 // SpeedSample is one observed speed.
 type SpeedSample struct {
-	Workers, PS, Nodes int
-	Batch              float64 // global batch size M (samples per step)
-	StepsPerSec        float64
+	Workers     int     `json:"workers"`
+	PS          int     `json:"ps"`
+	Nodes       int     `json:"nodes"`
+	Batch       float64 `json:"batch"` // global batch size M (samples per step)
+	StepsPerSec float64 `json:"steps_per_sec"`
 }
 
 // Speed is a fitted speed model.
 type Speed struct {
-	Form    SpeedForm
-	Theta   []float64 // t0, t1, ... (all >= 0)
-	Quality FitQuality
+	Form    SpeedForm  `json:"form"`
+	Theta   []float64  `json:"theta"` // t0, t1, ... (all >= 0)
+	Quality FitQuality `json:"quality"`
 	// MaxWorkers is the largest worker count among the fitted samples (0:
 	// unknown); OptimisticStepsPerSecond extrapolates no further than it.
-	MaxWorkers int
+	MaxWorkers int `json:"max_workers"`
 	// MaxPS is the largest parameter-server count among the fitted samples
 	// and PSLevels how many distinct counts they hold. With one level the
 	// server terms cannot be told apart from the worker terms (w/p is a
 	// multiple of w, p a constant): FitSpeed then fits no server terms, and
 	// OptimisticStepsPerSecond applies its bounded server rule.
-	MaxPS, PSLevels int
+	MaxPS    int `json:"max_ps"`
+	PSLevels int `json:"ps_levels"`
 }
 
 // features returns the linear features of the form and whether the fit

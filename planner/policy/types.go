@@ -16,16 +16,16 @@ const DefaultRestartCost = 30 * time.Second
 
 // Demand is what one worker (or one parameter server) needs on a node.
 type Demand struct {
-	GPUMilli int // GPU in thousandths of a GPU; 0 for CPU-only tasks.
-	CPUMHz   int
-	MemoryMB int
+	GPUMilli int `json:"gpu_milli"` // GPU in thousandths of a GPU; 0 for CPU-only tasks.
+	CPUMHz   int `json:"cpu_mhz"`
+	MemoryMB int `json:"memory_mb"`
 }
 
 // Shape is the resource shape a speed model is asked about.
 type Shape struct {
-	Workers int // workers (GPU replicas)
-	PS      int // parameter servers; 0 for all-reduce jobs
-	Nodes   int // distinct nodes the workers span (>= 1 when Workers > 0)
+	Workers int `json:"workers"` // workers (GPU replicas)
+	PS      int `json:"ps"`      // parameter servers; 0 for all-reduce jobs
+	Nodes   int `json:"nodes"`   // distinct nodes the workers span (>= 1 when Workers > 0)
 }
 
 // SpeedModel predicts a job's progress rate, in the job's progress units per
@@ -44,21 +44,21 @@ func (f SpeedFunc) Rate(s Shape) float64 { return f(s) }
 
 // NodeAlloc is a job's share of one node.
 type NodeAlloc struct {
-	Node    string // Node.ID
-	Workers int
-	PS      int
+	Node    string `json:"node"` // Node.ID
+	Workers int    `json:"workers"`
+	PS      int    `json:"ps"`
 	// GPUs lists the physical GPU indices on the node the workers use, in
 	// worker order: one entry per worker for GPU shares and single-GPU
 	// workers (a shared GPU repeats), GPUMilli/1000 entries per worker for
 	// multi-GPU workers. Empty for CPU-only jobs.
-	GPUs []int
+	GPUs []int `json:"gpus,omitempty"`
 }
 
 // Allocation is what a job holds or is planned to hold.
 type Allocation struct {
-	Workers   int
-	PS        int
-	Placement []NodeAlloc // sorted by node ID; empty when Workers == 0
+	Workers   int         `json:"workers"`
+	PS        int         `json:"ps"`
+	Placement []NodeAlloc `json:"placement"` // sorted by node ID; empty when Workers == 0
 }
 
 // Nodes is the number of distinct nodes the allocation spans.
@@ -154,17 +154,17 @@ func (j *Job) remaining() float64 {
 
 // Node is one client node's capacity.
 type Node struct {
-	ID       string
-	GPUs     int // physical GPUs; each holds MilliGPU
-	CPUMHz   int
-	MemoryMB int
+	ID       string `json:"id"`
+	GPUs     int    `json:"gpus"` // physical GPUs; each holds MilliGPU
+	CPUMHz   int    `json:"cpu_mhz"`
+	MemoryMB int    `json:"memory_mb"`
 	// Class groups identical nodes (informational).
-	Class string
+	Class string `json:"class,omitempty"`
 }
 
 // Cluster is the capacity a policy may hand out.
 type Cluster struct {
-	Nodes []Node
+	Nodes []Node `json:"nodes"`
 }
 
 // Input is one scheduling round's question.
@@ -176,29 +176,30 @@ type Input struct {
 
 // JobPlan is one job's decision.
 type JobPlan struct {
-	ID string
+	ID string `json:"id"`
 	Allocation
 	// Changed is true when the plan differs from Job.Current in workers, PS
 	// or placement: applying it costs the job a restart from checkpoint.
-	Changed bool
+	Changed bool `json:"changed"`
 	// Gain is the marginal gain of the last unit granted: predicted seconds
 	// of remaining time saved per unit of dominant resource share (0 for
 	// policies that do not use gains, or when nothing was granted).
-	Gain float64
+	Gain float64 `json:"gain"`
 	// PredictedRemaining is the predicted remaining time in seconds with the
 	// planned allocation (+Inf when the job gets nothing, 0 if unknown).
-	PredictedRemaining float64
+	PredictedRemaining float64 `json:"predicted_remaining_seconds"`
 	// Reason explains the decision in one line, for logs and Nomad scaling events.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 // Plan is a policy's answer for one round.
 type Plan struct {
-	Policy string
-	Now    time.Time
-	Jobs   []JobPlan // one per input job, in input order
+	Policy string    `json:"policy"`
+	Now    time.Time `json:"now"`
+	Jobs   []JobPlan `json:"jobs"` // one per input job, in input order
 	// Used is the total demand of the plan; Capacity the cluster's.
-	UsedGPUMilli, CapacityGPUMilli int
+	UsedGPUMilli     int `json:"used_gpu_milli"`
+	CapacityGPUMilli int `json:"capacity_gpu_milli"`
 }
 
 // Job returns the plan of the job with the given ID.

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/consul"
@@ -26,8 +27,9 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
-// Version is reported by /v1/health.
-const Version = "0.1.0"
+// Version is reported by /v1/health: the binary's version, the same
+// string `caravan version` prints.
+var Version = version.Version
 
 // Agent is one running planner instance.
 type Agent struct {

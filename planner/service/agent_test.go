@@ -116,7 +116,7 @@ func TestAgent(t *testing.T) {
 	must.Eq(t, 200, code)
 	must.StrContains(t, body, "caravan_planner_leader 1")
 	must.StrContains(t, body, `caravan_planner_progress_reports_total{code="401"} 1`)
-	must.StrContains(t, body, `caravan_planner_job_workers{namespace="default",job="a"} 1`)
+	must.StrContains(t, body, `caravan_planner_job_workers{namespace="default",nomad_job="a"} 1`)
 
 	// SIGHUP-style reload: dry-run off; the reload kicks a round that writes.
 	next := *cfg

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/progress/relay"
 	"github.com/caravan-nomad/caravan/progress/report"
@@ -37,8 +38,10 @@ func Main(args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintln(os.Stderr, "caravan planner:", err)
-		return 2
+		if errors.Is(err, cli.ErrUsage) {
+			return cli.Report(os.Stderr, "caravan planner", err)
+		}
+		return cli.ExitUsage // the flag package printed it
 	}
 	cfg, err := config.Load(flags)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
@@ -43,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	pol := fs.String("policy", policy.Best, "policy: "+strings.Join(policy.Names(), ", "))
 	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
-	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", ../shared/data/pollux)")
+	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
 	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
 	all := fs.Bool("all", false, "alias for --table")
 	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput-oracle,pollux,goodput", "policies for --table and --sweep")
@@ -53,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
 	workers := fs.Int("workers", 1, "replays run in parallel by --sweep")
 	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
-	nodes := fs.Int("nodes", 0, "cluster nodes (default 16; --philly default 128)")
+	nodes := fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
 	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
@@ -67,7 +68,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err == flag.ErrHelp {
 			return 0
 		}
-		return 2
+		return cli.ExitUsage
+	}
+	if err := checkFlags(fs, *pol, *policies, *nodes, *gpus, *workers, *generate, *startHour, *hours, *interval, *interference); err != nil {
+		return cli.Report(stderr, "caravan planner simulate", err)
+	}
+	if *data != "" {
+		if _, err := FindData(*data); err != nil {
+			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
+		}
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
 	if *list {
@@ -142,11 +151,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if dir == "" {
-		dir, err = FindData("")
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
 	}
 	apps, err := LoadApplications(dir)
 	if err != nil {

@@ -126,8 +126,54 @@ func TestCLI(t *testing.T) {
 
 	errb.Reset()
 	code = run([]string{"--data", dir, "--policy", "nope", "--workload", good}, &out, &errb)
-	must.Eq(t, 1, code)
-	must.StrContains(t, errb.String(), "unknown policy")
+	must.Eq(t, 2, code)
+	must.StrContains(t, errb.String(), "-policy: must be one of")
+}
+
+func TestCLIRejectsInvalidFlagValues(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "w.csv")
+	must.NoError(t, os.WriteFile(good, []byte("name,time,application,num_replicas,batch_size\nncf-0,0,ncf,1,32768\n"), 0o644))
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "-1", "--workload", good}, "-gpus: must be at least 1, got -1"},
+		{[]string{"--nodes", "0", "--workload", good}, "-nodes: must be at least 1, got 0"},
+		{[]string{"--interference", "5", "--workload", good}, "-interference: must be between 0 and 1, got 5"},
+		{[]string{"--interval", "0", "--workload", good}, "-interval: must be greater than 0"},
+		{[]string{"--interval", "NaN", "--workload", good}, "-interval: must be greater than 0, got NaN"},
+		{[]string{"--workers", "0", "--sweep"}, "-workers: must be at least 1"},
+		{[]string{"--hours", "25", "--generate", "3"}, "-hours: must be between 1 and 24"},
+		{[]string{"--start", "-1", "--generate", "3"}, "-start: must be between 0 and 23"},
+		{[]string{"--generate", "-3"}, "-generate: must be at least 0"},
+		{[]string{"--policies", "fifo,magic", "--table"}, `-policies: unknown policy "magic"`},
+		{[]string{"--workload", good, "stray"}, `unexpected argument "stray"`},
+		{[]string{"--data", "/nonexistent", "--workload", good}, "-data: data directory /nonexistent has no traces/ folder"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			must.Eq(t, 2, run(tc.args, &out, &errb), must.Sprint(errb.String()))
+			must.StrContains(t, errb.String(), "caravan planner simulate: "+tc.want)
+		})
+	}
+}
+
+func TestFindDataHasNoAbsoluteFallback(t *testing.T) {
+	t.Setenv(DataEnv, "")
+	t.Chdir(t.TempDir())
+	dir, err := FindData("")
+	// The test binary lives in a temporary build directory, away from any
+	// checkout, so nothing may be found.
+	if err == nil {
+		must.StrNotContains(t, dir, "/work/shared", must.Sprint("found through a fixed path"))
+		return
+	}
+	must.ErrorContains(t, err, "pass --data")
+
+	t.Setenv(DataEnv, "/nonexistent")
+	_, err = FindData("")
+	must.ErrorContains(t, err, "$"+DataEnv)
 }
 
 func TestReplayPhillySmall(t *testing.T) {

@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -48,8 +50,21 @@ func readTable(path string, required ...string) (*table, error) {
 	return parseTable(path, f, required...)
 }
 
+// utf8BOM is the byte-order mark spreadsheet programs put at the start of
+// a UTF-8 CSV; it is not part of the first column's name.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// skipBOM drops a leading UTF-8 byte-order mark.
+func skipBOM(r io.Reader) io.Reader {
+	br := bufio.NewReader(r)
+	if b, err := br.Peek(len(utf8BOM)); err == nil && bytes.Equal(b, utf8BOM) {
+		_, _ = br.Discard(len(utf8BOM))
+	}
+	return br
+}
+
 func parseTable(name string, r io.Reader, required ...string) (*table, error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(skipBOM(r))
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = false
 	header, err := cr.Read()
@@ -65,7 +80,7 @@ func parseTable(name string, r io.Reader, required ...string) (*table, error) {
 	}
 	for _, c := range required {
 		if _, ok := t.cols[c]; !ok {
-			return nil, &ParseError{File: name, Line: 1, Column: c, Err: fmt.Errorf("%w (header has %s)", ErrMissingColumn, strings.Join(header, ","))}
+			return nil, &ParseError{File: name, Line: 1, Column: c, Err: fmt.Errorf("%w (header has %+q)", ErrMissingColumn, strings.Join(header, ","))}
 		}
 	}
 	for {

@@ -117,3 +117,22 @@ func TestReadSharedData(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, 12, len(pub))
 }
+
+func TestParseJobsSkipsUTF8BOM(t *testing.T) {
+	cases := []struct{ name, in string }{
+		{"bom", "\uFEFFname,time,application,num_replicas,batch_size\na,10,ncf,1,32\n"},
+		{"bom and crlf", "\uFEFFname,time,application,num_replicas,batch_size\r\na,10,ncf,1,32\r\n"},
+		{"no bom", "name,time,application,num_replicas,batch_size\na,10,ncf,1,32\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs, err := ParseJobs("w.csv", strings.NewReader(tc.in), map[string]bool{"ncf": true})
+			must.NoError(t, err)
+			must.Eq(t, []Job{{Name: "a", Time: 10, Application: "ncf", Replicas: 1, BatchSize: 32}}, jobs)
+		})
+	}
+	// A BOM anywhere else is data, and the error shows it escaped.
+	_, err := ParseJobs("w.csv", strings.NewReader("name,\uFEFFtime,application,num_replicas,batch_size\n"), nil)
+	must.ErrorIs(t, err, ErrMissingColumn)
+	must.ErrorContains(t, err, `\ufefftime`)
+}

@@ -37,6 +37,14 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "caravan planner relay: unexpected argument %q (flags go before arguments; see -h)\n", fs.Arg(0))
+		return 2
+	}
+	if cfg.Every <= 0 {
+		fmt.Fprintf(stderr, "caravan planner relay: -every: must be greater than 0, got %s\n", cfg.Every)
+		return 2
+	}
 	if cfg.File == "" {
 		fmt.Fprintln(stderr, "caravan planner relay: -file is required")
 		return 2

@@ -1,12 +1,14 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,4 +127,24 @@ func TestRun_FollowsRotatedLogAndReportsNewest(t *testing.T) {
 		sawCheckpoint = sawCheckpoint || s.Checkpointed
 	}
 	must.True(t, sawCheckpoint)
+}
+
+func TestMain_RejectsInvalidFlags(t *testing.T) {
+	env := func(string) string { return "" }
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-file", "x.log", "-url", "http://127.0.0.1:1", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-file", "x.log", "-url", "http://127.0.0.1:1", "-every", "0s"}, "-every: must be greater than 0"},
+		{[]string{"-file", "x.log", "-url", "http://127.0.0.1:1", "-every", "-1s"}, "-every: must be greater than 0"},
+		{[]string{"-url", "http://127.0.0.1:1"}, "-file is required"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			must.Eq(t, 2, Main(tc.args, env, &stderr))
+			must.StrContains(t, stderr.String(), tc.want)
+		})
+	}
 }

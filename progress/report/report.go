@@ -40,6 +40,14 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "caravan planner report: unexpected argument %q (flags go before arguments; see -h)\n", fs.Arg(0))
+		return 2
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "caravan planner report: -timeout: must be greater than 0, got %s\n", *timeout)
+		return 2
+	}
 	urls := progress.URLsFromEnv(getenv)
 	if *url != "" && *url != progress.URLFromEnv(getenv) {
 		urls = []string{*url} // an explicit -url wins

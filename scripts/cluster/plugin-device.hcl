@@ -13,6 +13,8 @@ plugin "caravan-gpu" {
     backend            = "simulated"
     shares             = 4
     fingerprint_period = "5s"
+    # Prometheus metrics (shares allocated and in use, memory, SM use).
+    metrics_address = "127.0.0.1:@P_DEVICE_METRICS@"
 
     health {
       recovery_period = "20s"

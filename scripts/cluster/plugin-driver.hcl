@@ -12,5 +12,7 @@ plugin "caravan" {
     # The agent the driver asks for a job's incarnation (its create index),
     # so a purged and resubmitted job starts fresh: this client's HTTP API.
     nomad_address = "http://127.0.0.1:@P_CLIENT_HTTP@"
+    # Prometheus metrics (checkpoint durations, sizes, outcomes).
+    metrics_address = "127.0.0.1:@P_DRIVER_METRICS@"
   }
 }

@@ -7,7 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/caravan-nomad/caravan/internal/cli"
 )
 
 // Config is the whole planner service configuration after parsing and
@@ -171,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BindAddr == "" {
 		bad("bind_addr", "must not be empty")
+	}
+	if !slices.Contains(cli.LogLevels, strings.ToLower(c.LogLevel)) {
+		bad("log_level", "must be one of %s, got %q", strings.Join(cli.LogLevels, ", "), c.LogLevel)
 	}
 	if c.Nomad.BlockingWait <= 0 {
 		bad("nomad.blocking_wait", "must be positive")

@@ -1,13 +1,17 @@
 package config
 
 import (
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/internal/cli"
 )
 
 func writeFile(t *testing.T, body string) string {
@@ -116,8 +120,41 @@ func TestLoad_Errors(t *testing.T) {
 		})
 	}
 	_, err := ParseFlags([]string{"stray"}, io.Discard)
-	must.ErrorContains(t, err, "unexpected arguments")
+	must.ErrorContains(t, err, `unexpected argument "stray"`)
 	f, _ := ParseFlags([]string{"-config", "/nonexistent/planner.hcl"}, io.Discard)
 	_, err = Load(f)
 	must.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestParseFlagsRejectsInvalidValues(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-log-level", "chatty"}, `-log-level: must be one of trace, debug, info, warn, error, off, got "chatty"`},
+		{[]string{"-port", "-1"}, "-port: must be between 0 and 65535, got -1"},
+		{[]string{"-port", "70000"}, "-port: must be between 0 and 65535, got 70000"},
+		{[]string{"-dry-run", "stray"}, `unexpected argument "stray"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := ParseFlags(tc.args, io.Discard)
+			must.ErrorIs(t, err, cli.ErrUsage)
+			must.ErrorContains(t, err, tc.want)
+		})
+	}
+	f, err := ParseFlags([]string{"-log-level", "DEBUG"}, io.Discard)
+	must.NoError(t, err)
+	c, err := Load(f)
+	must.NoError(t, err)
+	must.Eq(t, "DEBUG", c.LogLevel)
+}
+
+func TestUsageListsSubcommands(t *testing.T) {
+	var out strings.Builder
+	_, err := ParseFlags([]string{"-h"}, &out)
+	must.ErrorIs(t, err, flag.ErrHelp)
+	for _, sub := range []string{"simulate", "report", "relay"} {
+		must.StrContains(t, out.String(), "\n  "+sub+" ")
+	}
 }

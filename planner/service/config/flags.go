@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/caravan-nomad/caravan/internal/cli"
 )
 
 // Flags are the command-line options. Load applies them after the files.
@@ -46,16 +48,41 @@ func ParseFlags(args []string, out io.Writer) (*Flags, error) {
 	fs.StringVar(&f.consulAddr, "consul-address", "", "Consul HTTP address (overrides CONSUL_HTTP_ADDR and the file)")
 	fs.BoolVar(&f.consulEnabled, "consul", true, "register in Consul and elect a leader (false: run alone as leader)")
 	fs.StringVar(&f.serviceID, "service-id", "", "Consul service ID of this instance (default: name-host-port)")
+	fs.Usage = func() {
+		fmt.Fprint(out, usage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	c := cli.For(fs)
+	c.NoArgs()
+	if c.Set("log-level") {
+		c.OneOf("log-level", strings.ToLower(f.logLevel), cli.LogLevels...)
+	}
+	if c.Set("port") {
+		c.Between("port", f.port, 0, 65535)
+	}
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
 }
+
+const usage = `Usage: caravan planner [options]
+       caravan planner <subcommand> [options]
+
+Runs the live planner service (see planner/README.md).
+
+Subcommands:
+  simulate   replay a workload through the planner's policies (caravan planner simulate -h)
+  report     send one progress report from a task (caravan planner report -h)
+  relay      follow a task's log and report its progress lines (caravan planner relay -h)
+
+Options:
+`
 
 func (f *Flags) apply(c *Config) {
 	if f.set["bind-addr"] {

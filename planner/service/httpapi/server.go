@@ -13,7 +13,10 @@ import (
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/caravan-nomad/caravan/internal/metrics"
+	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
@@ -53,7 +56,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/jobs", s.get(s.jobs))
 	mux.HandleFunc("/v1/jobs/", s.get(s.job))
 	mux.HandleFunc("/v1/plan", s.get(s.plan))
-	mux.HandleFunc("/v1/metrics", s.get(s.metrics))
+	reg := metrics.NewRegistry(plannerCollector{s})
+	mux.HandleFunc("/v1/metrics", s.get(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP))
 	mux.Handle("/v1/progress", s.countProgress(s.Progress))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (see planner/README.md)")
@@ -100,13 +104,14 @@ type Health struct {
 	Status   string `json:"status"` // ok or stopping
 	ID       string `json:"id"`
 	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
 	Leader   bool   `json:"leader"`
 	Synced   bool   `json:"nomad_synced"`
 	NomadErr string `json:"nomad_error,omitempty"`
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := Health{Status: "ok", ID: s.ID, Version: s.Version, Leader: s.Leader.IsLeader()}
+	h := Health{Status: "ok", ID: s.ID, Version: s.Version, Revision: version.GitCommit, Leader: s.Leader.IsLeader()}
 	snap := s.Source.Snapshot()
 	h.Synced = snap.Synced
 	if snap.Err != nil {

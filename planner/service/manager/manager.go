@@ -9,6 +9,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -96,6 +98,46 @@ type Metrics struct {
 	WriteErrors     uint64
 	Deferred        uint64
 	LastRoundMillis float64
+	// RoundSeconds is the histogram of round durations.
+	RoundSeconds Histogram
+}
+
+// RoundBuckets are the upper bounds (seconds) of RoundSeconds' buckets: a
+// round reads a snapshot and fits models (milliseconds) and may write to
+// Nomad (tens of milliseconds each, up to seconds when Nomad is slow).
+var RoundBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+
+// Histogram counts observations into fixed buckets, Prometheus style.
+type Histogram struct {
+	Bounds []float64 // upper bounds
+	Counts []uint64  // per bucket, not cumulative; one more for +Inf
+	Sum    float64
+	Count  uint64
+}
+
+// Observe adds one observation.
+func (h *Histogram) Observe(v float64) {
+	if h.Counts == nil {
+		h.Counts = make([]uint64, len(h.Bounds)+1)
+	}
+	i := sort.SearchFloat64s(h.Bounds, v) // first bound >= v
+	h.Counts[i]++
+	h.Sum += v
+	h.Count++
+}
+
+// Cumulative returns the bucket counts keyed by upper bound, as Prometheus
+// wants them.
+func (h Histogram) Cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(h.Bounds))
+	var n uint64
+	for i, b := range h.Bounds {
+		if i < len(h.Counts) {
+			n += h.Counts[i]
+		}
+		out[b] = n
+	}
+	return out
 }
 
 // New returns a Manager; it fails for an unknown policy name.
@@ -117,7 +159,7 @@ func New(cfg Config) (*Manager, error) {
 		pol:      p,
 		mem:      map[source.JobKey]*memory{},
 		priors:   priors{},
-		metrics:  Metrics{Applied: map[Kind]uint64{}},
+		metrics:  Metrics{Applied: map[Kind]uint64{}, RoundSeconds: Histogram{Bounds: RoundBuckets}},
 		kick:     make(chan struct{}, 1),
 	}, nil
 }
@@ -159,6 +201,7 @@ func (m *Manager) MetricsSnapshot() Metrics {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cp := m.metrics
+	cp.RoundSeconds.Counts = slices.Clone(m.metrics.RoundSeconds.Counts)
 	cp.Applied = make(map[Kind]uint64, len(m.metrics.Applied))
 	for k, v := range m.metrics.Applied {
 		cp.Applied[k] = v
@@ -229,7 +272,9 @@ func (m *Manager) RunRound(ctx context.Context) (*Round, error) {
 	if err != nil {
 		m.metrics.RoundErrors++
 	}
-	m.metrics.LastRoundMillis = float64(time.Since(start).Microseconds()) / 1000
+	took := time.Since(start)
+	m.metrics.LastRoundMillis = float64(took.Microseconds()) / 1000
+	m.metrics.RoundSeconds.Observe(took.Seconds())
 	m.mu.Unlock()
 	return r, err
 }

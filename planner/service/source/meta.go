@@ -21,10 +21,14 @@ const (
 	// MetaPSGroup names the task group of parameter servers, if any.
 	MetaPSGroup = "caravan_ps_group"
 	// MetaMinWorkers and MetaMaxWorkers bound the worker count the planner
-	// may choose while the job runs (default 1 and 8).
+	// may choose while the job runs. Without them the worker group's
+	// `scaling { min max }` block gives the bounds (min at least 1), and
+	// without either 1 and 8. Inside a scaling block they may only narrow
+	// it: Nomad refuses any count outside the block.
 	MetaMinWorkers = "caravan_min_workers"
 	MetaMaxWorkers = "caravan_max_workers"
-	// MetaMinPS and MetaMaxPS bound the parameter-server count (default 1, 4).
+	// MetaMinPS and MetaMaxPS bound the parameter-server count (default:
+	// the ps group's scaling block, else 1 and 4), with the same precedence.
 	MetaMinPS = "caravan_min_ps"
 	MetaMaxPS = "caravan_max_ps"
 	// MetaGang makes the minimum all-or-nothing ("true"): the job never runs
@@ -79,6 +83,22 @@ type Spec struct {
 	SpeedModel     string  `json:"speed_model"`
 	MaxUserFails   int     `json:"max_user_failures"`
 	GPUShares      int     `json:"gpu_shares,omitempty"`
+	// Bounds says where each bound came from: "default", "scaling" (the
+	// group's scaling block) or "meta".
+	Bounds BoundsSource `json:"bounds_source"`
+	// NomadMinWorkers is the least worker count Nomad accepts (the worker
+	// group's scaling min, else 0): a suspension or a user-error stop below
+	// it stops the job instead of scaling it.
+	NomadMinWorkers int `json:"nomad_min_workers"`
+	// Warnings lists meta the planner ignores (unknown caravan_* keys, with
+	// the known key they probably meant).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// BoundsSource records which setting each bound was taken from.
+type BoundsSource struct {
+	Workers string `json:"workers"`
+	PS      string `json:"ps,omitempty"`
 }
 
 // Enabled reports whether a job's meta opts it in.
@@ -90,82 +110,75 @@ func Enabled(meta map[string]string) bool {
 // ErrBadMeta wraps every meta parsing error.
 var ErrBadMeta = errors.New("invalid planner meta")
 
-// ParseSpec reads a job's planner meta. Errors name the key.
+// ParseSpec reads a job's planner meta and its groups' scaling blocks.
+// Errors name the key.
 func ParseSpec(job *nomadapi.Job) (Spec, error) {
 	meta := job.Meta
 	s := Spec{
-		MinWorkers: 1, MaxWorkers: 8, MinPS: 1, MaxPS: 4,
 		Priority: 50, Suspendable: true, SpeedModel: "allreduce", MaxUserFails: 2,
 		Kind: meta[MetaKind],
 	}
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrBadMeta, key, fmt.Sprintf(format, args...)))
-	}
-	intKey := func(key string, dst *int, min int) {
-		v, ok := meta[key]
-		if !ok {
-			return
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < min {
-			bad(key, "want an integer >= %d, got %q", min, v)
-			return
-		}
-		*dst = n
-	}
-	floatKey := func(key string, dst *float64) {
-		v, ok := meta[key]
-		if !ok {
-			return
-		}
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil || f < 0 {
-			bad(key, "want a non-negative number, got %q", v)
-			return
-		}
-		*dst = f
-	}
-	boolKey := func(key string, dst *bool) {
-		v, ok := meta[key]
-		if !ok {
-			return
-		}
-		b, err := strconv.ParseBool(strings.TrimSpace(v))
-		if err != nil {
-			bad(key, "want true or false, got %q", v)
-			return
-		}
-		*dst = b
-	}
-	intKey(MetaMinWorkers, &s.MinWorkers, 0)
-	intKey(MetaMaxWorkers, &s.MaxWorkers, 1)
-	intKey(MetaMinPS, &s.MinPS, 0)
-	intKey(MetaMaxPS, &s.MaxPS, 0)
-	intKey(MetaPriority, &s.Priority, 1)
-	intKey(MetaMaxRestarts, &s.MaxUserFails, 0)
-	intKey(MetaGPUShares, &s.GPUShares, 0)
-	floatKey(MetaTargetLoss, &s.TargetLoss)
-	floatKey(MetaConvergeDelta, &s.ConvergeDelta)
-	floatKey(MetaTotalSteps, &s.TotalSteps)
-	boolKey(MetaGang, &s.Gang)
-	boolKey(MetaStopOnConverge, &s.StopOnConverge)
-	boolKey(MetaSuspendable, &s.Suspendable)
+	p := metaParser{meta: meta}
+	minW, maxW := p.optInt(MetaMinWorkers, 0), p.optInt(MetaMaxWorkers, 1)
+	minPS, maxPS := p.optInt(MetaMinPS, 0), p.optInt(MetaMaxPS, 0)
+	p.intKey(MetaPriority, &s.Priority, 1)
+	p.intKey(MetaMaxRestarts, &s.MaxUserFails, 0)
+	p.intKey(MetaGPUShares, &s.GPUShares, 0)
+	p.floatKey(MetaTargetLoss, &s.TargetLoss)
+	p.floatKey(MetaConvergeDelta, &s.ConvergeDelta)
+	p.floatKey(MetaTotalSteps, &s.TotalSteps)
+	p.boolKey(MetaGang, &s.Gang)
+	p.boolKey(MetaStopOnConverge, &s.StopOnConverge)
+	p.boolKey(MetaSuspendable, &s.Suspendable)
 	if s.Priority > 100 {
-		bad(MetaPriority, "want 1..100, got %d", s.Priority)
-	}
-	if s.MinWorkers > s.MaxWorkers {
-		bad(MetaMinWorkers, "min %d exceeds max %d", s.MinWorkers, s.MaxWorkers)
+		p.bad(MetaPriority, "want 1..100, got %d", s.Priority)
 	}
 	if v, ok := meta[MetaSpeedModel]; ok {
 		switch v {
 		case "allreduce", "ps-sync", "ps-async":
 			s.SpeedModel = v
 		default:
-			bad(MetaSpeedModel, "want allreduce, ps-sync or ps-async, got %q", v)
+			p.bad(MetaSpeedModel, "want allreduce, ps-sync or ps-async, got %q", v)
 		}
 	}
+	s.Warnings = UnknownKeys(meta)
+	p.groups(job, &s)
+	if s.WorkerGroup != "" {
+		sc := groupScaling(job, s.WorkerGroup)
+		s.MinWorkers, s.MaxWorkers, s.Bounds.Workers = p.bounds(sc, boundKeys{MetaMinWorkers, MetaMaxWorkers, "worker"}, minW, maxW, 1, 8)
+		if sc != nil && sc.Min != nil && *sc.Min > 0 {
+			s.NomadMinWorkers = int(*sc.Min)
+			p.noSuspend(&s)
+		}
+	}
+	if s.PSGroup != "" {
+		s.MinPS, s.MaxPS, s.Bounds.PS = p.bounds(groupScaling(job, s.PSGroup), boundKeys{MetaMinPS, MetaMaxPS, "ps"}, minPS, maxPS, 1, 4)
+	} else {
+		s.MinPS, s.MaxPS = orDefault(minPS, 1), orDefault(maxPS, 4)
+	}
+	return s, errors.Join(p.errs...)
+}
 
+// noSuspend turns suspension off for a worker group Nomad will not scale to
+// zero, and refuses meta that explicitly asks for it.
+func (p *metaParser) noSuspend(s *Spec) {
+	if v, ok := p.meta[MetaSuspendable]; ok && s.Suspendable {
+		p.bad(MetaSuspendable, "%q, but the worker group's scaling min is %d and Nomad refuses a count of 0; "+
+			"set scaling { min = 0 } or remove the key", v, s.NomadMinWorkers)
+	}
+	s.Suspendable = false
+}
+
+func orDefault(v *int, def int) int {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+// groups resolves the worker and parameter-server groups.
+func (p *metaParser) groups(job *nomadapi.Job, s *Spec) {
+	meta := p.meta
 	groups := map[string]bool{}
 	for _, tg := range job.TaskGroups {
 		if tg.Name != nil {
@@ -182,20 +195,77 @@ func ParseSpec(job *nomadapi.Job) (Spec, error) {
 		case groups["workers"]:
 			s.WorkerGroup = "workers"
 		default:
-			bad(MetaWorkerGroup, "not set and the job has %d groups, none named worker", len(job.TaskGroups))
+			p.bad(MetaWorkerGroup, "not set and the job has %d groups, none named worker", len(job.TaskGroups))
 		}
 	}
 	if s.WorkerGroup != "" && !groups[s.WorkerGroup] {
-		bad(MetaWorkerGroup, "group %q is not in the job", s.WorkerGroup)
+		p.bad(MetaWorkerGroup, "group %q is not in the job", s.WorkerGroup)
+		s.WorkerGroup = ""
 	}
 	s.PSGroup = meta[MetaPSGroup]
 	if s.PSGroup != "" {
 		if !groups[s.PSGroup] {
-			bad(MetaPSGroup, "group %q is not in the job", s.PSGroup)
+			p.bad(MetaPSGroup, "group %q is not in the job", s.PSGroup)
+			s.PSGroup = ""
 		}
 		if s.SpeedModel == "allreduce" {
 			s.SpeedModel = "ps-sync"
 		}
 	}
-	return s, errors.Join(errs...)
+}
+
+// metaParser collects every meta error, each naming its key.
+type metaParser struct {
+	meta map[string]string
+	errs []error
+}
+
+func (p *metaParser) bad(key, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%w: %s: %s", ErrBadMeta, key, fmt.Sprintf(format, args...)))
+}
+
+// optInt returns the key's integer, or nil when the key is absent or bad.
+func (p *metaParser) optInt(key string, min int) *int {
+	v, ok := p.meta[key]
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < min {
+		p.bad(key, "want an integer >= %d, got %q", min, v)
+		return nil
+	}
+	return &n
+}
+
+func (p *metaParser) intKey(key string, dst *int, min int) {
+	if n := p.optInt(key, min); n != nil {
+		*dst = *n
+	}
+}
+
+func (p *metaParser) floatKey(key string, dst *float64) {
+	v, ok := p.meta[key]
+	if !ok {
+		return
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || f < 0 {
+		p.bad(key, "want a non-negative number, got %q", v)
+		return
+	}
+	*dst = f
+}
+
+func (p *metaParser) boolKey(key string, dst *bool) {
+	v, ok := p.meta[key]
+	if !ok {
+		return
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		p.bad(key, "want true or false, got %q", v)
+		return
+	}
+	*dst = b
 }

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -202,6 +204,9 @@ func (s *Source) pollJobs(ctx context.Context, index uint64) (uint64, error) {
 		j.Spec, j.SpecErr = ParseSpec(job)
 		if j.SpecErr != nil && (cur == nil || cur.SpecErr == nil || cur.SpecErr.Error() != j.SpecErr.Error()) {
 			s.log.Warn("job opts in with invalid meta; not managing it", "job", key.String(), "error", j.SpecErr)
+		}
+		if len(j.Spec.Warnings) > 0 && (cur == nil || !slices.Equal(cur.Spec.Warnings, j.Spec.Warnings)) {
+			s.log.Warn("job meta has keys the planner ignores", "job", key.String(), "warnings", strings.Join(j.Spec.Warnings, "; "))
 		}
 		s.mu.Lock()
 		s.jobs[key] = j
