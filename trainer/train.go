@@ -167,10 +167,12 @@ loop:
 				p := o.Identity
 				p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
 				p.StepsPerSec = float64(windowSteps) / max(elapsed, 1e-9)
+				p.GradSqr, p.GradVar, _ = model.Stats.Estimate(c.Batch)
 				p.Checkpointed, p.Done = res.Checkpoints > 0, step == c.Steps
 				rep.Report(p)
 			}
 			windowStart, windowSteps, windowLoss = time.Now(), 0, 0
+			model.Stats = GradStats{}
 		}
 		if delay != nil && step < c.Steps {
 			select {
