@@ -262,13 +262,14 @@ func (co *coordinator) logProgress(rep *asyncReporter) {
 	elapsed := max(time.Since(co.win.start).Seconds(), 1e-9)
 	sps := float64(co.win.steps) * float64(co.cfg.Batch) / elapsed
 	loss := co.win.loss / float64(co.win.steps)
-	fmt.Fprintf(co.o.Out, "step=%d loss=%.6f samples_per_sec=%.0f workers=%d ps=%d\n", co.step, loss, sps, len(co.workers), len(co.layout))
+	sqr, gvar, ok := co.stats.Estimate(co.cfg.Batch)
+	fmt.Fprintf(co.o.Out, "step=%d loss=%.6f samples_per_sec=%.0f workers=%d ps=%d%s\n", co.step, loss, sps, len(co.workers), len(co.layout), gradFields(sqr, gvar, ok))
 	if rep != nil {
 		p := co.o.Identity
 		p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = co.step, co.cfg.Steps, loss, sps, co.cfg.Batch, time.Now()
 		p.StepsPerSec = float64(co.win.steps) / elapsed
 		p.Workers, p.PS = len(co.workers), len(co.layout)
-		p.GradSqr, p.GradVar, _ = co.stats.Estimate(co.cfg.Batch)
+		p.GradSqr, p.GradVar = sqr, gvar
 		p.Checkpointed, p.Done = co.res.Checkpoints > 0, co.step == co.cfg.Steps
 		rep.Report(p)
 	}

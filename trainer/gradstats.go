@@ -1,5 +1,7 @@
 package trainer
 
+import "fmt"
+
 // GradStats accumulates Pollux's gradient statistics (AdaptDL's gradient
 // noise scale) from micro-shard gradients. Every micro-shard gradient g_k is
 // the sum over its n_k samples, so m_k = g_k/n_k is an unbiased estimate of
@@ -88,4 +90,13 @@ func (s GradStats) Estimate(batch int) (sqr, variance float64, ok bool) {
 	sqr = s.Dot / s.Pairs
 	sigma2 := (s.SqrN - sqr*s.Samples) / s.Shards
 	return max(sqr, 0), max(sigma2, 0) / float64(batch), true
+}
+
+// gradFields is the statistics' part of a progress log line (empty without
+// an estimate), which the zero-code relay parses as it parses the rest.
+func gradFields(sqr, variance float64, ok bool) string {
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" grad_sqr=%.6g grad_var=%.6g", sqr, variance)
 }
