@@ -7,11 +7,13 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 )
 
-// Settle is how close two allocation changes must be to count as one
-// restart: a scale starts or stops its allocations within seconds of each
-// other, and a replaced allocation's successor starts shortly after it
-// stops. It is the time one restart costs in the Pollux artifact.
-const Settle = 30 * time.Second
+// Settle is the window in which allocation changes count as one restart,
+// from the first change of a group: a scale starts or stops its
+// allocations within seconds of each other. Groups do not chain, so a job
+// reshaped every few tens of seconds counts every reshape. (A replaced
+// allocation whose successor starts later than this is still one restart:
+// the stop alone leaves the job holding nothing, which counts none.)
+const Settle = 10 * time.Second
 
 // Span is one allocation's stretch of holding resources.
 type Span struct {
@@ -101,7 +103,7 @@ func (h Allocs) Attained(now time.Time) float64 {
 }
 
 // Restarts counts the restarts the spans show up to now: every group of
-// changes (starts and stops within Settle of each other) after which the
+// changes (starts and stops within Settle of the group's first) after which the
 // job holds an allocation, except its first start, plus in-place task
 // restarts. Stopping (a suspension, the end) is no restart; resuming is.
 func (h Allocs) Restarts(now time.Time) int {
@@ -115,8 +117,8 @@ func (h Allocs) Restarts(now time.Time) int {
 	sort.Slice(points, func(i, j int) bool { return points[i].Before(points[j]) })
 	n, started := h.TaskRestarts, false
 	for i := 0; i < len(points); {
-		last := points[i]
-		for i++; i < len(points) && points[i].Sub(last) <= Settle; i++ {
+		first, last := points[i], points[i]
+		for i++; i < len(points) && points[i].Sub(first) <= Settle; i++ {
 			last = points[i]
 		}
 		if h.holding(last) {

@@ -45,6 +45,10 @@ func TestAllocs_AttainedAndRestarts(t *testing.T) {
 			stub("w", 0, 0, 0), stub("w", 0, 50, 0)}, 100, 150, 1},
 		{"replaced allocation is one restart", []*nomadapi.AllocationListStub{
 			stub("w", 0, 40, 0), stub("w", 45, 0, 0)}, 100, 95, 1},
+		{"replaced late is still one restart", []*nomadapi.AllocationListStub{
+			stub("w", 0, 40, 0), stub("w", 90, 0, 0)}, 100, 50, 1},
+		{"rapid reshapes do not chain into one", []*nomadapi.AllocationListStub{
+			stub("w", 0, 15, 0), stub("w", 0, 0, 0), stub("w", 30, 0, 0), stub("w", 45, 0, 0)}, 60, 15 + 60 + 30 + 15, 3},
 		{"suspend is none, resume is one", []*nomadapi.AllocationListStub{
 			stub("w", 0, 60, 0), stub("w", 300, 0, 0)}, 400, 160, 1},
 		{"finished job", []*nomadapi.AllocationListStub{stub("w", 0, 60, 0)}, 400, 60, 0},
