@@ -31,9 +31,13 @@ type Sample struct {
 	// speed to that shape instead of the group counts it sees in Nomad.
 	Workers int `json:"workers,omitempty"`
 	PS      int `json:"ps,omitempty"`
-	// GradSqr and GradVar are Pollux-style gradient statistics, optional:
-	// the squared norm of the mean gradient and the trace of the per-sample
-	// gradient variance.
+	// GradSqr and GradVar are Pollux-style gradient statistics (AdaptDL's
+	// gradient noise scale), optional: GradSqr estimates the squared norm
+	// of the true gradient, GradVar the variance (trace of the covariance)
+	// of the gradient estimate at BatchSize, i.e. the per-sample variance
+	// divided by BatchSize. The planner's statistical efficiency of a batch
+	// B is then gain(B/BatchSize)/(B/BatchSize) with
+	// gain(s) = (GradVar+GradSqr)/(GradVar/s+GradSqr).
 	GradSqr float64 `json:"grad_sqr,omitempty"`
 	GradVar float64 `json:"grad_var,omitempty"`
 	// Checkpointed is true when the task has just committed a checkpoint.

@@ -86,8 +86,9 @@ type coordinator struct {
 	losses []float64
 	left   int
 
-	res *Result
-	win window
+	res   *Result
+	win   window
+	stats GradStats // gradient statistics of the current window
 }
 
 // window accumulates progress between two log lines.
@@ -261,16 +262,18 @@ func (co *coordinator) logProgress(rep *asyncReporter) {
 	elapsed := max(time.Since(co.win.start).Seconds(), 1e-9)
 	sps := float64(co.win.steps) * float64(co.cfg.Batch) / elapsed
 	loss := co.win.loss / float64(co.win.steps)
-	fmt.Fprintf(co.o.Out, "step=%d loss=%.6f samples_per_sec=%.0f workers=%d ps=%d\n", co.step, loss, sps, len(co.workers), len(co.layout))
+	sqr, gvar, ok := co.stats.Estimate(co.cfg.Batch)
+	fmt.Fprintf(co.o.Out, "step=%d loss=%.6f samples_per_sec=%.0f workers=%d ps=%d%s\n", co.step, loss, sps, len(co.workers), len(co.layout), gradFields(sqr, gvar, ok))
 	if rep != nil {
 		p := co.o.Identity
 		p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = co.step, co.cfg.Steps, loss, sps, co.cfg.Batch, time.Now()
 		p.StepsPerSec = float64(co.win.steps) / elapsed
 		p.Workers, p.PS = len(co.workers), len(co.layout)
+		p.GradSqr, p.GradVar = sqr, gvar
 		p.Checkpointed, p.Done = co.res.Checkpoints > 0, co.step == co.cfg.Steps
 		rep.Report(p)
 	}
-	co.win = window{start: time.Now()}
+	co.win, co.stats = window{start: time.Now()}, GradStats{}
 }
 
 // startStep resets the step's bookkeeping and hands all micro-shards out.
@@ -406,10 +409,18 @@ func (co *coordinator) doneShards(w *member, m *message) {
 		co.assign(co.unowned())
 		return
 	}
+	fresh := true
 	for i, s := range m.Shards {
 		if s >= 0 && s < len(co.done) && !co.done[s] && i < len(m.Losses) {
 			co.done[s], co.losses[s] = true, m.Losses[i]
 			co.left--
+		} else {
+			fresh = false
 		}
+	}
+	// Statistics count only when every shard of the message was new, so a
+	// re-done shard is never counted twice.
+	if fresh && m.Stats != nil {
+		co.stats.Add(*m.Stats)
 	}
 }

@@ -266,4 +266,8 @@ func TestElastic_CoordinatorReportsTheJob(t *testing.T) {
 	must.Eq(t, 2, last.PS)
 	must.Eq(t, c.Batch, last.BatchSize)
 	must.Positive(t, last.SamplesPerSec)
+	// Gradient statistics from the workers' micro-shards.
+	must.Positive(t, last.GradSqr)
+	must.Positive(t, last.GradVar)
+	must.Positive(t, last.Sample().GradSqr)
 }

@@ -15,8 +15,13 @@ type Model struct {
 	Params           []float64
 	Velocity         []float64
 
+	// Stats accumulates the gradient statistics of the steps taken since
+	// the caller last reset it.
+	Stats GradStats
+
 	scratch *Scratch  // gradient buffers
 	sum     []float64 // reduced gradient
+	group   gradGroup
 }
 
 // NewModel returns the initial model of c (deterministic in c.Seed).
@@ -147,7 +152,10 @@ func (m *Model) Step(c Config, d *Dataset, s uint64) float64 {
 	for shard := 0; shard < c.MicroShards; shard++ {
 		loss += ShardGradient(c, d, m.Params, s, shard, m.scratch)
 		Reduce(m.sum, m.scratch.Grad)
+		lo, hi := c.ShardSlots(shard)
+		m.group.add(m.scratch.Grad, hi-lo)
 	}
+	m.group.close(&m.Stats)
 	ApplyUpdate(c, m.Params, m.Velocity, m.sum)
 	return loss / float64(c.Batch)
 }

@@ -30,11 +30,14 @@ type Progress struct {
 	BatchSize     int
 	// Workers and PS are the data-parallel workers and parameter servers
 	// that produced SamplesPerSec (0: not known, e.g. a single process).
-	Workers      int
-	PS           int
-	Checkpointed bool
-	Done         bool
-	Time         time.Time
+	Workers int
+	PS      int
+	// GradSqr and GradVar are the gradient statistics of the window
+	// (GradStats.Estimate); both 0 when not measured.
+	GradSqr, GradVar float64
+	Checkpointed     bool
+	Done             bool
+	Time             time.Time
 }
 
 // Sample is the report in the planner's progress wire.
@@ -43,7 +46,8 @@ func (p Progress) Sample() progress.Sample {
 	return progress.Sample{
 		Step: clamp(p.Step), StepsTotal: clamp(p.StepsTotal), Loss: p.Loss,
 		SamplesPerSec: p.SamplesPerSec, StepsPerSec: p.StepsPerSec, BatchSize: p.BatchSize,
-		Workers: p.Workers, PS: p.PS, Checkpointed: p.Checkpointed, Done: p.Done,
+		Workers: p.Workers, PS: p.PS, GradSqr: p.GradSqr, GradVar: p.GradVar,
+		Checkpointed: p.Checkpointed, Done: p.Done,
 	}
 }
 

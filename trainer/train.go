@@ -162,15 +162,18 @@ loop:
 			elapsed := time.Since(windowStart).Seconds()
 			sps := float64(windowSteps) * float64(c.Batch) / max(elapsed, 1e-9)
 			loss := windowLoss / float64(windowSteps)
-			fmt.Fprintf(o.Out, "step=%d loss=%.6f samples_per_sec=%.0f\n", step, loss, sps)
+			sqr, gvar, ok := model.Stats.Estimate(c.Batch)
+			fmt.Fprintf(o.Out, "step=%d loss=%.6f samples_per_sec=%.0f%s\n", step, loss, sps, gradFields(sqr, gvar, ok))
 			if rep != nil {
 				p := o.Identity
 				p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
 				p.StepsPerSec = float64(windowSteps) / max(elapsed, 1e-9)
+				p.GradSqr, p.GradVar = sqr, gvar
 				p.Checkpointed, p.Done = res.Checkpoints > 0, step == c.Steps
 				rep.Report(p)
 			}
 			windowStart, windowSteps, windowLoss = time.Now(), 0, 0
+			model.Stats = GradStats{}
 		}
 		if delay != nil && step < c.Steps {
 			select {

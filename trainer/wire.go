@@ -24,7 +24,7 @@ const (
 	msgHello    msgKind = iota + 1 // member -> coordinator: Role, Addr (a server's data address)
 	msgWelcome                     // coordinator -> member: Config
 	msgAssign                      // coordinator -> worker: Step, Epoch, Shards, Layout
-	msgDone                        // worker -> coordinator: Step, Epoch, Shards, Losses (or Err)
+	msgDone                        // worker -> coordinator: Step, Epoch, Shards, Losses, Stats (or Err)
 	msgPull                        // worker -> server: Step, Epoch
 	msgParams                      // server -> worker: Step, Lo, A (parameters)
 	msgPush                        // worker -> server: Step, Epoch, Shards, A (their gradient slices, concatenated)
@@ -84,6 +84,8 @@ type message struct {
 	Lo, Hi int
 	A, B   floats
 	Losses []float64
+	// Stats are the gradient statistics of a worker's micro-shards (msgDone).
+	Stats  *GradStats
 	Layout []Range
 	Config *Config
 	Err    string

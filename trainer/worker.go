@@ -27,6 +27,7 @@ type worker struct {
 	scratch *Scratch
 	params  []float64
 	bufs    [][]float64 // per-shard gradients of the current assignment
+	group   gradGroup   // gradient statistics of the current assignment
 	conns   map[string]*conn
 }
 
@@ -108,12 +109,15 @@ func (w *worker) work(ctx context.Context, a *message) *message {
 			w.scratch.Grad = grads[i]
 			done.Losses = append(done.Losses, ShardGradient(w.cfg, w.data, w.params, a.Step, s, w.scratch))
 			lo, hi := w.cfg.ShardSlots(s)
+			w.group.add(grads[i], hi-lo)
 			modelledCompute(ctx, w.cfg, hi-lo)
 		}
+		done.Stats = &GradStats{}
+		w.group.close(done.Stats)
 		err = w.push(ctx, a, grads)
 	}
 	if err != nil {
-		done.Losses, done.Err = nil, err.Error()
+		done.Losses, done.Stats, done.Err = nil, nil, err.Error()
 		w.closeConns()
 		sleepCtx(ctx, 100*time.Millisecond)
 	}

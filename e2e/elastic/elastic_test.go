@@ -32,7 +32,7 @@ const (
 )
 
 var (
-	stepRe  = regexp.MustCompile(`(?m)^step=(\d+) .*workers=(\d+) ps=(\d+)$`)
+	stepRe  = regexp.MustCompile(`(?m)^step=(\d+) .*workers=(\d+) ps=(\d+)(?: grad_sqr=\S+ grad_var=\S+)?$`)
 	finalRe = regexp.MustCompile(`final step=(\d+) .* params_sha256=([0-9a-f]{64})`)
 )
 

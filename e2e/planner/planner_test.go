@@ -156,7 +156,13 @@ type jobView struct {
 		Loss           float64 `json:"loss"`
 		RemainingSteps float64 `json:"remaining_steps"`
 		Source         string  `json:"remaining_source"`
+		GradSqr        float64 `json:"grad_sqr"`
+		GradVar        float64 `json:"grad_var"`
 	} `json:"model"`
+	History *struct {
+		Attained float64 `json:"attained_gpu_seconds"`
+		Restarts int     `json:"restarts"`
+	} `json:"history"`
 }
 
 func (in *instance) jobs() (map[string]jobView, error) {
@@ -535,6 +541,23 @@ func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
 	}
 	t.Logf("%s resumed at step %d (suspended at about %d)", suspended, resumedAt, stepAtSuspend)
 	must.GreaterEq(t, stepAtSuspend-200, resumedAt) // from the checkpoint taken at suspension, not from 0
+
+	// The policy is told the resume as a restart, the GPU-seconds held
+	// before and since, and the trainer's gradient statistics (through the
+	// zero-code relay).
+	harness.Eventually(t, time.Minute, func() error {
+		jobs, err := p.jobs()
+		if err != nil {
+			return err
+		}
+		j := jobs[suspended]
+		if j.History == nil || j.History.Restarts < 1 || j.History.Attained <= 0 || j.Model.GradSqr <= 0 || j.Model.GradVar <= 0 {
+			return fmt.Errorf("%s: history %+v, grad_sqr %v, grad_var %v", suspended, j.History, j.Model.GradSqr, j.Model.GradVar)
+		}
+		t.Logf("%s: %d restarts, %.0f GPU-seconds attained, grad_sqr %.3g, grad_var %.3g", suspended,
+			j.History.Restarts, j.History.Attained, j.Model.GradSqr, j.Model.GradVar)
+		return nil
+	})
 }
 
 // SIGHUP reloads the config (here: into dry-run); SIGTERM stops cleanly,

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
 )
@@ -20,7 +21,7 @@ import (
 type observed struct {
 	name, kind string
 	submitted  float64 // seconds
-	age        float64 // seconds since submission
+	now        float64 // seconds: when the job was observed
 	attained   float64 // GPU-seconds
 	restarts   int
 	current    policy.Allocation
@@ -52,7 +53,7 @@ type declared struct {
 
 func (j *simJob) observed(now float64, sp *model.Speed) observed {
 	return observed{
-		name: j.spec.Name, kind: j.app.Name, submitted: j.submitted, age: now - j.submitted,
+		name: j.spec.Name, kind: j.app.Name, submitted: j.submitted, now: now,
 		attained: j.attained, restarts: max(j.restarts, 0), current: currentAlloc(j), limits: j.app.limits(),
 		profile: j.profile, fit: sp, gradSqr: j.gradSqr, gradVar: j.gradVar, progress: j.progress, curve: j.curve,
 	}
@@ -62,20 +63,27 @@ func (j *simJob) declared(now float64) declared {
 	return declared{observed: j.observed(now, nil), replicas: j.spec.Replicas, batch: float64(j.spec.BatchSize)}
 }
 
-// baseJob is the part of a policy.Job every class may see.
-func baseJob(o *observed) policy.Job {
-	return policy.Job{
-		ID:              o.name,
-		Kind:            o.kind,
-		Submitted:       epoch.Add(time.Duration(o.submitted * float64(time.Second))),
-		Worker:          policy.Demand{GPUMilli: policy.MilliGPU},
-		Current:         o.current,
-		AttainedService: o.attained,
-		RestartCost:     time.Duration(restartPenalty * float64(time.Second)),
-		Age:             time.Duration(o.age * float64(time.Second)),
-		Restarts:        o.restarts,
-		Min:             1,
+// record is the job's history as the live service also describes it.
+func (o *observed) record() history.Record {
+	return history.Record{
+		ID: o.name, Kind: o.kind, Submitted: simTime(o.submitted), Now: simTime(o.now),
+		Attained: o.attained, Restarts: o.restarts, Current: o.current,
+		RestartCost: time.Duration(restartPenalty * float64(time.Second)),
 	}
+}
+
+func simTime(seconds float64) time.Time {
+	return epoch.Add(time.Duration(seconds * float64(time.Second)))
+}
+
+// baseJob is the part of a policy.Job every class may see: the history
+// conversion the live service shares (history.Record.Job), one whole GPU
+// per worker, at least one worker.
+func baseJob(o *observed) policy.Job {
+	pj := o.record().Job()
+	pj.Worker = policy.Demand{GPUMilli: policy.MilliGPU}
+	pj.Min = 1
+	return pj
 }
 
 // maxExplore is Pollux's exploration rule: at most twice the largest size

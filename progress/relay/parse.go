@@ -14,8 +14,8 @@ import (
 )
 
 // ParseLine reads one log line. It returns ok for a progress line: one with
-// step= and loss= fields (samples_per_sec=, steps_per_sec=, batch_size= are
-// optional). A line starting with "final" marks training done; a line
+// step= and loss= fields (samples_per_sec=, steps_per_sec=, batch_size=,
+// grad_sqr=, grad_var= are optional). A line starting with "final" marks training done; a line
 // starting with "checkpoint" with a step marks a committed checkpoint
 // (checkpoint is true, ok false: it carries no loss).
 func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
@@ -55,6 +55,14 @@ func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
 		case "batch_size":
 			if n, err := strconv.Atoi(v); err == nil {
 				s.BatchSize = n
+			}
+		case "grad_sqr":
+			if x, err := strconv.ParseFloat(v, 64); err == nil {
+				s.GradSqr = x
+			}
+		case "grad_var":
+			if x, err := strconv.ParseFloat(v, 64); err == nil {
+				s.GradVar = x
 			}
 		}
 	}

@@ -51,6 +51,17 @@ func TestParseLine(t *testing.T) {
 	}
 }
 
+// The trainer's log line with gradient statistics; a negative statistic
+// makes the sample invalid.
+func TestParseLine_GradStats(t *testing.T) {
+	s, ok, _ := ParseLine("step=50 loss=0.6 samples_per_sec=900 grad_sqr=0.0125 grad_var=3.5e-05")
+	must.True(t, ok)
+	must.Eq(t, 0.0125, s.GradSqr)
+	must.Eq(t, 3.5e-05, s.GradVar)
+	_, ok, _ = ParseLine("step=50 loss=0.6 grad_sqr=-1")
+	must.False(t, ok)
+}
+
 type collector struct {
 	mu      sync.Mutex
 	samples []progress.Sample

@@ -91,6 +91,48 @@ def validate(s):
             raise ValueError(f"progress sample: {field}: unknown field")
 
 
+def grad_stats_from_norms(local_sqr, total_sqr, count):
+    """Pollux's gradient statistics (AdaptDL's gradient noise scale) from norms.
+
+    ``count`` micro-batches (or replicas) of equal size each computed a mean
+    gradient m_k; ``local_sqr`` is the mean of their squared norms
+    (mean_k ||m_k||^2) and ``total_sqr`` the squared norm of their average
+    (the gradient the optimizer applies). Returns ``(grad_sqr, grad_var)``:
+    AdaptDL's unbiased estimate of the true gradient's squared norm, and the
+    variance of the averaged gradient at the step's batch size, both clamped
+    at 0, ready for ``report(..., grad_sqr=, grad_var=, batch_size=)``.
+    Returns ``(None, None)`` for fewer than two micro-batches (no estimate),
+    which ``report`` then leaves out.
+    """
+    if count < 2:
+        return None, None
+    for name, v in (("local_sqr", local_sqr), ("total_sqr", total_sqr)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 0:
+            raise ValueError(f"grad_stats: {name}: must be a finite number >= 0, got {v!r}")
+    grad_sqr = (count * total_sqr - local_sqr) / (count - 1)
+    grad_var = (local_sqr - total_sqr) / (count - 1)
+    return max(grad_sqr, 0.0), max(grad_var, 0.0)
+
+
+def grad_stats(mean_grads):
+    """``grad_stats_from_norms`` from the micro-batches' flat mean gradients.
+
+    ``mean_grads`` is a list of equal-length sequences of floats, one per
+    equal-sized micro-batch (e.g. ``p.grad`` flattened per micro-batch with
+    gradient accumulation, or per replica before the all-reduce).
+    """
+    grads = [list(g) for g in mean_grads]
+    if len(grads) < 2:
+        return None, None
+    width = len(grads[0])
+    if any(len(g) != width for g in grads):
+        raise ValueError("grad_stats: mean_grads: every gradient must have the same length")
+    k = len(grads)
+    local = sum(sum(x * x for x in g) for g in grads) / k
+    total = sum((sum(g[i] for g in grads) / k) ** 2 for i in range(width))
+    return grad_stats_from_norms(local, total, k)
+
+
 def urls_from_env(env=None):
     """Every planner base URL the environment names (file first)."""
     env = os.environ if env is None else env

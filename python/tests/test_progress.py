@@ -8,7 +8,7 @@ import unittest
 from contextlib import redirect_stderr
 
 from caravan import _warn
-from caravan.progress import Reporter, sample, token_from_env, urls_from_env
+from caravan.progress import Reporter, grad_stats, grad_stats_from_norms, sample, token_from_env, urls_from_env
 
 
 class Planner(http.server.BaseHTTPRequestHandler):
@@ -114,3 +114,27 @@ class ProgressTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GradStatsTest(unittest.TestCase):
+    def test_adaptdl_estimates(self):
+        grads = [[1.0, 2.0], [3.0, 0.0], [0.5, 0.5], [1.5, 3.5]]
+        sqr, var = grad_stats(grads)
+        k = len(grads)
+        local = sum(a * a + b * b for a, b in grads) / k
+        mean = [sum(g[0] for g in grads) / k, sum(g[1] for g in grads) / k]
+        total = mean[0] ** 2 + mean[1] ** 2
+        self.assertAlmostEqual(sqr, (k * total - local) / (k - 1))
+        self.assertAlmostEqual(var, (local - total) / (k - 1))
+        # Valid sample fields.
+        sample(1, 0.5, 10.0, grad_sqr=sqr, grad_var=var, batch_size=64)
+
+    def test_one_micro_batch_has_no_estimate(self):
+        self.assertEqual(grad_stats([[1.0, 2.0]]), (None, None))
+        self.assertEqual(grad_stats_from_norms(1.0, 1.0, 1), (None, None))
+
+    def test_bad_input_names_the_field(self):
+        with self.assertRaisesRegex(ValueError, "local_sqr"):
+            grad_stats_from_norms(float("nan"), 1.0, 4)
+        with self.assertRaisesRegex(ValueError, "mean_grads"):
+            grad_stats([[1.0], [1.0, 2.0]])

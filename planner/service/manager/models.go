@@ -48,6 +48,12 @@ type Fit struct {
 	Converged bool `json:"converged"`
 	// Finished is true when a task reported done.
 	Finished bool `json:"finished"`
+	// GradSqr and GradVar are the newest gradient statistics the job
+	// reported and GradBatch the batch they were measured at (0 before
+	// any): the goodput policy's statistical efficiency.
+	GradSqr   float64 `json:"grad_sqr,omitempty"`
+	GradVar   float64 `json:"grad_var,omitempty"`
+	GradBatch float64 `json:"grad_batch_size,omitempty"`
 }
 
 // fitLoss fits the convergence model to a job's records.
@@ -233,6 +239,8 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 			}
 		}
 	}
+	mm.grads.observe(recs)
+	f.GradSqr, f.GradVar, f.GradBatch = mm.grads.sqr, mm.grads.variance, mm.grads.batch
 	if n := len(recs); n > 0 && (n != mm.fitN || !recs[n-1].Time.Equal(mm.fitAt)) {
 		_, mm.fit, mm.fitErr = fitLoss(recs)
 		mm.fitN, mm.fitAt = n, recs[n-1].Time

@@ -28,6 +28,7 @@ type JobView struct {
 	Fit       Fit             `json:"model"`
 	Failures  failures.Report `json:"failures"`
 	Predicted map[int]float64 `json:"predicted_remaining_seconds,omitempty"` // by worker count; -1 = never
+	History   *History        `json:"history,omitempty"`                     // what the policy is told of its past
 	Plan      *policy.JobPlan `json:"plan,omitempty"`
 	Index     uint64          `json:"job_modify_index"`
 }
@@ -130,7 +131,7 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			r.Jobs = append(r.Jobs, v)
 			continue
 		}
-		pj := m.policyJob(now, j, mm, &v, nodes, snap, s)
+		pj := m.policyJob(now, j, mm, &v, nodes, snap, s, pol.Info().Traits)
 		if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
 			v.Detail = "cooling down after the last change"
 			r.Jobs = append(r.Jobs, v)

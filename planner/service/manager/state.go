@@ -28,7 +28,8 @@ const (
 // memory is what the manager remembers about a job between rounds. After a
 // leader change it is rebuilt from the job's scaling events.
 type memory struct {
-	speed map[shape]float64 // newest observed steps/s per shape
+	speed map[shape]float64 // newest observed steps/s per shape, this job's own (never pooled)
+	grads gradStats         // newest reported gradient statistics
 
 	lastChange   time.Time // last planner write to the job
 	refusedUntil time.Time // Nomad refused a write: do not retry before this

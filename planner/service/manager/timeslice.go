@@ -4,35 +4,30 @@ import (
 	"sort"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
-// policyJob converts a managed job to the policy's view.
-func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView, nodes map[string]int, snap source.Snapshot, s Settings) policy.Job {
+// policyJob converts a managed job to the policy's view: its history as
+// the simulator describes it too (history.Record), its bounds and demand
+// from its meta, its speed from its own measurements.
+func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView, nodes map[string]int, snap source.Snapshot, s Settings, tr policy.Traits) policy.Job {
 	spec := j.Spec
 	gpuMilli := workerGPUMilli(j, snap, s)
-	pj := policy.Job{
-		ID:          j.Key.String(),
-		Kind:        spec.Kind,
-		Priority:    spec.Priority,
-		Min:         spec.MinWorkers,
-		Max:         spec.MaxWorkers,
-		Gang:        spec.Gang,
-		Worker:      policy.Demand{GPUMilli: gpuMilli},
-		RestartCost: s.RestartCost,
-		Current:     policy.Allocation{Workers: v.Workers},
-	}
+	rec, allocs := history.Live{ID: j.Key.String(), Kind: spec.Kind, Job: j.Job, Allocs: j.Allocs, Group: spec.WorkerGroup,
+		GPUMilli: gpuMilli, Workers: v.Workers, RestartCost: s.RestartCost}.Record(now)
+	v.History = historyView(rec, allocs)
+	pj := rec.Job()
+	pj.Priority, pj.Min, pj.Max, pj.Gang = spec.Priority, spec.MinWorkers, spec.MaxWorkers, spec.Gang
+	pj.Worker = policy.Demand{GPUMilli: gpuMilli}
 	if pj.Min == 0 {
 		pj.Min = 1
 	}
 	if spec.PSGroup != "" {
 		pj.MinPS, pj.MaxPS = spec.MinPS, spec.MaxPS
 		pj.Current.PS = v.PS
-	}
-	if j.Job.SubmitTime != nil {
-		pj.Age = now.Sub(time.Unix(0, *j.Job.SubmitTime))
 	}
 	nodeIDs := make([]string, 0, len(nodes))
 	for id := range nodes {
@@ -50,9 +45,11 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 	// (or one that may not be suspended) is protected; a job past its
 	// quantum queues from the end of its slice; a waiting job from when it
 	// started waiting. Suspended jobs thus resume once a runner's slice ends.
+	// Restarts and attained service do not enter the queue key: a job
+	// suspended many times still resumes in its turn.
 	submitted := now
-	if j.Job.SubmitTime != nil {
-		submitted = time.Unix(0, *j.Job.SubmitTime)
+	if !rec.Submitted.IsZero() {
+		submitted = rec.Submitted
 	}
 	protected := submitted.AddDate(-100, 0, 0)
 	if v.Workers > 0 {
@@ -79,6 +76,9 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 
 	// Speed and remaining work, when known, let the policy predict time.
 	sm, _, _, _ := speedModel(model.SpeedForm(spec.SpeedModel), mm.speed, v.Fit.Batch)
+	if tr.AdaptiveBatch {
+		sm = mm.grads.goodput(sm, v.Fit.Batch)
+	}
 	if sm != nil && v.Fit.RemainingSteps >= 0 {
 		pj.Speed, pj.Remaining = sm, v.Fit.RemainingSteps
 		v.Predicted = map[int]float64{}
