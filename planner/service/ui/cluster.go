@@ -77,7 +77,14 @@ type GPU struct {
 	NodeID, Node string
 	Device       string // vendor/type/name
 	UUID         string // the instance IDs' common prefix
-	Shares       []Share
+	// From the device group's attributes, when the plugin sets them
+	// (caravan's does): the GPU's index on its node (-1: unknown), model,
+	// memory, and whether it is a simulated GPU.
+	Index     int64
+	Model     string
+	MemoryMiB int64
+	Simulated bool
+	Shares    []Share
 }
 
 // Used is how many shares are held.
@@ -196,6 +203,9 @@ func (g *Gatherer) gather(ctx context.Context) ClusterView {
 		if a.Node != b.Node {
 			return a.Node < b.Node
 		}
+		if a.Index != b.Index {
+			return a.Index < b.Index
+		}
 		return a.UUID < b.UUID
 	})
 	for i := range v.GPUs {
@@ -233,7 +243,7 @@ func gpuOf(n *nomadapi.NodeListStub, d *nomadapi.NodeDeviceResource) []GPU {
 		if !ok {
 			i = len(out)
 			index[uuid] = i
-			out = append(out, GPU{NodeID: n.ID, Node: n.Name, Device: name, UUID: uuid})
+			out = append(out, withAttributes(GPU{NodeID: n.ID, Node: n.Name, Device: name, UUID: uuid, Index: -1}, d.Attributes))
 		}
 		out[i].Shares = append(out[i].Shares, Share{ID: inst.ID, Index: idx, Healthy: inst.Healthy})
 	}
@@ -324,4 +334,20 @@ func fillStats(s *Share, attrs map[string]*nomadapi.StatValue) {
 	if v := attrs["over_limit"]; v != nil && v.BoolVal != nil {
 		s.OverLimit = *v.BoolVal
 	}
+}
+
+func withAttributes(g GPU, attrs map[string]*nomadapi.Attribute) GPU {
+	if a := attrs["index"]; a != nil && a.IntVal != nil {
+		g.Index = *a.IntVal
+	}
+	if a := attrs["model"]; a != nil && a.StringVal != nil {
+		g.Model = *a.StringVal
+	}
+	if a := attrs["memory"]; a != nil && a.IntVal != nil {
+		g.MemoryMiB = *a.IntVal
+	}
+	if a := attrs["simulated"]; a != nil && a.BoolVal != nil {
+		g.Simulated = *a.BoolVal
+	}
+	return g
 }

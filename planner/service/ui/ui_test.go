@@ -95,6 +95,7 @@ func fixture(t *testing.T, token string) (*Server, *fakeNomad) {
 	nm := &fakeNomad{
 		nodes: []*nomadapi.NodeListStub{{ID: "n1", Name: "client1", NodeResources: &nomadapi.NodeResources{Devices: []*nomadapi.NodeDeviceResource{{
 			Vendor: "caravan", Type: "gpushare", Name: "sim",
+			Attributes: map[string]*nomadapi.Attribute{"index": {IntVal: i64(3)}, "model": {StringVal: ptr("A100")}, "simulated": {BoolVal: ptr(true)}},
 			Instances: []*nomadapi.NodeDevice{{ID: "GPU-a-share-0", Healthy: true}, {ID: "GPU-a-share-1", Healthy: true},
 				{ID: "GPU-a-share-2", Healthy: true}, {ID: "GPU-a-share-3", Healthy: false}},
 		}}}}},
@@ -174,6 +175,8 @@ func TestPages_Content(t *testing.T) {
 	b = body(t, get(t, h, "/ui/cluster", nil))
 	must.StrContains(t, b, "GPU-a")
 	must.StrContains(t, b, "2 of 4 shares held")
+	must.StrContains(t, b, "GPU 3")
+	must.StrContains(t, b, "simulated")
 	must.StrContains(t, b, "1024 / 20480")
 	must.StrContains(t, b, "37 %")
 	must.StrContains(t, b, "no stats reported yet") // share 1 has no stats in the fixture
