@@ -18,6 +18,11 @@ var funcs = template.FuncMap{
 	"num":     fmtNum,
 	"ago":     ago,
 	"jobPath": JobPath,
+	// jobHref links a "namespace/id" (a namespace holds no slash).
+	"jobHref": func(key string) string {
+		ns, id, _ := strings.Cut(key, "/")
+		return JobPath(ns, id)
+	},
 	"pct": func(a, b int64) int64 {
 		if b <= 0 {
 			return 0
@@ -214,11 +219,10 @@ func options(j manager.JobView) []option {
 type planData struct {
 	Round      *manager.Round
 	Candidates []manager.Candidate
-	Verdicts   []manager.Verdict
 }
 
 func newPlanData(r *manager.Round) planData {
-	d := planData{Round: r, Verdicts: manager.Verdicts}
+	d := planData{Round: r}
 	if r != nil {
 		d.Candidates = append(d.Candidates, r.Candidates...)
 		sort.SliceStable(d.Candidates, func(a, b int) bool { return d.Candidates[a].Gain > d.Candidates[b].Gain })
