@@ -64,7 +64,8 @@ type Chart struct {
 	Series                []Series
 	// Refs are horizontal reference lines (e.g. a target loss).
 	Refs []Ref
-	// YMin/YMax, when set (YFixed), override the data range on Y.
+	// YMin/YMax, when set (YFixed), override the data range on Y: lines
+	// are clamped to it and points outside it are not drawn.
 	YFixed     bool
 	YMin, YMax float64
 	// ID is the svg element's id (optional).
@@ -198,7 +199,7 @@ func (c *Chart) drawSeries(b *bytes.Buffer, f frame, s Series, col string) {
 	if s.Points {
 		fmt.Fprintf(b, `<g%s fill="%s">`, attrs, col)
 		for i := range min(len(s.X), len(s.Y)) {
-			if isFinite(s.X[i]) && isFinite(s.Y[i]) {
+			if isFinite(s.X[i]) && isFinite(s.Y[i]) && s.Y[i] >= f.y0 && s.Y[i] <= f.y1 {
 				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5"><title>%s</title></circle>`,
 					f.px(s.X[i]), f.py(s.Y[i]), esc(s.Name+": "+Format(s.X[i])+", "+Format(s.Y[i])))
 			}
@@ -212,7 +213,7 @@ func (c *Chart) drawSeries(b *bytes.Buffer, f frame, s Series, col string) {
 		if !isFinite(s.X[i]) || !isFinite(s.Y[i]) {
 			continue
 		}
-		x, y := f.px(s.X[i]), f.py(s.Y[i])
+		x, y := f.px(s.X[i]), f.py(math.Min(math.Max(s.Y[i], f.y0), f.y1))
 		switch {
 		case !started:
 			fmt.Fprintf(&d, "M%.1f %.1f", x, y)
@@ -359,6 +360,9 @@ func widen(lo, hi float64, ticks []float64) (float64, float64) {
 
 // Format prints a number compactly (1.5k, 2M, 0.25).
 func Format(v float64) string {
+	if v == 0 {
+		return "0" // not "-0"
+	}
 	a := math.Abs(v)
 	switch {
 	case a >= 1e6:

@@ -11,7 +11,7 @@ import (
 )
 
 // wellFormed fails unless b parses as XML from start to end.
-func wellFormed(t *testing.T, b []byte) {
+func wellFormed[T []byte | string](t *testing.T, b T) {
 	t.Helper()
 	d := xml.NewDecoder(strings.NewReader(string(b)))
 	for {
@@ -47,6 +47,7 @@ func TestFormat(t *testing.T) {
 	must.Eq(t, "1500", Format(1500))
 	must.Eq(t, "25k", Format(25000))
 	must.Eq(t, "2M", Format(2e6))
+	must.Eq(t, "0", Format(math.Copysign(0, -1)))
 }
 
 func TestCDF(t *testing.T) {
@@ -120,4 +121,14 @@ func BenchmarkChart(b *testing.B) {
 	for b.Loop() {
 		_ = c.SVG()
 	}
+}
+
+func TestChart_FixedYClamps(t *testing.T) {
+	c := Chart{YFixed: true, YMin: 0, YMax: 1, Height: 200}
+	c.Add(Series{Name: "curve", X: []float64{0, 1, 2}, Y: []float64{1e9, 0.5, 0.2}})
+	c.Add(Series{Name: "dots", X: []float64{0, 1}, Y: []float64{5, 0.5}, Points: true})
+	out := string(c.SVG())
+	wellFormed(t, out)
+	must.Eq(t, 1, strings.Count(out, "<circle")) // the point at 5 is outside
+	must.StrNotContains(t, out, "e+")            // no far-off coordinates
 }

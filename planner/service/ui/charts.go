@@ -3,12 +3,14 @@ package ui
 import (
 	"html/template"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/internal/svgplot"
+	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
 	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
@@ -45,28 +47,55 @@ func lossChart(v manager.JobView, recs []progress.Record) template.HTML {
 	}
 	c.Add(svgplot.Series{Name: "reported loss", X: xs, Y: ys, Points: true, Class: ClassLossReported})
 	if f := v.Fit.Convergence; f != nil {
-		end := float64(v.Fit.Step)
-		if v.Fit.RemainingSteps > 0 {
-			end += v.Fit.RemainingSteps
-		}
-		end = math.Max(end, 1)
-		// Beyond three times what was seen the curve says little: stop there.
-		if seen := float64(v.Fit.Step); seen > 0 && end > 3*seen {
-			end = 3 * seen
-		}
-		var fx, fy []float64
-		for i := 0; i <= 120; i++ {
-			k := end * float64(i) / 120
-			if l := f.Loss(k); !math.IsInf(l, 0) && !math.IsNaN(l) {
-				fx, fy = append(fx, k), append(fy, l)
-			}
-		}
+		fx, fy := fittedLoss(*f, xs, float64(v.Fit.Step), v.Fit.RemainingSteps)
 		c.Add(svgplot.Series{Name: "fitted curve", X: fx, Y: fy, ID: IDLossFit, Class: ClassLossFit})
+		if len(ys) > 0 {
+			// The reported losses set the scale: a fit's 1/(b0 k + b1)
+			// can be huge near step 0, before any report.
+			lo, hi := slices.Min(ys), slices.Max(ys)
+			if e := fy[len(fy)-1]; !math.IsNaN(e) {
+				lo = math.Min(lo, e)
+			}
+			if t := v.Spec.TargetLoss; t > 0 {
+				lo = math.Min(lo, t)
+			}
+			pad := (hi - lo) * 0.1
+			c.YFixed, c.YMin, c.YMax = true, math.Max(lo-pad, math.Min(lo, 0)), hi+pad
+		}
 	}
 	if t := v.Spec.TargetLoss; t > 0 {
 		c.HLine("target loss", t)
 	}
 	return svg(c.SVG())
+}
+
+// fittedLoss samples the fitted curve from the first reported step to the
+// predicted end (at most three times the steps seen: beyond that the
+// curve says little).
+func fittedLoss(f model.Convergence, reported []float64, step, remaining float64) ([]float64, []float64) {
+	start := 0.0
+	if len(reported) > 0 {
+		start = reported[0]
+	}
+	end := step
+	if remaining > 0 {
+		end += remaining
+	}
+	if step > 0 && end > 3*step {
+		end = 3 * step
+	}
+	end = math.Max(end, start+1)
+	var fx, fy []float64
+	for i := 0; i <= 120; i++ {
+		k := start + (end-start)*float64(i)/120
+		if l := f.Loss(k); !math.IsInf(l, 0) && !math.IsNaN(l) {
+			fx, fy = append(fx, k), append(fy, l)
+		}
+	}
+	if len(fy) == 0 {
+		return nil, []float64{math.NaN()}
+	}
+	return fx, fy
 }
 
 // speedChart draws the measured samples/s per worker count and the fitted
@@ -91,8 +120,19 @@ func speedChart(v manager.JobView) template.HTML {
 		}
 	}
 	c.Add(svgplot.Series{Name: "measured " + unit, X: mx, Y: my, Points: true, Class: ClassSpeedMeasure})
+	hi := max(v.Spec.MaxWorkers, v.Workers, 1)
+	if len(my) > 0 {
+		c.YFixed, c.YMin, c.YMax = true, 0, slices.Max(my)*1.3
+	}
+	if sp := v.Fit.Speed; sp == nil && len(mx) > 0 {
+		// One worker count measured: the planner assumes linear scaling
+		// from it (the honest cold start); show that assumption.
+		w0, r0 := mx[len(mx)-1], my[len(my)-1]
+		c.Add(svgplot.Series{Name: "assumed: linear from the measurement", X: []float64{1, float64(hi)},
+			Y: []float64{r0 / w0, r0 * float64(hi) / w0}, Dashed: true, Class: ClassSpeedFit})
+		c.YMax = math.Max(c.YMax, r0*float64(hi)/w0*1.05)
+	}
 	if sp := v.Fit.Speed; sp != nil {
-		hi := max(v.Spec.MaxWorkers, v.Workers, 1)
 		var fx, fy []float64
 		for w := 1; w <= hi; w++ {
 			r := sp.OptimisticStepsPerSecond(w, ps, 1, batch) * batch
@@ -101,6 +141,9 @@ func speedChart(v manager.JobView) template.HTML {
 			}
 		}
 		c.Add(svgplot.Series{Name: "fitted " + string(sp.Form) + " model", X: fx, Y: fy, ID: IDSpeedFit, Class: ClassSpeedFit})
+		if len(fy) > 0 {
+			c.YMax = math.Max(c.YMax, slices.Max(fy)*1.05)
+		}
 	}
 	return svg(c.SVG())
 }
@@ -116,7 +159,11 @@ func workersChart(events []nomadapi.ScalingEvent) template.HTML {
 		if e.Count == nil {
 			continue
 		}
-		xs = append(xs, -now.Sub(time.Unix(0, int64(e.Time))).Minutes())
+		x := -now.Sub(time.Unix(0, int64(e.Time))).Minutes()
+		if len(xs) == 0 {
+			xs, ys = append(xs, x), append(ys, float64(e.PreviousCount)) // the count before the first event
+		}
+		xs = append(xs, x)
 		ys = append(ys, float64(*e.Count))
 	}
 	if len(xs) > 0 {
