@@ -21,6 +21,8 @@ import (
 // Consul service meta must link the page. Screenshots land next to the
 // Nomad UI's.
 func plannerPages(t *testing.T, c *harness.C, browser context.Context, addr string) {
+	start := time.Now()
+	defer func() { t.Logf("planner pages checked in %s", time.Since(start).Round(time.Millisecond)) }()
 	base := "http://" + addr + "/ui"
 
 	entries, _, err := c.Consul.Health().Service("caravan-planner", "", true, nil)
@@ -29,7 +31,7 @@ func plannerPages(t *testing.T, c *harness.C, browser context.Context, addr stri
 	must.Eq(t, base, entries[0].Service.Meta["caravan_ui"])
 
 	// Cluster: every share row names the allocation Nomad says holds it.
-	harness.PageText(t, browser, base+"/cluster", time.Minute, "GPUs and their shares", "share-a", "MiB")
+	harness.PageText(t, browser, base+"/cluster", time.Minute, "GPUs and their shares", "shares held", "MiB")
 	harness.Eventually(t, time.Minute, func() error {
 		if err := chromedp.Run(browser, chromedp.Navigate(base+"/cluster")); err != nil {
 			return err
