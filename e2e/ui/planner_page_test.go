@@ -38,7 +38,7 @@ func plannerPages(t *testing.T, c *harness.C, browser context.Context, addr stri
 		}
 		var rows [][]string
 		if err := chromedp.Run(browser, chromedp.Evaluate(
-			`Array.from(document.querySelectorAll('tr.share-row')).map(r => [r.dataset.share, r.dataset.alloc])`, &rows)); err != nil {
+			`Array.from(document.querySelectorAll('tr.share-row')).flatMap(r => r.dataset.shares.split(' ').map(id => [id, r.dataset.alloc]))`, &rows)); err != nil {
 			return err
 		}
 		want, err := heldShares(c.Nomad)

@@ -32,6 +32,9 @@ import (
 	"strconv"
 )
 
+// legendSlot is the width of one legend entry in pixels.
+const legendSlot = 210
+
 // Default size in pixels.
 const (
 	DefaultWidth  = 640
@@ -245,7 +248,7 @@ func (c *Chart) legendRows(w float64) int {
 	if named == 0 {
 		return 0
 	}
-	perRow := max(int((w-64)/150), 1)
+	perRow := max(int((w-64)/legendSlot), 1)
 	return (named + perRow - 1) / perRow
 }
 
@@ -254,18 +257,18 @@ func (c *Chart) drawLegend(b *bytes.Buffer, f frame) {
 	if rows == 0 {
 		return
 	}
-	perRow := max(int((f.w-64)/150), 1)
+	perRow := max(int((f.w-64)/legendSlot), 1)
 	y0 := f.h - float64(rows)*16 + 4
 	k := 0
 	for i, s := range c.Series {
 		if s.Name == "" {
 			continue
 		}
-		x := 64 + float64(k%perRow)*150
+		x := 64 + float64(k%perRow)*legendSlot
 		y := y0 + float64(k/perRow)*16
 		col := color(s.Color, i)
 		fmt.Fprintf(b, `<g class="legend"><rect x="%.1f" y="%.1f" width="12" height="4" fill="%s"/><text x="%.1f" y="%.1f" font-size="11">%s</text></g>`,
-			x, y-4, col, x+16, y+1, esc(clip(s.Name, 22)))
+			x, y-4, col, x+16, y+1, esc(clip(s.Name, 32)))
 		k++
 	}
 }

@@ -98,6 +98,42 @@ func (g GPU) Used() int {
 	return n
 }
 
+// ShareRun is consecutive shares of one GPU with the same holder (or
+// free): one row of the cluster page.
+type ShareRun struct {
+	Share          // the first share: the holder and its metered use
+	Shares []Share // every share of the run
+}
+
+// IDs are the run's share IDs, space-separated.
+func (r ShareRun) IDs() string {
+	ids := make([]string, len(r.Shares))
+	for i, s := range r.Shares {
+		ids[i] = s.ID
+	}
+	return strings.Join(ids, " ")
+}
+
+// Runs groups the GPU's shares by holder (a reservation's shares report
+// the same use), keeping unhealthy shares on rows of their own.
+func (g GPU) Runs() []ShareRun {
+	var out []ShareRun
+	for _, s := range g.Shares {
+		if n := len(out); n > 0 {
+			last := &out[n-1]
+			if last.AllocID == s.AllocID && last.Task == s.Task && last.Healthy && s.Healthy {
+				last.Shares = append(last.Shares, s)
+				if !last.HasStats && s.HasStats {
+					last.Share = s // same holder: show the share that has stats
+				}
+				continue
+			}
+		}
+		out = append(out, ShareRun{Share: s, Shares: []Share{s}})
+	}
+	return out
+}
+
 // Holders are the distinct jobs holding shares, in share order.
 func (g GPU) Holders() []string {
 	var out []string

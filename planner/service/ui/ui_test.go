@@ -179,7 +179,9 @@ func TestPages_Content(t *testing.T) {
 	must.StrContains(t, b, "simulated")
 	must.StrContains(t, b, "1024 / 20480")
 	must.StrContains(t, b, "37 %")
-	must.StrContains(t, b, "no stats reported yet") // share 1 has no stats in the fixture
+	must.StrContains(t, b, "#0 #1")                                     // one row for the reservation's two shares
+	must.StrContains(t, b, `data-shares="GPU-a-share-0 GPU-a-share-1"`) // the browser test reads these
+	must.StrContains(t, b, "#3 <b class=\"v-write-failed\">unhealthy")  // its own row
 	must.StrContains(t, b, "unhealthy")
 
 	b = body(t, get(t, h, "/ui/plan", nil))
@@ -225,6 +227,11 @@ func TestGatherer_CachesPerTTL(t *testing.T) {
 	must.Eq(t, []string{"default/" + evil}, g.Holders())
 	must.Eq(t, int64(37), g.Shares[0].SMPercent)
 	must.False(t, g.Shares[1].HasStats)
+	runs := g.Runs()
+	must.SliceLen(t, 3, runs) // held #0 #1, free #2, unhealthy #3
+	must.Eq(t, "GPU-a-share-0 GPU-a-share-1", runs[0].IDs())
+	must.Eq(t, "alloc-1", runs[0].AllocID)
+	must.Eq(t, "", runs[1].AllocID)
 }
 
 func TestAuth(t *testing.T) {
