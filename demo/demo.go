@@ -47,6 +47,11 @@ type Config struct {
 	ElasticSteps int
 	// SkipPlanner leaves out the planner part.
 	SkipPlanner bool
+	// WhilePlanning, when set, is called once the planner has made room
+	// for the third elastic job, while the jobs run, with the planner's
+	// address (host:port); an error ends the demo. The UI test looks at the
+	// planner's web page there.
+	WhilePlanning func(ctx context.Context, plannerAddr string) error
 }
 
 // Result is what the demo saw, for its summary and for tests.

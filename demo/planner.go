@@ -82,6 +82,12 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 		return res, err
 	}
 	d.say("a third job arrived and the planner made room: %s", res.MadeRoom)
+	d.say("the planner's web page: http://%s/ui (who holds which GPU share, the fitted curves, why each decision)", res.Instance)
+	if d.cfg.WhilePlanning != nil {
+		if err := d.cfg.WhilePlanning(ctx, res.Instance); err != nil {
+			return res, err
+		}
+	}
 	return res, d.finishElastic(ctx, &res)
 }
 

@@ -38,6 +38,9 @@ func (d *Demo) summary(res *Result) {
 	fmt.Fprintf(d.out, "    demo took %s\n", time.Since(d.start).Round(time.Second))
 	fmt.Fprintf(d.out, "\n    Nomad UI:  %s/ui/jobs\n", d.cfg.NomadAddr)
 	fmt.Fprintf(d.out, "    Consul UI: http://%s/ui\n", d.cfg.ConsulAddr)
+	if res.Planner.Instance != "" {
+		fmt.Fprintf(d.out, "    Planner:   http://%s/ui  (GPUs and shares, jobs, fitted curves, the plan and its reasons)\n", res.Planner.Instance)
+	}
 }
 
 func short(uuid string) string {

@@ -1,6 +1,8 @@
 // Package ui checks, in a real headless browser, what Nomad's web UI shows a
 // user of caravan after the demo scenario: the clients, the driver's
-// checkpoint and restore events, and the planner's scaling events.
+// checkpoint and restore events, and the planner's scaling events; and,
+// while the demo's elastic jobs run, the planner's own page (GPU shares
+// against Nomad's allocations, the fitted loss curve, the plan).
 // Screenshots land in build/screenshots/.
 package ui
 
@@ -45,6 +47,11 @@ func TestUI_DemoStory(t *testing.T) {
 		StateDir:        c.CheckpointDir,
 		CheckpointStore: c.CheckpointDir,
 		Steps:           6000,
+		// The planner's own page, while the elastic jobs run.
+		WhilePlanning: func(_ context.Context, addr string) error {
+			plannerPages(t, c, harness.Browser(t, 3*time.Minute), addr)
+			return nil
+		},
 	}, out)
 	must.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

@@ -25,6 +25,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
+	"github.com/caravan-nomad/caravan/planner/service/ui"
 )
 
 // Version is reported by /v1/health: the binary's version, the same
@@ -96,6 +97,9 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 		Name: cfg.Consul.ServiceName, ID: id, Address: addr, Port: port,
 		HealthPath: "/v1/health", CheckInterval: cfg.Consul.CheckInterval,
 	}
+	if cfg.UI.Enabled {
+		a.service.UIPath = ui.Prefix
+	}
 	var leader manager.Leader = consul.AlwaysLeader{}
 	if a.consul != nil {
 		a.registry = &consul.Registrar{Client: a.consul, Service: a.service, Clock: clk, Logger: log.Named("consul"),
@@ -142,6 +146,19 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 			Authorize: a.authorizeProgress,
 		},
 	}
+	if cfg.UI.Enabled {
+		page, err := ui.New(&ui.Server{
+			Planner: a.manager, Progress: a.store, Token: cfg.UI.Token, Leader: leader.IsLeader, ID: id,
+			Logger: log.Named("ui"),
+			Cluster: &ui.Gatherer{Nomad: ui.APINomad{Client: a.nomad}, Device: cfg.Capacity.Device,
+				TTL: cfg.UI.StatsInterval, Logger: log.Named("ui")},
+		})
+		if err != nil {
+			a.listener.Close()
+			return nil, fmt.Errorf("planner web page: %w", err)
+		}
+		a.api.UI = page.Handler()
+	}
 	return a, nil
 }
 
@@ -171,6 +188,11 @@ func (a *Agent) authorizeProgress(id progress.Identity) error {
 	return nil
 }
 
+// UIURL is the planner web page's address, as registered in Consul.
+func (a *Agent) UIURL() string {
+	return "http://" + net.JoinHostPort(a.service.Address, strconv.Itoa(a.service.Port)) + ui.Prefix
+}
+
 // Addr is the HTTP API's address.
 func (a *Agent) Addr() string { return a.listener.Addr().String() }
 
@@ -186,8 +208,8 @@ func (a *Agent) Reload(cfg *config.Config) {
 		a.log.Error("reload: keeping the old decision settings", "error", err)
 	}
 	if old.Nomad != cfg.Nomad || old.Consul != cfg.Consul || old.BindAddr != cfg.BindAddr || old.Port != cfg.Port ||
-		old.Capacity.Device != cfg.Capacity.Device || old.Progress != cfg.Progress {
-		a.log.Warn("reload: nomad, consul, listener, capacity device and progress settings take effect after a restart")
+		old.Capacity.Device != cfg.Capacity.Device || old.Progress != cfg.Progress || old.UI != cfg.UI {
+		a.log.Warn("reload: nomad, consul, listener, capacity device, progress and ui settings take effect after a restart")
 	}
 	a.log.Info("config reloaded")
 }
@@ -199,6 +221,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.Serve(a.listener) }()
 	a.log.Info("planner listening", "addr", a.Addr(), "dry_run", a.cfg.DryRun, "policy", a.cfg.Policy.Name)
+	if a.api.UI != nil {
+		a.log.Info("planner web page", "url", a.UIURL(), "token_required", a.cfg.UI.Token != "")
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -29,6 +29,8 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --generate 160 --seed 7 > w.csv   # a new workload sampled from Philly
   caravan planner simulate --sweep --loads 0.5,1,1.5,2 --seeds 11-15   # generated workloads, every load, several seeds
   caravan planner simulate --list-policies         # name, information class, summary
+  caravan planner simulate --workload w.csv --policy fifo,optimus,goodput --out build/sim   # CSV, JSON and SVG figures
+  caravan planner simulate --sweep --out build/sweep                                        # sweep CSV, JSON, JCT by load
 
 Options:
 `
@@ -42,7 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	pol := fs.String("policy", policy.Best, "policy: "+strings.Join(policy.Names(), ", "))
+	pol := fs.String("policy", policy.Best, "policy, or a comma-separated list replayed in turn: "+strings.Join(policy.Names(), ", "))
+	out := fs.String("out", "", "with --workload or --sweep: write CSV, JSON and SVG figures into this directory (see planner/README.md)")
 	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
 	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
 	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
@@ -78,6 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
 		}
 	}
+	if *out != "" && (*wl == "" && !*sweep || *table || *all || *philly || *generate > 0) {
+		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep")
+		return 2
+	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
 	if *list {
 		for _, in := range policy.Infos() {
@@ -112,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case *sweep:
-		return runSweep(cfg, dir, *loads, *seeds, *policies, *startHour, *hours, *workers, stdout, stderr)
+		return runSweep(cfg, dir, *loads, *seeds, *policies, *startHour, *hours, *workers, *out, stdout, stderr)
 	case *table || *all:
 		rows, names, err := RunTable(cfg, dir, strings.Split(*policies, ","), stderr)
 		if err != nil {
@@ -164,13 +171,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	res, err := Simulate(cfg, *pol, jobs, apps)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
+	cfg.Record = *out != ""
+	var results []Result
+	for _, p := range strings.Split(*pol, ",") {
+		res, err := Simulate(cfg, strings.TrimSpace(p), jobs, apps)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		res.Workload = *wl
+		printRun(stdout, res, *perJob)
+		results = append(results, res)
 	}
-	res.Workload = *wl
-	if *perJob {
+	if *out != "" {
+		if err := WriteRun(*out, results); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote %s, %s, %s, %s, %s, %s and %s<policy>.svg to %s\n",
+			FileJobsCSV, FileRunsJSON, FileRoundsCSV, FileUtilCSV, FileJCTCDF, FileUtilSVG, allocSVGPrefix, *out)
+	}
+	return 0
+}
+
+// printRun prints one replay's jobs (with perJob), per-application and
+// overall summary.
+func printRun(stdout io.Writer, res Result, perJob bool) {
+	wl := &res.Workload
+	if perJob {
 		fmt.Fprintf(stdout, "%-20s %-12s %10s %10s %10s %8s\n", "job", "application", "submitted", "completed", "jct_s", "restarts")
 		for _, j := range res.Jobs {
 			fmt.Fprintf(stdout, "%-20s %-12s %10.0f %10.0f %10.0f %8d\n", j.Name, j.Application, j.Submitted, j.Completed, j.JCT, j.Restarts)
@@ -186,7 +214,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "policy %s workload %s: %d jobs, average JCT %.0f s (%.3f h), makespan %.0f s, GPU utilisation %.2f, restarts %d, %d rounds, policy time %s\n",
 		res.Policy, *wl, len(res.Jobs), res.AvgJCT, res.AvgJCT/3600, res.Makespan, res.GPUUtil, res.Restarts, res.Rounds, res.DecideTime)
-	return 0
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -198,7 +225,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func runSweep(cfg Config, dir, loads, seeds, policies string, start, hours, workers int, stdout, stderr io.Writer) int {
+func runSweep(cfg Config, dir, loads, seeds, policies string, start, hours, workers int, out string, stdout, stderr io.Writer) int {
 	sw := Sweep{Policies: strings.Split(policies, ","), Start: start, Hours: hours, Workers: workers}
 	var err error
 	if sw.Loads, err = parseLoads(loads); err == nil {
@@ -214,5 +241,12 @@ func runSweep(cfg Config, dir, loads, seeds, policies string, start, hours, work
 		return 1
 	}
 	PrintSweep(stdout, cells, sw, "pollux")
+	if out != "" {
+		if err := WriteSweep(out, cells, sw); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "wrote %s, %s and %s to %s\n", FileSweepCSV, FileSweepJSON, FileJCTByLoad, out)
+	}
 	return 0
 }

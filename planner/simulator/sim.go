@@ -26,6 +26,8 @@ type Config struct {
 	// shares a node with another multi-node job (the artifact's
 	// --interference; 0 by default, as in the published runs).
 	Interference float64
+	// Record keeps every round's allocation in Result.Trace (for --out).
+	Record bool
 }
 
 func (c Config) withDefaults() Config {
@@ -46,12 +48,12 @@ func (c Config) withDefaults() Config {
 
 // JobResult is one finished job.
 type JobResult struct {
-	Name        string
-	Application string
-	Submitted   float64
-	Completed   float64
-	JCT         float64
-	Restarts    int
+	Name        string  `json:"name"`
+	Application string  `json:"application"`
+	Submitted   float64 `json:"submitted_s"`
+	Completed   float64 `json:"completed_s"`
+	JCT         float64 `json:"jct_s"`
+	Restarts    int     `json:"restarts"`
 }
 
 // Result summarises a replay.
@@ -66,6 +68,16 @@ type Result struct {
 	Restarts int
 	// DecideTime is the wall time spent inside the policy.
 	DecideTime time.Duration
+	// GPUs is the cluster's size; Trace, with Config.Record, the GPUs each
+	// job held in every interval.
+	GPUs  int
+	Trace []TraceRound
+}
+
+// TraceRound is the allocation in effect from Time for one interval.
+type TraceRound struct {
+	Time float64 // seconds since the simulation's start
+	GPUs []int   // by job, in workload order
 }
 
 var epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -114,11 +126,14 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	for n, node := range cluster.Nodes {
 		nodeIndex[node.ID] = n
 	}
-	res := Result{Policy: policyName}
+	res := Result{Policy: policyName, GPUs: cfg.Nodes * cfg.GPUsPerNode}
 	var gpuSeconds float64
 	now := 0.0
 	lastProgress := 0.0
 	for {
+		if cfg.Record {
+			res.Trace = append(res.Trace, traceOf(now, sj))
+		}
 		slow := interferenceOf(sj, cfg.Interference)
 		for _, j := range sj {
 			if j.submitted < now+cfg.Interval || len(j.placement) > 0 {
@@ -403,4 +418,12 @@ func interferenceOf(jobs []*simJob, factor float64) map[*simJob]float64 {
 		}
 	}
 	return out
+}
+
+func traceOf(now float64, sj []*simJob) TraceRound {
+	t := TraceRound{Time: now, GPUs: make([]int, len(sj))}
+	for i, j := range sj {
+		t.GPUs[i] = j.replicas()
+	}
+	return t
 }

@@ -30,6 +30,7 @@ type Config struct {
 	Policy   Policy
 	Capacity Capacity
 	Progress Progress
+	UI       UI
 }
 
 // Nomad is how the planner reaches Nomad. Empty fields keep the value from
@@ -120,6 +121,22 @@ type Progress struct {
 	MaxSamples int
 }
 
+// UI configures the planner's web page at /ui.
+type UI struct {
+	// Enabled serves /ui (default true).
+	Enabled bool
+	// Token, when set, is required to read the page: as a bearer token,
+	// or once as ?token= (which sets a cookie). Empty: reads are open, as
+	// with the JSON API.
+	Token string
+	// StatsInterval is how long the cluster view (nodes, allocations and
+	// their per-share GPU stats, read from Nomad) is cached.
+	StatsInterval time.Duration
+}
+
+// MinUITokenLength is the shortest ui.token accepted.
+const MinUITokenLength = 16
+
 // Default returns the configuration used when nothing is set.
 func Default() *Config {
 	return &Config{
@@ -149,6 +166,7 @@ func Default() *Config {
 		},
 		Capacity: Capacity{Device: "gpu"},
 		Progress: Progress{Audience: "caravan-planner", MaxSamples: 2000},
+		UI:       UI{Enabled: true, StatsInterval: 10 * time.Second},
 	}
 }
 
@@ -246,5 +264,21 @@ func (c *Config) Validate() error {
 	if c.Progress.MaxSamples < 10 || c.Progress.MaxSamples > MaxSamples {
 		bad("progress.max_samples", "must be in 10..%d, got %d", MaxSamples, c.Progress.MaxSamples)
 	}
+	validateUI(c.UI, bad)
 	return errors.Join(errs...)
+}
+
+func validateUI(u UI, bad func(field, format string, args ...any)) {
+	if u.StatsInterval < time.Second || u.StatsInterval > time.Hour {
+		bad("ui.stats_interval", "must be between 1s and 1h, got %s", u.StatsInterval)
+	}
+	if u.Token == "" {
+		return
+	}
+	if len(u.Token) < MinUITokenLength {
+		bad("ui.token", "must be at least %d characters, got %d", MinUITokenLength, len(u.Token))
+	}
+	if strings.ContainsFunc(u.Token, func(r rune) bool { return r <= ' ' || r == 0x7f || r > '~' }) {
+		bad("ui.token", "must be printable ASCII without spaces (it travels in a header, a URL and a cookie)")
+	}
 }

@@ -109,6 +109,10 @@ func TestLoad_Errors(t *testing.T) {
 		{"absurd shares", `capacity { shares_per_gpu = 1000000 }`, "capacity.shares_per_gpu"},
 		{"huge min_gain", `policy { min_gain = 1e300 }`, "policy.min_gain"},
 		{"huge interval", `policy { interval = "100000h" }`, "policy.interval"},
+		{"short ui token", `ui { token = "abc" }`, "ui.token"},
+		{"ui token with a space", `ui { token = "0123456789 abcdefgh" }`, "ui.token"},
+		{"ui stats interval", `ui { stats_interval = "10ms" }`, "ui.stats_interval"},
+		{"ui unknown attribute", `ui { colour = "blue" }`, "colour"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,4 +161,16 @@ func TestUsageListsSubcommands(t *testing.T) {
 	for _, sub := range []string{"simulate", "report", "relay"} {
 		must.StrContains(t, out.String(), "\n  "+sub+" ")
 	}
+}
+
+func TestLoad_UI(t *testing.T) {
+	f, err := ParseFlags([]string{"-config", writeFile(t, `ui {
+  token          = "0123456789abcdef"
+  stats_interval = "30s"
+}`)}, io.Discard)
+	must.NoError(t, err)
+	c, err := Load(f)
+	must.NoError(t, err)
+	must.Eq(t, UI{Enabled: true, Token: "0123456789abcdef", StatsInterval: 30 * time.Second}, c.UI)
+	must.Eq(t, UI{Enabled: true, StatsInterval: 10 * time.Second}, Default().UI)
 }

@@ -23,6 +23,13 @@ type fileConfig struct {
 	Policy   *filePolicy   `hcl:"policy,block"`
 	Capacity *fileCapacity `hcl:"capacity,block"`
 	Progress *fileProgress `hcl:"progress,block"`
+	UI       *fileUI       `hcl:"ui,block"`
+}
+
+type fileUI struct {
+	Enabled       *bool   `hcl:"enabled,optional"`
+	Token         *string `hcl:"token,optional"`
+	StatsInterval *string `hcl:"stats_interval,optional"`
 }
 
 type fileNomad struct {
@@ -168,6 +175,11 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Audience, &c.Progress.Audience)
 		set(p.Issuer, &c.Progress.Issuer)
 		set(p.MaxSamples, &c.Progress.MaxSamples)
+	}
+	if p := fc.UI; p != nil {
+		set(p.Enabled, &c.UI.Enabled)
+		set(p.Token, &c.UI.Token)
+		dur("ui.stats_interval", p.StatsInterval, &c.UI.StatsInterval)
 	}
 	return err
 }

@@ -159,3 +159,12 @@ func TestElector_FencedWhileConsulIsFrozen(t *testing.T) {
 	f.Thaw()
 	eventually(t, "leading again after the thaw", e.IsLeader)
 }
+
+func TestServiceMeta_LinksTheWebPage(t *testing.T) {
+	s := Service{Name: "caravan-planner", ID: "p1", Address: "127.0.0.1", Port: 8095}
+	must.Eq(t, map[string]string{"caravan_component": "planner"}, s.registration().Meta)
+	s.UIPath = "/ui"
+	must.Eq(t, "http://127.0.0.1:8095/ui", s.registration().Meta["caravan_ui"])
+	s.Address = "::1"
+	must.Eq(t, "http://[::1]:8095/ui", s.registration().Meta["caravan_ui"])
+}

@@ -7,6 +7,7 @@ package consul
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,18 @@ type Service struct {
 	// HealthPath is the HTTP path of the health check (e.g. /v1/health).
 	HealthPath    string
 	CheckInterval time.Duration
+	// UIPath, when set, is the web page's path: its URL goes into the
+	// service meta as caravan_ui.
+	UIPath string
+}
+
+// meta is the service's Consul meta.
+func (s Service) meta() map[string]string {
+	m := map[string]string{"caravan_component": "planner"}
+	if s.UIPath != "" {
+		m["caravan_ui"] = "http://" + net.JoinHostPort(s.Address, strconv.Itoa(s.Port)) + s.UIPath
+	}
+	return m
 }
 
 // CheckID is the ID of the service's health check; sessions list it so a
@@ -41,7 +54,7 @@ func (s Service) registration() *consulapi.AgentServiceRegistration {
 		Address: s.Address,
 		Port:    s.Port,
 		Tags:    s.Tags,
-		Meta:    map[string]string{"caravan_component": "planner"},
+		Meta:    s.meta(),
 		Check: &consulapi.AgentServiceCheck{
 			CheckID:  s.CheckID(),
 			Name:     "caravan planner HTTP health",

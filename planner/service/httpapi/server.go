@@ -38,7 +38,9 @@ type Server struct {
 	Leader   Leadership
 	Source   interface{ Snapshot() source.Snapshot }
 	Progress http.Handler
-	Logger   hclog.Logger
+	// UI, when set, serves the planner's web page under /ui.
+	UI     http.Handler
+	Logger hclog.Logger
 
 	stopping atomic.Bool
 	mu       sync.Mutex
@@ -59,6 +61,10 @@ func (s *Server) Handler() http.Handler {
 	reg := metrics.NewRegistry(plannerCollector{s})
 	mux.HandleFunc("/v1/metrics", s.get(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP))
 	mux.Handle("/v1/progress", s.countProgress(s.Progress))
+	if s.UI != nil {
+		mux.Handle("/ui", s.UI)
+		mux.Handle("/ui/", s.UI)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path+" (see planner/README.md)")
 	})

@@ -53,6 +53,7 @@ type Action struct {
 	key            source.JobKey
 	jobModifyIndex uint64
 	job            *source.Job // the version the decision was made on
+	verdict        Verdict     // set by apply when the status alone does not say why
 }
 
 func (a Action) priority() int {

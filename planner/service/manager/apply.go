@@ -31,10 +31,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		case !r.Leader:
 			a.Status = StatusPlanned
 			a.Error = "not the leader: followers only serve reads"
+			a.verdict = VerdictNotLeader
 			continue
 		case s.DryRun:
 			a.Status = StatusPlanned
 			a.Error = "dry-run"
+			a.verdict = VerdictDryRun
 			m.log.Info("dry-run: would apply", "job", a.Job, "kind", a.Kind, "from", a.From, "to", a.To, "message", a.Message)
 			continue
 		case !m.leads():
@@ -42,10 +44,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			// session could not be renewed): fence the write.
 			a.Status = StatusPlanned
 			a.Error = "leadership not confirmed now: not writing"
+			a.verdict = VerdictNotLeader
 			continue
 		case applied >= s.MaxChangesPerRound:
 			a.Status = StatusDeferred
 			a.Error = fmt.Sprintf("rate limit: %d changes per round", s.MaxChangesPerRound)
+			a.verdict = VerdictRateLimit
 			m.mu.Lock()
 			m.metrics.Deferred++
 			m.mu.Unlock()
@@ -58,10 +62,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		if r.Time.Before(until) {
 			a.Status = StatusDeferred
 			a.Error = "nomad refused the last update of this job; retrying after " + until.Format(time.RFC3339)
+			a.verdict = VerdictNomadRefused
 			continue
 		}
 		if a.Kind == KindSuspend && job != nil && !job.Spec.Suspendable {
 			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
+			a.verdict = VerdictSuspendForbidden
 			continue
 		}
 		wctx, cancel := m.fenced(ctx)
@@ -93,6 +99,7 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			m.logForbiddenLocked(a, err)
 		case errors.Is(err, submit.ErrRejected):
 			a.Status, a.Error = StatusRefused, err.Error()
+			a.verdict = VerdictNomadRefused
 			m.metrics.WriteErrors++
 			// Retrying at once would be refused again (e.g. an active
 			// deployment): wait one cooldown, at least one interval.

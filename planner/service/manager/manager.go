@@ -80,6 +80,7 @@ type Manager struct {
 	settings Settings
 	pol      policy.Policy
 	mem      map[source.JobKey]*memory
+	history  map[source.JobKey][]Decision
 	priors   priors
 	last     *Round
 	metrics  Metrics
@@ -158,6 +159,7 @@ func New(cfg Config) (*Manager, error) {
 		settings: cfg.Settings,
 		pol:      p,
 		mem:      map[source.JobKey]*memory{},
+		history:  map[source.JobKey][]Decision{},
 		priors:   priors{},
 		metrics:  Metrics{Applied: map[Kind]uint64{}, RoundSeconds: Histogram{Bounds: RoundBuckets}},
 		kick:     make(chan struct{}, 1),
@@ -267,6 +269,9 @@ func (m *Manager) RunRound(ctx context.Context) (*Round, error) {
 		r.Error = err.Error()
 	}
 	m.mu.Lock()
+	if err == nil && r.Skipped == "" {
+		m.settle(r)
+	}
 	m.last = r
 	m.metrics.Rounds++
 	if err != nil {

@@ -43,15 +43,17 @@ type Round struct {
 	Jobs     []JobView      `json:"jobs"`
 	Plan     *policy.Plan   `json:"plan,omitempty"`
 	Actions  []Action       `json:"actions"`
-	Skipped  string         `json:"skipped,omitempty"` // why no decision was made
-	Error    string         `json:"error,omitempty"`
+	// Candidates are the jobs the round considered, each with its verdict.
+	Candidates []Candidate `json:"candidates"`
+	Skipped    string      `json:"skipped,omitempty"` // why no decision was made
+	Error      string      `json:"error,omitempty"`
 }
 
 // decide builds the round without side effects on Nomad.
 func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*Round, error) {
 	now := m.cfg.Clock.Now()
 	leader := m.cfg.Leader == nil || m.cfg.Leader.IsLeader()
-	r := &Round{Time: now, Leader: leader, DryRun: s.DryRun, Policy: pol.Name(), Jobs: []JobView{}, Actions: []Action{}}
+	r := &Round{Time: now, Leader: leader, DryRun: s.DryRun, Policy: pol.Name(), Jobs: []JobView{}, Actions: []Action{}, Candidates: []Candidate{}}
 	snap := m.cfg.Source.Snapshot()
 	if !snap.Synced {
 		r.Skipped = "waiting for the first read of Nomad"
@@ -134,6 +136,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		pj := m.policyJob(now, j, mm, &v, nodes, snap, s, pol.Info().Traits)
 		if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
 			v.Detail = "cooling down after the last change"
+			r.Candidates = append(r.Candidates, Candidate{Job: k.String(), key: k, From: v.Workers, To: v.Workers,
+				Verdict: VerdictCooldown, Detail: fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)})
 			r.Jobs = append(r.Jobs, v)
 			continue
 		}
@@ -144,15 +148,16 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 	for k := range m.mem {
 		if _, ok := snap.Jobs[k]; !ok {
 			delete(m.mem, k)
+			delete(m.history, k)
 		}
 	}
 
 	// Ask the policy, pinning jobs whose growth would not repay its
 	// restart, until the plan is stable (at most three passes).
-	pinned := map[string]string{}
+	pinned := map[string]pin{}
 	for _, c := range cands {
 		if c.pj.Current.Workers > 0 && !c.mm.lastChange.IsZero() && now.Sub(c.mm.lastChange) < s.Cooldown {
-			pinned[c.pj.ID] = fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)
+			pinned[c.pj.ID] = pin{VerdictCooldown, fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)}
 		}
 	}
 	pinnedPS := map[string]string{}
@@ -161,13 +166,13 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		in.Jobs = in.Jobs[:0]
 		for _, c := range cands {
 			pj := c.pj
-			if pinned[pj.ID] != "" {
+			if pinned[pj.ID].why != "" {
 				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
 			}
 			// A pinned job keeps its servers too: a cooldown that held the
 			// workers but let the servers move let a job that had just
 			// shrunk go 1 -> 4 servers in the next round.
-			if (pinned[pj.ID] != "" || pinnedPS[pj.ID] != "") && pj.MaxPS > 0 && pj.Current.Workers > 0 {
+			if (pinned[pj.ID].why != "" || pinnedPS[pj.ID] != "") && pj.MaxPS > 0 && pj.Current.Workers > 0 {
 				ps := min(max(pj.Current.PS, pj.MinPS), pj.MaxPS)
 				pj.MinPS, pj.MaxPS = ps, ps
 			}
@@ -202,16 +207,23 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		c.view.Plan = &jp
 		from := c.pj.Current.Workers
 		to := jp.Workers
-		if why := pinnedPS[jp.ID]; why != "" && pinned[jp.ID] == "" {
+		cd := Candidate{Job: c.job.Key.String(), key: c.job.Key, From: from, To: to, PSFrom: c.pj.Current.PS, PSTo: jp.PS,
+			Gain: jp.Gain, Verdict: VerdictUnchanged, Detail: jp.Reason}
+		if why := pinnedPS[jp.ID]; why != "" && pinned[jp.ID].why == "" {
 			c.view.Plan.Reason += "; " + why
+			cd.Verdict, cd.Detail = VerdictRestartCost, why
 		}
-		if why := pinned[jp.ID]; why != "" {
-			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, why)
+		if p := pinned[jp.ID]; p.why != "" {
+			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, p.text)
+			cd.Verdict, cd.Detail = p.why, p.text
 		}
 		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
 		if to == from && !psChange {
+			r.Candidates = append(r.Candidates, cd)
 			continue
 		}
+		cd.Verdict = "" // settled after apply
+		r.Candidates = append(r.Candidates, cd)
 		a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
 			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index,
 			Unmeasured: c.view.Fit.Speed == nil}
@@ -275,7 +287,7 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 //     remaining time, a restart per job it changes: Optimus's greedy
 //     rebuilds every round from the minimum, and two jobs whose next worker
 //     is worth about the same swap it back and forth.
-func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS map[string]string) bool {
+func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned map[string]pin, pinnedPS map[string]string) bool {
 	restart := s.RestartCost.Seconds() + s.MinGain
 	stands := true
 	total, changed, judged := 0.0, 0, true
@@ -287,7 +299,7 @@ func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS ma
 			// the plan may be giving it its first workers.
 			judged = false
 		}
-		if pinned[jp.ID] != "" || (jp.Workers == cur.Workers && jp.PS == cur.PS) {
+		if pinned[jp.ID].why != "" || (jp.Workers == cur.Workers && jp.PS == cur.PS) {
 			continue
 		}
 		before, ok1 := remainingTime(pj, cur.Workers, cur.PS)
@@ -298,7 +310,7 @@ func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS ma
 			continue
 		}
 		if jp.Workers > cur.Workers && before-mid < restart {
-			pinned[jp.ID] = fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", before-mid, s.RestartCost)
+			pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", before-mid, s.RestartCost)}
 			stands = false
 			continue
 		}
@@ -312,8 +324,8 @@ func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned, pinnedPS ma
 	}
 	if stands && judged && changed > 0 && total < float64(changed)*restart {
 		for i, jp := range plan.Jobs {
-			if cur := jobs[i].Current; pinned[jp.ID] == "" && (jp.Workers != cur.Workers || jp.PS != cur.PS) {
-				pinned[jp.ID] = fmt.Sprintf("the plan's reshaping saves %.0f s in all, less than %d restarts of %s", total, changed, s.RestartCost)
+			if cur := jobs[i].Current; pinned[jp.ID].why == "" && (jp.Workers != cur.Workers || jp.PS != cur.PS) {
+				pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the plan's reshaping saves %.0f s in all, less than %d restarts of %s", total, changed, s.RestartCost)}
 			}
 		}
 		stands = false
@@ -332,4 +344,10 @@ func remainingTime(pj policy.Job, w, ps int) (float64, bool) {
 		return 0, false
 	}
 	return pj.Remaining / r, true
+}
+
+// pin is why a job's shape is held for the next pass of the policy.
+type pin struct {
+	why  Verdict
+	text string
 }
