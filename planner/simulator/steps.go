@@ -1,0 +1,250 @@
+package simulator
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+)
+
+// StepJob is a job of a fixed number of SGD steps whose step time is a
+// model of caravan's distributed trainer (trainer/README.md): the global
+// batch is cut into micro-shards spread over the workers, each worker
+// sleeps ComputePerSample per sample (MODELLED compute), and every step
+// pays a fixed exchange overhead. `caravan testbed` replays its live
+// workloads through SimulateSteps to measure the simulator's fidelity.
+type StepJob struct {
+	Name string
+	// Submitted is the arrival, seconds from the start.
+	Submitted float64
+	Steps     int
+	// Requested is the worker count a fixed-size policy runs the job at.
+	Requested int
+	// Batch and MicroShards are the trainer's (64 and 8 by default).
+	Batch, MicroShards int
+	ComputePerSample   float64 // seconds
+}
+
+// StepTime is the modelled seconds per step with w workers (0 for none):
+// the slowest worker's micro-shards times their compute, plus overhead.
+func (j StepJob) StepTime(w int, overhead float64) float64 {
+	if w <= 0 {
+		return 0
+	}
+	shards := max(j.MicroShards, 1)
+	per := int(math.Ceil(float64(shards) / float64(min(w, shards))))
+	return float64(per)*float64(j.Batch)/float64(shards)*j.ComputePerSample + overhead
+}
+
+// StepConfig is the testbed cluster and the live loop's timings.
+type StepConfig struct {
+	Nodes, GPUsPerNode int
+	// WorkerMilliGPU is one worker's GPU demand (1000 = a whole GPU).
+	WorkerMilliGPU int
+	// MaxWorkers caps a job's workers (the jobspec's caravan_max_workers).
+	MaxWorkers int
+	// Interval is the planner's decision interval; Cooldown the least time
+	// between two changes of one job (seconds).
+	Interval, Cooldown float64
+	// StepOverhead is the per-step exchange cost (seconds).
+	StepOverhead float64
+	// StartDelay is the time from placement to a job's first step (Nomad's
+	// placement, the task's start, the coordinator's connect); ResizeDelay
+	// what a new worker takes to join; ResumeDelay what a job suspended
+	// to zero workers takes to restore and restart.
+	StartDelay, ResizeDelay, ResumeDelay float64
+	// RestartCost is what the policy is told a change costs (seconds).
+	RestartCost float64
+	// Tick is the simulation step (seconds); default 1.
+	Tick float64
+}
+
+type stepState struct {
+	spec        StepJob
+	done        float64 // steps
+	workers     int
+	readyAt     float64 // no progress before this time
+	lastChange  float64
+	ran         bool
+	completion  float64
+	restarts    int
+	gpuSeconds  float64
+	started     bool
+	// Until joinAt the job runs with before workers (new ones starting).
+	joinAt float64
+	before int
+}
+
+// SimulateSteps replays step jobs under the named policy on a small
+// cluster, deciding every cfg.Interval seconds as the live planner does.
+// The policy sees the job's modelled speed once the job has run (before
+// that none: it assumes linear scaling, as the live planner's cold start
+// does) and its remaining steps (declared by the jobspec).
+func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, error) {
+	pol, err := policy.New(policyName)
+	if err != nil {
+		return Result{}, err
+	}
+	info := pol.Info()
+	if cfg.Tick <= 0 {
+		cfg.Tick = 1
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 10
+	}
+	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
+	for n := range cluster.Nodes {
+		cluster.Nodes[n] = policy.Node{ID: fmt.Sprintf("node-%02d", n), GPUs: cfg.GPUsPerNode}
+	}
+	st := make([]*stepState, len(jobs))
+	for i, j := range jobs {
+		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1)}
+	}
+	res := Result{Policy: policyName}
+	nextRound := 0.0
+	for now := 0.0; ; now += cfg.Tick {
+		if now > 30*24*3600 {
+			return res, fmt.Errorf("%w: step replay under %s did not finish", ErrStuck, policyName)
+		}
+		if now >= nextRound {
+			if err := stepRound(cfg, pol, info, cluster, st, now); err != nil {
+				return res, err
+			}
+			res.Rounds++
+			nextRound = now + cfg.Interval
+		}
+		left := 0
+		for _, s := range st {
+			s.advance(now, cfg)
+			if s.completion < 0 {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+	}
+	return stepResult(res, st, cfg.Nodes*cfg.GPUsPerNode), nil
+}
+
+// advance moves a job one tick on.
+func (s *stepState) advance(now float64, cfg StepConfig) {
+	if s.completion >= 0 || s.workers == 0 {
+		return
+	}
+	s.gpuSeconds += float64(s.workers) * cfg.Tick * float64(cfg.WorkerMilliGPU) / policy.MilliGPU
+	if now+cfg.Tick <= s.readyAt {
+		return
+	}
+	from := math.Max(now, s.readyAt)
+	s.ran = true
+	w := s.workers
+	if now < s.joinAt {
+		w = s.before
+	}
+	rate := 1 / s.spec.StepTime(w, cfg.StepOverhead)
+	need := float64(s.spec.Steps) - s.done
+	if dt := now + cfg.Tick - from; rate*dt >= need {
+		s.completion = from + need/rate
+		s.done = float64(s.spec.Steps)
+		s.workers = 0
+	} else {
+		s.done += rate * dt
+	}
+}
+
+// stepRound asks the policy for a plan and applies it.
+func stepRound(cfg StepConfig, pol policy.Policy, info policy.Info, cluster policy.Cluster, st []*stepState, now float64) error {
+	var active []*stepState
+	in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+	for _, s := range st {
+		if s.completion >= 0 || s.spec.Submitted > now {
+			continue
+		}
+		active = append(active, s)
+		in.Jobs = append(in.Jobs, s.policyJob(cfg, info, now))
+	}
+	if len(active) == 0 {
+		return nil
+	}
+	plan, err := pol.Allocate(in)
+	if err != nil {
+		return err
+	}
+	for i, s := range active {
+		s.apply(plan.Jobs[i].Workers, now, cfg)
+	}
+	return nil
+}
+
+func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) policy.Job {
+	pj := policy.Job{
+		ID: s.spec.Name, Kind: s.spec.Name, Submitted: epoch.Add(time.Duration(s.spec.Submitted * float64(time.Second))),
+		Min: 1, Max: max(cfg.MaxWorkers, 1), Worker: policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
+		RestartCost: time.Duration(cfg.RestartCost * float64(time.Second)),
+		Age:         time.Duration((now - s.spec.Submitted) * float64(time.Second)), Restarts: s.restarts,
+		Current: policy.Allocation{Workers: s.workers},
+	}
+	if s.workers > 0 {
+		pj.Current.Placement = []policy.NodeAlloc{{Node: "node-00", Workers: s.workers}}
+	}
+	if info.Traits.FixedSize {
+		pj.Min, pj.Max, pj.Gang = s.spec.Requested, s.spec.Requested, true
+	}
+	if s.ran {
+		spec, ov := s.spec, cfg.StepOverhead
+		pj.Speed = policy.SpeedFunc(func(sh policy.Shape) float64 {
+			if sh.Workers <= 0 {
+				return 0
+			}
+			return 1 / spec.StepTime(sh.Workers, ov)
+		})
+		pj.Remaining = float64(s.spec.Steps) - s.done
+	}
+	if s.workers > 0 && now-s.lastChange < cfg.Cooldown {
+		pj.Min, pj.Max = s.workers, s.workers
+	}
+	return pj
+}
+
+// apply changes a job's workers, charging the delay the change costs.
+func (s *stepState) apply(w int, now float64, cfg StepConfig) {
+	if w == s.workers {
+		return
+	}
+	switch {
+	case s.workers == 0 && !s.started:
+		s.readyAt, s.started = now+cfg.StartDelay, true
+	case s.workers == 0:
+		s.readyAt = now + cfg.ResumeDelay
+		s.restarts++
+	case w > s.workers:
+		// New workers join after starting; the running ones go on.
+		s.joinAt, s.before = now+cfg.ResizeDelay, s.workers
+	}
+	s.workers, s.lastChange = w, now
+}
+
+func stepResult(res Result, st []*stepState, gpus int) Result {
+	var sum, first, last, gpuSec float64
+	first = math.Inf(1)
+	for _, s := range st {
+		r := JobResult{Name: s.spec.Name, Submitted: s.spec.Submitted, Completed: s.completion,
+			JCT: s.completion - s.spec.Submitted, Restarts: s.restarts}
+		res.Jobs = append(res.Jobs, r)
+		res.Restarts += r.Restarts
+		sum += r.JCT
+		first = math.Min(first, s.spec.Submitted)
+		last = math.Max(last, s.completion)
+		gpuSec += s.gpuSeconds
+	}
+	if len(st) > 0 {
+		res.AvgJCT = sum / float64(len(st))
+		res.Makespan = last - first
+	}
+	if res.Makespan > 0 && len(st) > 0 {
+		res.GPUUtil = gpuSec / (float64(max(gpus, 1)) * res.Makespan)
+	}
+	return res
+}
