@@ -74,6 +74,8 @@ type stepState struct {
 	// Until joinAt the job runs with before workers (new ones starting).
 	joinAt float64
 	before int
+	// seen are the worker counts the job has run with (its observed shapes).
+	seen map[int]bool
 }
 
 // SimulateSteps replays step jobs under the named policy on a small
@@ -140,9 +142,13 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 	from := math.Max(now, s.readyAt)
 	s.ran = true
 	w := s.workers
+	if s.seen == nil {
+		s.seen = map[int]bool{}
+	}
 	if now < s.joinAt {
 		w = s.before
 	}
+	s.seen[w] = true
 	rate := 1 / s.spec.StepTime(w, cfg.StepOverhead)
 	need := float64(s.spec.Steps) - s.done
 	if dt := now + cfg.Tick - from; rate*dt >= need {
@@ -193,19 +199,32 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 		pj.Min, pj.Max, pj.Gang = s.spec.Requested, s.spec.Requested, true
 	}
 	if s.ran {
-		spec, ov := s.spec, cfg.StepOverhead
-		pj.Speed = policy.SpeedFunc(func(sh policy.Shape) float64 {
-			if sh.Workers <= 0 {
-				return 0
-			}
-			return 1 / spec.StepTime(sh.Workers, ov)
-		})
-		pj.Remaining = float64(s.spec.Steps) - s.done
+		pj.Speed, pj.Remaining = s.speed(cfg.StepOverhead), float64(s.spec.Steps)-s.done
 	}
 	if s.workers > 0 && now-s.lastChange < cfg.Cooldown {
 		pj.Min, pj.Max = s.workers, s.workers
 	}
 	return pj
+}
+
+// speed is what the live planner knows of the job's speed: with one
+// observed worker count, linear scaling from it (its cold start); with two
+// or more, its fitted model, taken here as the true step model.
+func (s *stepState) speed(overhead float64) policy.SpeedModel {
+	spec := s.spec
+	one := 0
+	for w := range s.seen {
+		one = w
+	}
+	return policy.SpeedFunc(func(sh policy.Shape) float64 {
+		switch {
+		case sh.Workers <= 0:
+			return 0
+		case len(s.seen) == 1:
+			return float64(sh.Workers) / float64(one) / spec.StepTime(one, overhead)
+		}
+		return 1 / spec.StepTime(sh.Workers, overhead)
+	})
 }
 
 // apply changes a job's workers, charging the delay the change costs.
