@@ -78,7 +78,8 @@ func SimConfig(cfg Config, cal Calibration) simulator.StepConfig {
 		Interval:       cfg.Interval.Seconds(), Cooldown: cfg.Cooldown.Seconds(),
 		StepOverhead: cal.StepOverhead.Seconds(),
 		StartDelay:   cal.StartDelay.Seconds(), ResizeDelay: cal.StartDelay.Seconds(), ResumeDelay: cal.StartDelay.Seconds(),
-		RestartCost: 30, // jobspecs/planner.nomad.hcl's restart_cost
+		// jobspecs/planner.nomad.hcl's restart_cost and suspend_quantum.
+		RestartCost: 30, SuspendQuantum: 600,
 	}
 }
 

@@ -54,28 +54,37 @@ type StepConfig struct {
 	// what a new worker takes to join; ResumeDelay what a job suspended
 	// to zero workers takes to restore and restart.
 	StartDelay, ResizeDelay, ResumeDelay float64
-	// RestartCost is what the policy is told a change costs (seconds).
+	// RestartCost is what the policy is told a change costs (seconds); the
+	// live planner also keeps a running job's workers when growing them
+	// would save less than that.
 	RestartCost float64
+	// SuspendQuantum protects a job that runs from suspension for this
+	// long after it (re)started, as the live planner's time-slicing does
+	// (seconds; 0: no protection).
+	SuspendQuantum float64
 	// Tick is the simulation step (seconds); default 1.
 	Tick float64
 }
 
 type stepState struct {
-	spec        StepJob
-	done        float64 // steps
-	workers     int
-	readyAt     float64 // no progress before this time
-	lastChange  float64
-	ran         bool
-	completion  float64
-	restarts    int
-	gpuSeconds  float64
-	started     bool
+	spec       StepJob
+	done       float64 // steps
+	workers    int
+	readyAt    float64 // no progress before this time
+	lastChange float64
+	ran        bool
+	completion float64
+	restarts   int
+	gpuSeconds float64
+	started    bool
 	// Until joinAt the job runs with before workers (new ones starting).
 	joinAt float64
 	before int
 	// seen are the worker counts the job has run with (its observed shapes).
 	seen map[int]bool
+	// lastResume is when it last got workers; waitingSince when it last
+	// lost them (or arrived).
+	lastResume, waitingSince float64
 }
 
 // SimulateSteps replays step jobs under the named policy on a small
@@ -101,7 +110,7 @@ func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, e
 	}
 	st := make([]*stepState, len(jobs))
 	for i, j := range jobs {
-		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1)}
+		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1), waitingSince: j.Submitted}
 	}
 	res := Result{Policy: policyName}
 	nextRound := 0.0
@@ -160,28 +169,66 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 	}
 }
 
-// stepRound asks the policy for a plan and applies it.
+// stepRound asks the policy for a plan and applies it. Like the live
+// planner (planner/service/manager/round.go) it pins a job in its cooldown,
+// and re-plans (up to three passes) pinning a running job whose growth
+// would save less than a restart.
 func stepRound(cfg StepConfig, pol policy.Policy, info policy.Info, cluster policy.Cluster, st []*stepState, now float64) error {
 	var active []*stepState
-	in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+	var base []policy.Job
 	for _, s := range st {
 		if s.completion >= 0 || s.spec.Submitted > now {
 			continue
 		}
 		active = append(active, s)
-		in.Jobs = append(in.Jobs, s.policyJob(cfg, info, now))
+		base = append(base, s.policyJob(cfg, info, now))
 	}
 	if len(active) == 0 {
 		return nil
 	}
-	plan, err := pol.Allocate(in)
-	if err != nil {
-		return err
+	pinned := map[int]bool{}
+	for i, s := range active {
+		pinned[i] = s.workers > 0 && now-s.lastChange < cfg.Cooldown
+	}
+	var plan policy.Plan
+	for pass := 0; ; pass++ {
+		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+		for i, pj := range base {
+			if pinned[i] {
+				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
+			}
+			in.Jobs = append(in.Jobs, pj)
+		}
+		var err error
+		if plan, err = pol.Allocate(in); err != nil {
+			return err
+		}
+		if pass == 3 || !pinGrowth(base, plan, cfg.RestartCost, pinned) {
+			break
+		}
 	}
 	for i, s := range active {
 		s.apply(plan.Jobs[i].Workers, now, cfg)
 	}
 	return nil
+}
+
+// pinGrowth pins the running jobs whose planned growth saves less than a
+// restart, and reports whether it pinned any.
+func pinGrowth(jobs []policy.Job, plan policy.Plan, restart float64, pinned map[int]bool) bool {
+	any := false
+	for i, jp := range plan.Jobs {
+		pj := jobs[i]
+		cur := pj.Current.Workers
+		if pinned[i] || cur <= 0 || jp.Workers <= cur || pj.Speed == nil {
+			continue
+		}
+		r0, r1 := pj.Speed.Rate(policy.Shape{Workers: cur, Nodes: 1}), pj.Speed.Rate(policy.Shape{Workers: jp.Workers, Nodes: 1})
+		if r0 > 0 && r1 > 0 && pj.Remaining/r0-pj.Remaining/r1 < restart {
+			pinned[i], any = true, true
+		}
+	}
+	return any
 }
 
 func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) policy.Job {
@@ -201,9 +248,7 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 	if s.ran {
 		pj.Speed, pj.Remaining = s.speed(cfg.StepOverhead), float64(s.spec.Steps)-s.done
 	}
-	if s.workers > 0 && now-s.lastChange < cfg.Cooldown {
-		pj.Min, pj.Max = s.workers, s.workers
-	}
+	pj.Submitted = s.queueKey(cfg, now)
 	return pj
 }
 
@@ -227,6 +272,22 @@ func (s *stepState) speed(overhead float64) policy.SpeedModel {
 	})
 }
 
+// queueKey is the time the policy admits the job by, as the live
+// planner's time-slicing sets it: a job inside its quantum first, one past
+// it from the start of its current slice, a waiting one from when it began
+// to wait.
+func (s *stepState) queueKey(cfg StepConfig, now float64) time.Time {
+	at := func(sec float64) time.Time { return epoch.Add(time.Duration(sec * float64(time.Second))) }
+	switch {
+	case s.workers == 0:
+		return at(s.waitingSince)
+	case cfg.SuspendQuantum <= 0 || now < s.lastResume+cfg.SuspendQuantum:
+		return epoch.AddDate(-100, 0, 0)
+	}
+	slices := math.Floor((now - s.lastResume) / cfg.SuspendQuantum)
+	return at(s.lastResume + slices*cfg.SuspendQuantum)
+}
+
 // apply changes a job's workers, charging the delay the change costs.
 func (s *stepState) apply(w int, now float64, cfg StepConfig) {
 	if w == s.workers {
@@ -241,6 +302,12 @@ func (s *stepState) apply(w int, now float64, cfg StepConfig) {
 	case w > s.workers:
 		// New workers join after starting; the running ones go on.
 		s.joinAt, s.before = now+cfg.ResizeDelay, s.workers
+	}
+	switch {
+	case s.workers == 0 && w > 0:
+		s.lastResume = now
+	case w == 0:
+		s.waitingSince = now
 	}
 	s.workers, s.lastChange = w, now
 }
