@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -70,6 +71,7 @@ type options struct {
 	policies []string
 	out      string
 	dryRun   bool
+	from     string
 	overhead time.Duration
 	delay    time.Duration
 }
@@ -91,6 +93,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	pols := fs.String("policies", "static,optimus,goodput", "runs, in order: planner policies and \"static\" (no planner)")
 	fs.StringVar(&o.out, "out", filepath.Join("build", "testbed"), "directory for results.json and the CSV files")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the workload and the simulator's figures; touch no cluster")
+	fs.StringVar(&o.from, "from", "", "recompute the metrics and the simulation from an earlier run's DIR/results.json (touches no cluster)")
 	s := &o.sample
 	fs.IntVar(&s.Jobs, "jobs", s.Jobs, "jobs sampled from the workload")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "sampling seed")
@@ -150,7 +153,7 @@ func (o *options) validate() error {
 		return errors.New("--policies: name at least one policy or \"static\"")
 	case c.Nodes < 1 || c.GPUsPerNode < 1 || c.SharesPerGPU < 1 || c.WorkerShares < 1:
 		return errors.New("--nodes, --gpus-per-node, --shares-per-gpu, --worker-shares: must be at least 1")
-	case !o.dryRun && o.cfg.Demo.CaravanBin == "":
+	case !o.dryRun && o.from == "" && o.cfg.Demo.CaravanBin == "":
 		return errors.New("--caravan-bin: required (the caravan binary the clients run)")
 	case o.cfg.Interval <= 0 || o.cfg.Poll <= 0 || o.cfg.Timeout <= 0 || o.cfg.Progress <= 0:
 		return errors.New("--interval, --poll, --progress, --timeout: must be positive")
@@ -206,11 +209,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if o.from != "" {
+		return rerun(stdout, o)
+	}
 	jobs, err := o.loadWorkload()
 	if err != nil {
 		return err
 	}
-	res := &Results{Options: o.sample, Cluster: o.cfg.Cluster, Workload: jobs, TimelineStep: 5 * time.Second}
+	res := &Results{Options: o.sample, Cluster: o.cfg.Cluster, Workload: jobs, TimelineStep: 5 * time.Second,
+		Interval: o.cfg.Interval, Cooldown: o.cfg.Cooldown}
 	printWorkload(stdout, jobs, o)
 	if o.dryRun {
 		return dryRun(stdout, o, res)
@@ -235,10 +242,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("purging the last run: %w", err)
 	}
+	report(stdout, o, res)
+	return nil
+}
+
+func report(stdout io.Writer, o *options, res *Results) {
 	fmt.Fprintln(stdout)
 	PrintTable(stdout, res)
 	fmt.Fprintf(stdout, "\nsimulator calibrated from the live runs: step overhead %s, start delay %s\nresults in %s\n",
 		res.Calibration.StepOverhead.Round(time.Millisecond), res.Calibration.StartDelay.Round(time.Millisecond), o.out)
+}
+
+// rerun recomputes an earlier run's metrics from its Nomad records, then
+// the calibration and the simulation, and writes them to --out.
+func rerun(stdout io.Writer, o *options) error {
+	b, err := os.ReadFile(filepath.Join(o.from, "results.json"))
+	if err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("--from: %s/results.json: %w", o.from, err)
+	}
+	if len(res.Runs) == 0 {
+		return fmt.Errorf("--from: %s/results.json holds no run", o.from)
+	}
+	o.cfg.Cluster, o.cfg.Interval, o.cfg.Cooldown = res.Cluster, res.Interval, res.Cooldown
+	for _, r := range res.Runs {
+		r.Jobs = r.Jobs[:0]
+		for _, rec := range r.Records {
+			r.Jobs = append(r.Jobs, JobMetricsOf(rec, r.End))
+		}
+		r.Summary = Summarize(r.Policy, r.Jobs, res.Cluster)
+	}
+	if err := finish(o, &res, io.Discard); err != nil {
+		return err
+	}
+	report(stdout, o, &res)
 	return nil
 }
 

@@ -23,6 +23,9 @@ type Results struct {
 	Workload    []Job         `json:"workload"`
 	Runs        []*Run        `json:"runs"`
 	Fidelity    []Fidelity    `json:"fidelity"` // one per run, same order
+	// Interval and Cooldown are the planner's.
+	Interval time.Duration `json:"interval_ns"`
+	Cooldown time.Duration `json:"cooldown_ns"`
 	// TimelineStep is the sampling step of timeline.csv.
 	TimelineStep time.Duration `json:"timeline_step_ns"`
 }
