@@ -70,12 +70,13 @@ type SampleOptions struct {
 	Prefix string
 }
 
-// DefaultSampleOptions is the default workload: 12 jobs arriving over 8
-// minutes, 24 one-worker minutes of work on the local cluster's 4 GPUs.
+// DefaultSampleOptions is the default workload: 12 jobs arriving over 4
+// minutes, 12 one-worker minutes of work on the local cluster's 4 GPUs
+// (about 5 minutes a run, 20 for the three).
 func DefaultSampleOptions() SampleOptions {
 	return SampleOptions{
-		Jobs: 12, Seed: 1, Window: 8 * time.Minute, MedianCompute: 2 * time.Millisecond,
-		TotalWork: 24 * time.Minute, MinWork: 30 * time.Second, MaxWork: 6 * time.Minute,
+		Jobs: 12, Seed: 1, Window: 4 * time.Minute, MedianCompute: 2 * time.Millisecond,
+		TotalWork: 12 * time.Minute, MinWork: 20 * time.Second, MaxWork: 3 * time.Minute,
 		Spread: 0.5, ComputeSpread: 4, Batch: 64, GPUs: 4, TraceGPUs: 64, Prefix: "tb-",
 	}
 }
