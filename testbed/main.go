@@ -249,8 +249,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func report(stdout io.Writer, o *options, res *Results) {
 	fmt.Fprintln(stdout)
 	PrintTable(stdout, res)
-	fmt.Fprintf(stdout, "\nsimulator calibrated from the live runs: step overhead %s, start delay %s\nresults in %s\n",
-		res.Calibration.StepOverhead.Round(time.Millisecond), res.Calibration.StartDelay.Round(time.Millisecond), o.out)
+	c := res.Calibration
+	fmt.Fprintf(stdout, "\nsimulator calibrated from the live runs: step time = %s + %.3f x modelled compute (%d static jobs), start delay %s\nresults in %s\n",
+		c.StepOverhead.Round(100*time.Microsecond), c.ComputeFactor, c.Points, c.StartDelay.Round(time.Millisecond), o.out)
 }
 
 // rerun recomputes an earlier run's metrics from its Nomad records, then
@@ -284,11 +285,10 @@ func rerun(stdout io.Writer, o *options) error {
 
 // finish calibrates, simulates every run so far and writes the results.
 func finish(o *options, res *Results, stdout io.Writer) error {
-	res.Calibration = Calibrate(res.Runs, res.Workload, trainerBatch, trainerMicroShards)
-	sc := SimConfig(o.cfg, res.Calibration)
+	res.Calibration = Calibrate(res.Runs, res.Workload)
 	res.Fidelity = res.Fidelity[:0]
 	for _, r := range res.Runs {
-		f, err := Simulate(r, res.Workload, sc, trainerBatch, trainerMicroShards)
+		f, err := Simulate(r, res.Workload, o.cfg, res.Calibration)
 		if err != nil {
 			return fmt.Errorf("simulating the %s run: %w", r.Policy, err)
 		}
@@ -326,18 +326,15 @@ func printWorkload(w io.Writer, jobs []Job, o *options) {
 
 // dryRun simulates every policy with the flags' calibration.
 func dryRun(stdout io.Writer, o *options, res *Results) error {
-	sc := SimConfig(o.cfg, Calibration{StepOverhead: o.overhead, StartDelay: o.delay})
+	cal := Calibration{StepOverhead: o.overhead, ComputeFactor: 1, StartDelay: o.delay}
+	sc, sjs := SimConfig(o.cfg, cal), stepJobs(res.Workload, cal)
 	fmt.Fprintln(stdout, "\nsimulator only (--dry-run):")
-	sjs := make([]simulator.StepJob, len(res.Workload))
-	for i, j := range res.Workload {
-		sjs[i] = stepJob(j, trainerBatch, trainerMicroShards)
-	}
 	for _, pol := range o.policies {
 		r, err := simulator.SimulateSteps(sc, SimPolicy(pol), sjs)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  %-8s (sim %-7s) avg JCT %s, makespan %s, GPU util %.0f%%\n", pol, r.Policy,
+		fmt.Fprintf(stdout, "  %-8s (sim %-11s) avg JCT %s, makespan %s, GPU util %.0f%%\n", pol, SimLabel(pol),
 			secs(r.AvgJCT).Round(time.Second), secs(r.Makespan).Round(time.Second), 100*r.GPUUtil)
 	}
 	return nil

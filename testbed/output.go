@@ -168,7 +168,7 @@ func writeSummary(w io.Writer, r *Results) error {
 	var rows [][]string
 	for _, run := range r.Runs {
 		s := run.Summary
-		row := []string{run.Policy, SimPolicy(run.Policy), strconv.Itoa(s.Jobs), strconv.Itoa(s.Finished), sec(s.AvgJCT),
+		row := []string{run.Policy, SimLabel(run.Policy), strconv.Itoa(s.Jobs), strconv.Itoa(s.Finished), sec(s.AvgJCT),
 			sec(s.Makespan), f3(s.Util), strconv.Itoa(s.Restarts), strconv.Itoa(s.Checkpoints),
 			strconv.FormatInt(s.CheckpointBytes, 10), strconv.FormatInt(s.MaxCheckpointBytes, 10), f3(r.vsStatic(run))}
 		if f := r.fidelity(run.Policy); f != nil {

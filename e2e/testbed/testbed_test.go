@@ -70,10 +70,9 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 	must.Positive(t, static.Summary.Checkpoints)
 	must.Positive(t, static.Summary.MaxCheckpointBytes)
 
-	cal := testbed.Calibrate(runs, jobs, 64, 8)
-	sc := testbed.SimConfig(cfg, cal)
+	cal := testbed.Calibrate(runs, jobs)
 	for _, r := range runs {
-		f, err := testbed.Simulate(r, jobs, sc, 64, 8)
+		f, err := testbed.Simulate(r, jobs, cfg, cal)
 		must.NoError(t, err)
 		t.Logf("%s: live mean JCT %s, simulated (%s) %s, error %+.1f%% (step overhead %s, start delay %s)", r.Policy,
 			f.LiveAvgJCT.Round(time.Second), f.SimPolicy, f.SimAvgJCT.Round(time.Second), 100*f.Error,

@@ -3,6 +3,7 @@ package simulator
 import (
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
@@ -19,7 +20,8 @@ type StepJob struct {
 	// Submitted is the arrival, seconds from the start.
 	Submitted float64
 	Steps     int
-	// Requested is the worker count a fixed-size policy runs the job at.
+	// Requested is the worker count the job is submitted with (and keeps
+	// without a planner).
 	Requested int
 	// Batch and MicroShards are the trainer's (64 and 8 by default).
 	Batch, MicroShards int
@@ -37,6 +39,10 @@ func (j StepJob) StepTime(w int, overhead float64) float64 {
 	return float64(per)*float64(j.Batch)/float64(shards)*j.ComputePerSample + overhead
 }
 
+// NoPlanner is the policy name SimulateSteps takes for "no planner": every
+// job keeps its requested workers and the simulated Nomad queues them.
+const NoPlanner = ""
+
 // StepConfig is the testbed cluster and the live loop's timings.
 type StepConfig struct {
 	Nodes, GPUsPerNode int
@@ -49,10 +55,9 @@ type StepConfig struct {
 	Interval, Cooldown float64
 	// StepOverhead is the per-step exchange cost (seconds).
 	StepOverhead float64
-	// StartDelay is the time from placement to a job's first step (Nomad's
-	// placement, the task's start, the coordinator's connect); ResizeDelay
-	// what a new worker takes to join; ResumeDelay what a job suspended
-	// to zero workers takes to restore and restart.
+	// StartDelay is the time from a job's first placement to its first
+	// step; ResizeDelay what a new worker takes to join; ResumeDelay what
+	// a job suspended to zero workers takes to restore and restart.
 	StartDelay, ResizeDelay, ResumeDelay float64
 	// RestartCost is what the policy is told a change costs (seconds); the
 	// live planner also keeps a running job's workers when growing them
@@ -66,17 +71,21 @@ type StepConfig struct {
 	Tick float64
 }
 
+// stepState is one job: desired is its worker group's count (the request,
+// then the planner's decisions), workers what the simulated Nomad placed.
 type stepState struct {
 	spec       StepJob
-	done       float64 // steps
+	arrived    bool
+	desired    int
 	workers    int
+	done       float64 // steps
 	readyAt    float64 // no progress before this time
-	lastChange float64
+	lastChange float64 // the planner's last change of desired
 	ran        bool
+	started    bool
 	completion float64
 	restarts   int
 	gpuSeconds float64
-	started    bool
 	// Until joinAt the job runs with before workers (new ones starting).
 	joinAt float64
 	before int
@@ -87,17 +96,21 @@ type stepState struct {
 	lastResume, waitingSince float64
 }
 
-// SimulateSteps replays step jobs under the named policy on a small
-// cluster, deciding every cfg.Interval seconds as the live planner does.
-// The policy sees the job's modelled speed once the job has run (before
-// that none: it assumes linear scaling, as the live planner's cold start
-// does) and its remaining steps (declared by the jobspec).
+// SimulateSteps replays step jobs on a small cluster: a simulated Nomad
+// places each job's desired workers as GPUs free up (arrival order, one
+// worker at a time, at once), and, unless policyName is NoPlanner, the
+// planner changes the desired counts every cfg.Interval seconds as the
+// live planner does. The policy sees a job's speed once it has run (one
+// observed shape: linear scaling from it, as the live planner's cold start;
+// two or more: the step model) and its remaining steps (declared).
 func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, error) {
-	pol, err := policy.New(policyName)
-	if err != nil {
-		return Result{}, err
+	var pol policy.Policy
+	if policyName != NoPlanner {
+		var err error
+		if pol, err = policy.New(policyName); err != nil {
+			return Result{}, err
+		}
 	}
-	info := pol.Info()
 	if cfg.Tick <= 0 {
 		cfg.Tick = 1
 	}
@@ -112,19 +125,26 @@ func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, e
 	for i, j := range jobs {
 		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1), waitingSince: j.Submitted}
 	}
+	sort.SliceStable(st, func(a, b int) bool { return st[a].spec.Submitted < st[b].spec.Submitted })
 	res := Result{Policy: policyName}
 	nextRound := 0.0
 	for now := 0.0; ; now += cfg.Tick {
 		if now > 30*24*3600 {
 			return res, fmt.Errorf("%w: step replay under %s did not finish", ErrStuck, policyName)
 		}
-		if now >= nextRound {
-			if err := stepRound(cfg, pol, info, cluster, st, now); err != nil {
+		for _, s := range st {
+			if !s.arrived && s.spec.Submitted <= now {
+				s.arrived, s.desired = true, max(s.spec.Requested, 1)
+			}
+		}
+		if pol != nil && now >= nextRound {
+			if err := stepRound(cfg, pol, cluster, st, now); err != nil {
 				return res, err
 			}
 			res.Rounds++
 			nextRound = now + cfg.Interval
 		}
+		place(cfg, st, now)
 		left := 0
 		for _, s := range st {
 			s.advance(now, cfg)
@@ -136,7 +156,33 @@ func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, e
 			break
 		}
 	}
+	byName := map[string]*stepState{}
+	for _, s := range st {
+		byName[s.spec.Name] = s
+	}
+	for i, j := range jobs {
+		st[i] = byName[j.Name]
+	}
 	return stepResult(res, st, cfg.Nodes*cfg.GPUsPerNode), nil
+}
+
+// place is the simulated Nomad: it stops workers beyond a job's desired
+// count, then places missing ones in arrival order while GPUs are free.
+func place(cfg StepConfig, st []*stepState, now float64) {
+	capacity := cfg.Nodes * cfg.GPUsPerNode * policy.MilliGPU
+	used := 0
+	for _, s := range st {
+		if s.workers > s.desired || s.completion >= 0 {
+			s.setWorkers(min(s.workers, s.desired), now, cfg)
+		}
+		used += s.workers * cfg.WorkerMilliGPU
+	}
+	for _, s := range st {
+		for s.arrived && s.completion < 0 && s.workers < s.desired && used+cfg.WorkerMilliGPU <= capacity {
+			s.setWorkers(s.workers+1, now, cfg)
+			used += cfg.WorkerMilliGPU
+		}
+	}
 }
 
 // advance moves a job one tick on.
@@ -151,11 +197,11 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 	from := math.Max(now, s.readyAt)
 	s.ran = true
 	w := s.workers
-	if s.seen == nil {
-		s.seen = map[int]bool{}
-	}
 	if now < s.joinAt {
 		w = s.before
+	}
+	if s.seen == nil {
+		s.seen = map[int]bool{}
 	}
 	s.seen[w] = true
 	rate := 1 / s.spec.StepTime(w, cfg.StepOverhead)
@@ -169,26 +215,26 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 	}
 }
 
-// stepRound asks the policy for a plan and applies it. Like the live
-// planner (planner/service/manager/round.go) it pins a job in its cooldown,
-// and re-plans (up to three passes) pinning a running job whose growth
-// would save less than a restart.
-func stepRound(cfg StepConfig, pol policy.Policy, info policy.Info, cluster policy.Cluster, st []*stepState, now float64) error {
+// stepRound asks the policy for a plan and sets the desired counts. Like
+// the live planner (planner/service/manager/round.go) it pins a job in its
+// cooldown, and re-plans (up to three passes) pinning a running job whose
+// growth would save less than a restart.
+func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*stepState, now float64) error {
 	var active []*stepState
 	var base []policy.Job
 	for _, s := range st {
-		if s.completion >= 0 || s.spec.Submitted > now {
+		if s.completion >= 0 || !s.arrived {
 			continue
 		}
 		active = append(active, s)
-		base = append(base, s.policyJob(cfg, info, now))
+		base = append(base, s.policyJob(cfg, pol.Info(), now))
 	}
 	if len(active) == 0 {
 		return nil
 	}
 	pinned := map[int]bool{}
 	for i, s := range active {
-		pinned[i] = s.workers > 0 && now-s.lastChange < cfg.Cooldown
+		pinned[i] = s.desired > 0 && now-s.lastChange < cfg.Cooldown
 	}
 	var plan policy.Plan
 	for pass := 0; ; pass++ {
@@ -208,7 +254,9 @@ func stepRound(cfg StepConfig, pol policy.Policy, info policy.Info, cluster poli
 		}
 	}
 	for i, s := range active {
-		s.apply(plan.Jobs[i].Workers, now, cfg)
+		if w := plan.Jobs[i].Workers; w != s.desired {
+			s.desired, s.lastChange = w, now
+		}
 	}
 	return nil
 }
@@ -231,15 +279,17 @@ func pinGrowth(jobs []policy.Job, plan policy.Plan, restart float64, pinned map[
 	return any
 }
 
+// policyJob is the job as the live planner describes it: its current
+// allocation is its desired count, placed when every worker runs.
 func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) policy.Job {
 	pj := policy.Job{
-		ID: s.spec.Name, Kind: s.spec.Name, Submitted: epoch.Add(time.Duration(s.spec.Submitted * float64(time.Second))),
-		Min: 1, Max: max(cfg.MaxWorkers, 1), Worker: policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
+		ID: s.spec.Name, Kind: s.spec.Name, Min: 1, Max: max(cfg.MaxWorkers, 1),
+		Worker:      policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
 		RestartCost: time.Duration(cfg.RestartCost * float64(time.Second)),
 		Age:         time.Duration((now - s.spec.Submitted) * float64(time.Second)), Restarts: s.restarts,
-		Current: policy.Allocation{Workers: s.workers},
+		Current: policy.Allocation{Workers: s.desired},
 	}
-	if s.workers > 0 {
+	if s.workers > 0 && s.workers == s.desired {
 		pj.Current.Placement = []policy.NodeAlloc{{Node: "node-00", Workers: s.workers}}
 	}
 	if info.Traits.FixedSize {
@@ -288,8 +338,9 @@ func (s *stepState) queueKey(cfg StepConfig, now float64) time.Time {
 	return at(s.lastResume + slices*cfg.SuspendQuantum)
 }
 
-// apply changes a job's workers, charging the delay the change costs.
-func (s *stepState) apply(w int, now float64, cfg StepConfig) {
+// setWorkers changes the placed workers, charging the delay the change
+// costs.
+func (s *stepState) setWorkers(w int, now float64, cfg StepConfig) {
 	if w == s.workers {
 		return
 	}
@@ -309,7 +360,7 @@ func (s *stepState) apply(w int, now float64, cfg StepConfig) {
 	case w == 0:
 		s.waitingSince = now
 	}
-	s.workers, s.lastChange = w, now
+	s.workers = w
 }
 
 func stepResult(res Result, st []*stepState, gpus int) Result {

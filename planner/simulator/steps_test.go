@@ -43,6 +43,19 @@ func TestSimulateSteps(t *testing.T) {
 	must.Between(t, 0.74, f3.GPUUtil, 0.76)
 	must.Len(t, 3, f3.Jobs)
 
+	// Without a planner the simulated Nomad places workers one by one as
+	// GPUs free up: a four-worker job beside a one-worker job starts with
+	// three; a later job waits for a free GPU.
+	big := StepJob{Name: "big", Steps: 1000, Requested: 4, Batch: 64, MicroShards: 8, ComputePerSample: 0.001}
+	mixed := []StepJob{three[0], big, three[1]}
+	mixed[2].Submitted = 1
+	none, err := SimulateSteps(cfg, NoPlanner, mixed)
+	must.NoError(t, err)
+	must.Between(t, 5+64-1, none.Jobs[0].JCT, 5+64+1)
+	must.Less(t, 5+64.0/2, none.Jobs[1].JCT)
+	must.Greater(t, 5+64+5.0, none.Jobs[2].JCT) // waited for big
+	must.Eq(t, "", none.Policy)
+
 	_, err = SimulateSteps(cfg, "no-such-policy", alone)
 	must.Error(t, err)
 }
