@@ -60,7 +60,7 @@ func (r *Results) vsStatic(run *Run) float64 {
 // PrintTable writes the per-policy table with the simulator's figures.
 func PrintTable(w io.Writer, r *Results) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT\tvs static\tmakespan\tGPU util\trestarts\tcheckpoints\tckpt size\t| sim policy\tsim avg JCT\tJCT error\tmax job error\t")
+	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT\tvs static\tmakespan\tGPU util\trestarts\tcheckpoints\tckpt size\tsim policy\tsim avg JCT\tJCT error\tmax job error\t")
 	for _, run := range r.Runs {
 		s := run.Summary
 		f := r.fidelity(run.Policy)
@@ -73,7 +73,7 @@ func PrintTable(w io.Writer, r *Results) {
 		if x := r.vsStatic(run); x > 0 {
 			vs = fmt.Sprintf("%.2fx", x)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%s\t| %s\t%s\t%s\t%s\t\n", run.Policy, s.Jobs, s.Finished,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", run.Policy, s.Jobs, s.Finished,
 			dur(s.AvgJCT), vs, dur(s.Makespan), 100*s.Util, s.Restarts, s.Checkpoints, store.HumanBytes(s.CheckpointBytes),
 			simPol, simJCT, errS, maxS)
 	}
