@@ -15,6 +15,7 @@ import (
 	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner"
+	"github.com/caravan-nomad/caravan/testbed"
 	"github.com/caravan-nomad/caravan/trainer"
 )
 
@@ -31,10 +32,11 @@ var subcommands = map[string]subcommand{
 	"planner":    {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
 	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
+	"testbed":    {"run a training workload on a running cluster per policy; compare with the simulator", testbed.Main},
 	"version":    {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
 }
 
-var order = []string{"device", "driver", "checkpoint", "planner", "trainer", "demo", "version"}
+var order = []string{"device", "driver", "checkpoint", "planner", "trainer", "demo", "testbed", "version"}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")

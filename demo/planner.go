@@ -93,9 +93,15 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 
 // startPlanner submits the planner job and returns its address in Consul.
 func (d *Demo) startPlanner(ctx context.Context) (string, error) {
-	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob,
-		"caravan_bin="+d.cfg.CaravanBin, "nomad_addr="+d.cfg.NomadAddr, "consul_addr="+d.cfg.ConsulAddr,
-		"count=1", "interval=5s", "cooldown=15s"); err != nil {
+	return d.StartPlanner(ctx, "count=1", "interval=5s", "cooldown=15s")
+}
+
+// StartPlanner submits jobspecs/planner.nomad.hcl with the cluster's
+// addresses and vars ("policy=goodput", "interval=10s", ...), waits for a
+// healthy planner in Consul and returns its address.
+func (d *Demo) StartPlanner(ctx context.Context, vars ...string) (string, error) {
+	base := []string{"caravan_bin=" + d.cfg.CaravanBin, "nomad_addr=" + d.cfg.NomadAddr, "consul_addr=" + d.cfg.ConsulAddr}
+	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob, append(base, vars...)...); err != nil {
 		return "", err
 	}
 	var addr string

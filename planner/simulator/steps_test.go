@@ -1,0 +1,61 @@
+package simulator
+
+import (
+	"math"
+	"testing"
+
+	"github.com/shoenig/test/must"
+)
+
+func TestStepTime(t *testing.T) {
+	j := StepJob{Batch: 64, MicroShards: 8, ComputePerSample: 0.001}
+	cases := []struct {
+		workers int
+		want    float64
+	}{
+		{0, 0}, {1, 0.064 + 0.01}, {2, 0.032 + 0.01}, {3, 0.024 + 0.01}, {4, 0.016 + 0.01}, {8, 0.008 + 0.01}, {16, 0.008 + 0.01},
+	}
+	for _, tc := range cases {
+		must.Eq(t, math.Round(tc.want*1e9), math.Round(j.StepTime(tc.workers, 0.01)*1e9), must.Sprintf("%d workers", tc.workers))
+	}
+}
+
+func TestSimulateSteps(t *testing.T) {
+	cfg := StepConfig{Nodes: 2, GPUsPerNode: 2, WorkerMilliGPU: 1000, MaxWorkers: 4, Interval: 10, Cooldown: 30,
+		StartDelay: 5, ResizeDelay: 5, ResumeDelay: 10, RestartCost: 30}
+	// One job alone: 1000 steps of 64 ms on one worker.
+	alone := []StepJob{{Name: "a", Steps: 1000, Requested: 1, Batch: 64, MicroShards: 8, ComputePerSample: 0.001}}
+	fifo, err := SimulateSteps(cfg, "fifo", alone)
+	must.NoError(t, err)
+	must.Between(t, 5+64-1, fifo.AvgJCT, 5+64+1)
+	must.Eq(t, 0, fifo.Restarts)
+	// Optimus grows it onto the idle GPUs once its speed is known.
+	opt, err := SimulateSteps(cfg, "optimus", alone)
+	must.NoError(t, err)
+	must.Less(t, fifo.AvgJCT*0.7, opt.AvgJCT)
+
+	// Three one-worker jobs arriving together on four GPUs: FIFO leaves one idle.
+	three := []StepJob{alone[0], alone[0], alone[0]}
+	three[1].Name, three[2].Name = "b", "c"
+	f3, err := SimulateSteps(cfg, "fifo", three)
+	must.NoError(t, err)
+	must.Between(t, 5+64-1, f3.AvgJCT, 5+64+1)
+	must.Between(t, 0.74, f3.GPUUtil, 0.76)
+	must.Len(t, 3, f3.Jobs)
+
+	// Without a planner the simulated Nomad places workers one by one as
+	// GPUs free up: a four-worker job beside a one-worker job starts with
+	// three; a later job waits for a free GPU.
+	big := StepJob{Name: "big", Steps: 1000, Requested: 4, Batch: 64, MicroShards: 8, ComputePerSample: 0.001}
+	mixed := []StepJob{three[0], big, three[1]}
+	mixed[2].Submitted = 1
+	none, err := SimulateSteps(cfg, NoPlanner, mixed)
+	must.NoError(t, err)
+	must.Between(t, 5+64-1, none.Jobs[0].JCT, 5+64+1)
+	must.Less(t, 5+64.0/2, none.Jobs[1].JCT)
+	must.Greater(t, 5+64+5.0, none.Jobs[2].JCT) // waited for big
+	must.Eq(t, "", none.Policy)
+
+	_, err = SimulateSteps(cfg, "no-such-policy", alone)
+	must.Error(t, err)
+}
