@@ -8,7 +8,7 @@ import "fmt"
 // PluginInfo and caravan_build_info. GitCommit is set by the GNUmakefile
 // through -ldflags, and so is Version for a release build (VERSION=...).
 var (
-	Version   = "0.1.0-dev"
+	Version   = "0.1.0"
 	GitCommit = ""
 )
 
