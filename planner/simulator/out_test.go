@@ -96,7 +96,9 @@ func TestWriteSweep(t *testing.T) {
 
 func TestRun_OutNeedsWorkloadOrSweep(t *testing.T) {
 	var out, errb strings.Builder
-	code := run([]string{"--out", t.TempDir(), "--data", t.TempDir()}, &out, &errb)
+	data := t.TempDir() // a data directory that passes the --data check
+	must.NoError(t, os.Mkdir(filepath.Join(data, "traces"), 0o755))
+	code := run([]string{"--out", t.TempDir(), "--data", data}, &out, &errb)
 	must.Eq(t, 2, code)
 	must.StrContains(t, errb.String(), "--out works with --workload or --sweep")
 }
