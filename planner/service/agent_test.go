@@ -42,7 +42,9 @@ func TestAgent(t *testing.T) {
 			{Vendor: "caravan", Type: "gpushare", Name: "GPU-2", Instances: []*nomadapi.NodeDevice{{ID: "s4", Healthy: true}, {ID: "s5", Healthy: true}, {ID: "s6", Healthy: true}, {ID: "s7", Healthy: true}}},
 			{Vendor: "caravan", Type: "gpushare", Name: "GPU-3", Instances: []*nomadapi.NodeDevice{{ID: "s8", Healthy: false}, {ID: "s9", Healthy: true}}},
 		}}}})
-	nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	// Its minimum is the whole cluster, so the exploration rule (at most
+	// twice the measured workers) does not hold the unmeasured job at one.
+	nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_min_workers": "4", "caravan_max_workers": "4"}))
 	nomad.PutJob(fakenomad.TrainingJob("other", 1, map[string]string{"caravan_planner": "false"}))
 
 	cfg := config.Default()

@@ -216,9 +216,11 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 }
 
 // stepRound asks the policy for a plan and sets the desired counts. Like
-// the live planner (planner/service/manager/round.go) it pins a job in its
-// cooldown, and re-plans (up to three passes) pinning a running job whose
-// growth would save less than a restart.
+// the live planner (planner/service/manager/round.go) it keeps a job's
+// workers in its cooldown, protects a running job inside its suspend
+// quantum from suspension (policy.Guarded and policy.HoldPlan, shared with
+// the live planner), and re-plans (up to three passes) pinning a running
+// job whose growth would save less than a restart.
 func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*stepState, now float64) error {
 	var active []*stepState
 	var base []policy.Job
@@ -237,18 +239,24 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 		pinned[i] = s.desired > 0 && now-s.lastChange < cfg.Cooldown
 	}
 	var plan policy.Plan
+	guards := make([]policy.Guard, len(active))
 	for pass := 0; ; pass++ {
 		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
-		for i, pj := range base {
-			if pinned[i] {
-				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
+		for i, s := range active {
+			guards[i] = policy.Free
+			switch {
+			case pinned[i]:
+				guards[i] = policy.Keep
+			case s.workers > 0 && now < s.lastResume+cfg.SuspendQuantum:
+				guards[i] = policy.NoSuspend
 			}
-			in.Jobs = append(in.Jobs, pj)
 		}
+		in.Jobs = policy.Guarded(base, guards)
 		var err error
 		if plan, err = pol.Allocate(in); err != nil {
 			return err
 		}
+		policy.HoldPlan(&plan, base, guards)
 		if pass == 3 || !pinGrowth(base, plan, cfg.RestartCost, pinned) {
 			break
 		}
@@ -299,6 +307,11 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 		pj.Speed, pj.Remaining = s.speed(cfg.StepOverhead), float64(s.spec.Steps)-s.done
 	}
 	pj.Submitted = s.queueKey(cfg, now)
+	measured := 0
+	for w := range s.seen {
+		measured = max(measured, w)
+	}
+	pj.Max = policy.ExploreMax(pj, measured)
 	return pj
 }
 

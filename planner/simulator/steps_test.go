@@ -29,10 +29,16 @@ func TestSimulateSteps(t *testing.T) {
 	must.NoError(t, err)
 	must.Between(t, 5+64-1, fifo.AvgJCT, 5+64+1)
 	must.Eq(t, 0, fifo.Restarts)
-	// Optimus grows it onto the idle GPUs once its speed is known.
-	opt, err := SimulateSteps(cfg, "optimus", alone)
+	// Optimus grows a longer job onto the idle GPUs once its speed is
+	// known, one doubling at a time (the exploration rule): each step must
+	// repay a restart, which a 69 s job cannot.
+	long := []StepJob{alone[0]}
+	long[0].Steps = 3000
+	lf, err := SimulateSteps(cfg, "fifo", long)
 	must.NoError(t, err)
-	must.Less(t, fifo.AvgJCT*0.7, opt.AvgJCT)
+	opt, err := SimulateSteps(cfg, "optimus", long)
+	must.NoError(t, err)
+	must.Less(t, lf.AvgJCT*0.7, opt.AvgJCT)
 
 	// Three one-worker jobs arriving together on four GPUs: FIFO leaves one idle.
 	three := []StepJob{alone[0], alone[0], alone[0]}

@@ -85,8 +85,9 @@ type Policy struct {
 	MaxChangesPerRound int
 	// MinGain is the smallest predicted saving (seconds) worth a change.
 	MinGain float64
-	// SuspendAfter is how long a job may stay at zero before it is resumed
-	// ahead of higher-gain jobs (time-slicing quantum, Gandiva).
+	// SuspendQuantum is the time slice under overload (Gandiva): a job that
+	// (re)started less than this ago is not suspended, and a job past it
+	// queues behind the jobs waiting since before its slice began.
 	SuspendQuantum time.Duration
 	// PlacementAffinity registers, with each resize, an affinity for the
 	// nodes the policy placed the job on (a second job version per resize;

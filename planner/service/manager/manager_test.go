@@ -106,6 +106,16 @@ func (h *harness) sync() {
 	h.t.Fatal("source did not catch up with the fake nomad")
 }
 
+// measuredAt records that the job's speed was measured with w workers, so
+// the exploration rule (policy.ExploreMax) lets it grow to 2w; the speed
+// model stays unknown without progress reports.
+func (h *harness) measuredAt(id string, w int) {
+	h.t.Helper()
+	h.mgr.mu.Lock()
+	defer h.mgr.mu.Unlock()
+	h.mgr.memFor(source.JobKey{Namespace: "default", ID: id}).speed[shape{workers: w, nodes: 1}] = 1
+}
+
 func (h *harness) round() *Round {
 	h.t.Helper()
 	h.sync()
@@ -122,6 +132,7 @@ func count(t *testing.T, n *fakenomad.Server, id string) int {
 func TestManager_ScalesUpByMarginalGain(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	h.measuredAt("a", 2)
 	r := h.round()
 	must.SliceLen(t, 1, r.Actions)
 	a := r.Actions[0]
@@ -157,6 +168,7 @@ func TestManager_DryRunAndFollowerNeverWrite(t *testing.T) {
 			h := newHarness(t, s, 2)
 			*h.leader = leaderFlag(tc.leader)
 			h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+			h.measuredAt("a", 2)
 			r := h.round()
 			must.SliceLen(t, 1, r.Actions)
 			must.Eq(t, StatusPlanned, r.Actions[0].Status)
@@ -190,6 +202,7 @@ func (w userEditWriter) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, r
 func TestManager_NeverOverwritesConcurrentUserEdit(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	h.measuredAt("a", 2)
 	inner := h.writer
 	h.writer = userEditWriter{h: h, inner: inner}
 	r := h.round()
@@ -328,6 +341,8 @@ func TestManager_RateLimitDefersChanges(t *testing.T) {
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.measuredAt("a", 1)
+	h.measuredAt("b", 1)
 	r := h.round()
 	must.SliceLen(t, 2, r.Actions)
 	must.Eq(t, StatusApplied, r.Actions[0].Status)
@@ -357,6 +372,7 @@ func (failingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (submi
 func TestManager_KeepsWorkingWhileNomadIsDown(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	h.measuredAt("a", 2)
 	inner := h.writer
 	h.writer = failingWriter{}
 	r := h.round()
@@ -412,6 +428,7 @@ func TestManager_WorkersAndParameterServersChangeInOneRegistration(t *testing.T)
 	ps.AddTask(nomadapi.NewTask("serve", "raw_exec"))
 	job.AddTaskGroup(ps)
 	h.nomad.PutJob(job)
+	h.measuredAt("a", 2)
 	r := h.round()
 	must.SliceLen(t, 1, r.Actions)
 	a := r.Actions[0]
@@ -443,6 +460,7 @@ func (w rejectingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (s
 func TestManager_RefusedUpdateWaitsACooldown(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	h.measuredAt("a", 2)
 	calls := 0
 	h.writer = rejectingWriter{calls: &calls}
 	r := h.round()
@@ -461,6 +479,7 @@ func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {
 	s.PlacementAffinity = true
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.measuredAt("a", 1)
 	r := h.round()
 	must.SliceLen(t, 1, r.Actions)
 	a := r.Actions[0]
@@ -615,6 +634,8 @@ func TestManager_FencesEveryWriteOnTheLease(t *testing.T) {
 	var err error
 	h.mgr, err = New(Config{Settings: defaultSettings(), Source: h.src, Progress: h.store, Writer: w, Leader: lease, Clock: h.clk})
 	must.NoError(t, err)
+	h.measuredAt("a", 1)
+	h.measuredAt("b", 1)
 	r := h.round()
 	must.True(t, r.Leader)
 	must.SliceLen(t, 2, r.Actions)
@@ -653,6 +674,7 @@ func TestManager_ForbiddenRegistrationIsReportedOnce(t *testing.T) {
 	ps.AddTask(nomadapi.NewTask("serve", "raw_exec"))
 	job.AddTaskGroup(ps)
 	h.nomad.PutJob(job)
+	h.measuredAt("a", 2)
 	h.writer = forbiddingWriter{inner: h.writer}
 	for range 2 {
 		r := h.round()
@@ -674,6 +696,7 @@ func TestManager_ForbiddenAffinityKeepsTheScale(t *testing.T) {
 	s.PlacementAffinity = true
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.measuredAt("a", 1)
 	h.writer = forbiddingWriter{inner: h.writer}
 	r := h.round()
 	must.SliceLen(t, 1, r.Actions)

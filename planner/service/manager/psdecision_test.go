@@ -86,15 +86,22 @@ func TestManager_NoSpeedWhileScaleInFlight(t *testing.T) {
 		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 1},
 			Time: h.clk.Now(), AllocationID: "alloc-0"})
 	}
+	// Measured with one worker first: the exploration rule lets it grow
+	// to two only then.
 	report(100)
 	r := h.round()
+	must.SliceEmpty(t, r.Actions)
+	h.clk.Advance(10 * time.Second)
+	report(200)
+	r = h.round()
 	must.Eq(t, 2, r.Actions[0].To) // scaled 1 -> 2; the second worker never starts
 	h.clk.Advance(10 * time.Second)
-	report(110)
+	report(210)
 	h.clk.Advance(10 * time.Second)
-	report(120)
+	report(220)
 	fit := findJob(t, h.round(), "a").Fit
-	must.SliceEmpty(t, fit.SpeedSamples, must.Sprintf("samples %+v", fit.SpeedSamples))
+	must.SliceLen(t, 1, fit.SpeedSamples, must.Sprintf("samples %+v", fit.SpeedSamples))
+	must.Eq(t, 1, fit.SpeedSamples[0].Workers, must.Sprintf("samples %+v", fit.SpeedSamples))
 }
 
 // TestManager_NoSwapForASmallNetGain: live, after a newcomer had been given
@@ -162,6 +169,7 @@ func TestManager_CompletedBatchJobHoldsNothing(t *testing.T) {
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
 	h.nomad.SetAllocs(running(map[string]int{"b": 1}))
+	h.measuredAt("b", 1)
 	h.nomad.SetJobStatus("default", "a", "dead")
 	for i := 0; i < 500; i++ {
 		if j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]; ok && j.Job.Status != nil && *j.Job.Status == "dead" {

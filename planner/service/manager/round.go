@@ -80,6 +80,9 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		mm   *memory
 		view *JobView
 		pj   policy.Job
+		// quantum: a running job inside its suspend quantum, or one that
+		// may not be suspended: the policy may resize it, not suspend it.
+		quantum bool
 	}
 	var cands []cand
 	var actions []Action
@@ -141,7 +144,7 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			r.Jobs = append(r.Jobs, v)
 			continue
 		}
-		cands = append(cands, cand{job: j, mm: mm, view: &v, pj: pj})
+		cands = append(cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s)})
 		r.Jobs = append(r.Jobs, v)
 	}
 	m.cfg.Progress.Forget(keep)
@@ -162,13 +165,16 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 	}
 	pinnedPS := map[string]string{}
 	var plan policy.Plan
+	pjs := make([]policy.Job, len(cands))
+	for i, c := range cands {
+		pjs[i] = c.pj
+	}
+	guards := make([]policy.Guard, len(cands))
 	for pass := 0; ; pass++ {
 		in.Jobs = in.Jobs[:0]
-		for _, c := range cands {
+		for i, c := range cands {
 			pj := c.pj
-			if pinned[pj.ID].why != "" {
-				pj.Min, pj.Max, pj.Gang = pj.Current.Workers, pj.Current.Workers, true
-			}
+			guards[i] = guardOf(pinned[pj.ID].why != "", c.quantum)
 			// A pinned job keeps its servers too: a cooldown that held the
 			// workers but let the servers move let a job that had just
 			// shrunk go 1 -> 4 servers in the next round.
@@ -178,15 +184,14 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			}
 			in.Jobs = append(in.Jobs, pj)
 		}
+		// Guarded jobs keep their place whatever the policy's ranking.
+		in.Jobs = policy.Guarded(in.Jobs, guards)
 		var err error
 		plan, err = pol.Allocate(in)
 		if err != nil {
 			return r, errors.Join(append(errs, fmt.Errorf("policy %s: %w", pol.Name(), err))...)
 		}
-		pjs := make([]policy.Job, len(cands))
-		for i, c := range cands {
-			pjs[i] = c.pj
-		}
+		policy.HoldPlan(&plan, pjs, guards)
 		if pass == 3 || repays(pjs, plan, s, pinned, pinnedPS) {
 			break
 		}
@@ -350,4 +355,17 @@ func remainingTime(pj policy.Job, w, ps int) (float64, bool) {
 type pin struct {
 	why  Verdict
 	text string
+}
+
+// guardOf is what the round's gates hold a running job to: its workers
+// while it is pinned (its cooldown, or a change that would not repay a
+// restart), some workers inside its suspend quantum.
+func guardOf(pinned, quantum bool) policy.Guard {
+	switch {
+	case pinned:
+		return policy.Keep
+	case quantum:
+		return policy.NoSuspend
+	}
+	return policy.Free
 }

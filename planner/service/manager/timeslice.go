@@ -74,6 +74,11 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 		pj.Submitted = mm.waitingSince
 	}
 
+	// Pollux's exploration rule: no more than twice the largest worker
+	// count the job's speed was measured at, so a job never measured is
+	// not granted the whole cluster on a linear guess.
+	pj.Max = policy.ExploreMax(pj, measuredWorkers(mm.speed))
+
 	// Speed and remaining work, when known, let the policy predict time.
 	sm, _, _, _ := speedModel(model.SpeedForm(spec.SpeedModel), mm.speed, v.Fit.Batch)
 	if tr.AdaptiveBatch {
@@ -107,4 +112,24 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// inQuantum reports whether a running job is inside its suspend quantum
+// (or may not be suspended at all): time-slicing protects it from
+// suspension, under every policy.
+func inQuantum(now time.Time, j *source.Job, mm *memory, workers int, s Settings) bool {
+	if workers <= 0 {
+		return false
+	}
+	return !j.Spec.Suspendable || (!mm.lastResume.IsZero() && now.Before(mm.lastResume.Add(s.SuspendQuantum)))
+}
+
+// measuredWorkers is the largest worker count the job's speed was
+// measured at (0: never measured).
+func measuredWorkers(obs map[shape]float64) int {
+	n := 0
+	for sh := range obs {
+		n = max(n, sh.workers)
+	}
+	return n
 }

@@ -25,6 +25,8 @@ func TestVerdicts_AppliedRateLimitCooldown(t *testing.T) {
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "2"}))
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
+	h.measuredAt("a", 1)
+	h.measuredAt("b", 1)
 	r := h.round()
 	must.SliceLen(t, 2, r.Candidates)
 	applied := r.Actions[0].Job
@@ -54,6 +56,7 @@ func TestVerdicts_AppliedRateLimitCooldown(t *testing.T) {
 func TestVerdicts_NomadRefusedAndDryRun(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	h.measuredAt("a", 2)
 	calls := 0
 	h.writer = rejectingWriter{calls: &calls}
 	r := h.round()
@@ -66,6 +69,7 @@ func TestVerdicts_NomadRefusedAndDryRun(t *testing.T) {
 	s.DryRun = true
 	d := newHarness(t, s, 2)
 	d.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
+	d.measuredAt("a", 2)
 	r = d.round()
 	must.Eq(t, VerdictDryRun, candidate(t, r, "default/a").Verdict)
 	must.SliceEmpty(t, d.mgr.History("default", "a"))
