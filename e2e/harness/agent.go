@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -237,6 +238,27 @@ func (a *Agent) stop() {
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+	unmountUnder(a.Dir)
+}
+
+// unmountUnder detaches every mount below dir, deepest first: a task's
+// secrets and private tmpfs outlive an agent that was stopped before it
+// destroyed the allocation, and would pin the directory (EBUSY on removal).
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			points = append(points, f[1])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
 }
 
