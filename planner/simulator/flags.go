@@ -14,12 +14,8 @@ import (
 func checkFlags(fs *flag.FlagSet, pol, policies string, nodes, gpus, workers, generate, start, hours int, interval, interference float64) error {
 	c := cli.For(fs)
 	c.NoArgs()
-	c.OneOf("policy", pol, policy.Names()...)
-	for _, p := range strings.Split(policies, ",") {
-		if !slices.Contains(policy.Names(), p) {
-			c.Fail("policies", "unknown policy %q (want a comma-separated list of %s)", p, strings.Join(policy.Names(), ", "))
-		}
-	}
+	policyList(c, "policy", pol)
+	policyList(c, "policies", policies)
 	if c.Set("nodes") {
 		c.AtLeast("nodes", nodes, 1)
 	}
@@ -31,4 +27,13 @@ func checkFlags(fs *flag.FlagSet, pol, policies string, nodes, gpus, workers, ge
 	c.Positive("interval", interval)
 	c.Fraction("interference", interference, 0, 1)
 	return c.Err()
+}
+
+// policyList checks a comma-separated list of policy names.
+func policyList(c *cli.Checks, name, list string) {
+	for _, p := range strings.Split(list, ",") {
+		if !slices.Contains(policy.Names(), p) {
+			c.Fail(name, "unknown policy %q (want a comma-separated list of %s)", p, strings.Join(policy.Names(), ", "))
+		}
+	}
 }

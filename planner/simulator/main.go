@@ -142,6 +142,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case *philly:
+		if strings.Contains(*pol, ",") {
+			fmt.Fprintf(stderr, "caravan planner simulate: -policy: --philly replays one policy, got %q\n", *pol)
+			return 2
+		}
 		if cfg.Nodes == 0 {
 			cfg.Nodes = 128
 		}

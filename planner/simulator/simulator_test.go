@@ -127,7 +127,17 @@ func TestCLI(t *testing.T) {
 	errb.Reset()
 	code = run([]string{"--data", dir, "--policy", "nope", "--workload", good}, &out, &errb)
 	must.Eq(t, 2, code)
-	must.StrContains(t, errb.String(), "-policy: must be one of")
+	must.StrContains(t, errb.String(), `-policy: unknown policy "nope"`)
+
+	errb.Reset()
+	code = run([]string{"--data", dir, "--policy", "fifo,nope", "--workload", good}, &out, &errb)
+	must.Eq(t, 2, code)
+	must.StrContains(t, errb.String(), `-policy: unknown policy "nope"`)
+
+	errb.Reset()
+	code = run([]string{"--data", dir, "--policy", "fifo,tiresias", "--philly"}, &out, &errb)
+	must.Eq(t, 2, code)
+	must.StrContains(t, errb.String(), "-policy: --philly replays one policy")
 }
 
 func TestCLIRejectsInvalidFlagValues(t *testing.T) {
