@@ -75,6 +75,12 @@ variable "trainer_args" {
   default     = []
 }
 
+variable "resize_cost" {
+  description = "What a change of workers or parameter servers costs this job, for the planner (caravan_resize_cost): new workers join at the next step and nobody restarts, so a couple of seconds, not the planner's restart_cost."
+  type        = string
+  default     = "2s"
+}
+
 variable "checkpoint_interval" {
   description = "Periodic checkpoint interval of the coordinating server (\"\" for none: only on stop and on demand)."
   type        = string
@@ -91,6 +97,7 @@ job "train-elastic" {
     caravan_ps_group     = "ps"
     caravan_speed_model  = "ps-sync"
     caravan_total_steps  = var.steps
+    caravan_resize_cost  = var.resize_cost
   }
 
   group "ps" {

@@ -124,7 +124,7 @@ func SimConfig(cfg Config, cal Calibration) simulator.StepConfig {
 		StepOverhead: cal.StepOverhead.Seconds(),
 		StartDelay:   cal.StartDelay.Seconds(), ResizeDelay: cal.StartDelay.Seconds(), ResumeDelay: cal.StartDelay.Seconds(),
 		// jobspecs/planner.nomad.hcl's restart_cost and suspend_quantum.
-		RestartCost: 30, SuspendQuantum: 600,
+		RestartCost: 30, SuspendQuantum: 600, ResizeCost: cfg.ResizeCost.Seconds(),
 	}
 }
 

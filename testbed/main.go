@@ -109,6 +109,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&c.Cluster.WorkerShares, "worker-shares", c.Cluster.WorkerShares, "GPU shares per worker")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "the planner's decision interval")
 	fs.DurationVar(&c.Cooldown, "cooldown", c.Cooldown, "the planner's least time between two changes of a job")
+	fs.DurationVar(&c.ResizeCost, "resize-cost", c.ResizeCost, "what each job declares a change of its workers costs it (caravan_resize_cost)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the longest one policy run may take")
 	fs.DurationVar(&c.Poll, "poll", c.Poll, "how often Nomad is read")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "how often a progress line is printed")
@@ -141,7 +142,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 func DefaultConfig() Config {
 	return Config{
 		Cluster:  Cluster{Nodes: 2, GPUsPerNode: 2, SharesPerGPU: 4, WorkerShares: 4},
-		Interval: 10 * time.Second, Cooldown: 30 * time.Second, Timeout: 45 * time.Minute,
+		Interval: 10 * time.Second, Cooldown: 30 * time.Second, ResizeCost: 2 * time.Second, Timeout: 45 * time.Minute,
 		Poll: 3 * time.Second, Progress: 20 * time.Second, CheckpointInterval: "1m", Prefix: "tb-",
 	}
 }
@@ -217,7 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	res := &Results{Options: o.sample, Cluster: o.cfg.Cluster, Workload: jobs, TimelineStep: 5 * time.Second,
-		Interval: o.cfg.Interval, Cooldown: o.cfg.Cooldown}
+		Interval: o.cfg.Interval, Cooldown: o.cfg.Cooldown, ResizeCost: o.cfg.ResizeCost}
 	printWorkload(stdout, jobs, o)
 	if o.dryRun {
 		return dryRun(stdout, o, res)
@@ -268,7 +269,7 @@ func rerun(stdout io.Writer, o *options) error {
 	if len(res.Runs) == 0 {
 		return fmt.Errorf("--from: %s/results.json holds no run", o.from)
 	}
-	o.cfg.Cluster, o.cfg.Interval, o.cfg.Cooldown = res.Cluster, res.Interval, res.Cooldown
+	o.cfg.Cluster, o.cfg.Interval, o.cfg.Cooldown, o.cfg.ResizeCost = res.Cluster, res.Interval, res.Cooldown, res.ResizeCost
 	for _, r := range res.Runs {
 		r.Jobs = r.Jobs[:0]
 		for _, rec := range r.Records {

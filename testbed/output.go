@@ -26,6 +26,9 @@ type Results struct {
 	// Interval and Cooldown are the planner's.
 	Interval time.Duration `json:"interval_ns"`
 	Cooldown time.Duration `json:"cooldown_ns"`
+	// ResizeCost is what the jobs declared a resize costs them (0 in
+	// results written before it was declared: the planner's restart cost).
+	ResizeCost time.Duration `json:"resize_cost_ns"`
 	// TimelineStep is the sampling step of timeline.csv.
 	TimelineStep time.Duration `json:"timeline_step_ns"`
 }

@@ -26,6 +26,9 @@ type Config struct {
 	Cluster Cluster
 	// Interval and Cooldown are the planner's (jobspecs/planner.nomad.hcl).
 	Interval, Cooldown time.Duration
+	// ResizeCost is what every job declares a resize costs it
+	// (jobspecs/train-elastic.nomad.hcl's resize_cost).
+	ResizeCost time.Duration
 	// Timeout bounds one policy run.
 	Timeout time.Duration
 	// Poll is how often Nomad is read; Progress how often a line is printed.
@@ -142,7 +145,7 @@ func (r *runner) submitDue(ctx context.Context) error {
 		err := r.d.Submit(ctx, elasticSpec, j.Name, "name="+j.Name, "caravan_bin="+r.cfg.Demo.CaravanBin,
 			"workers="+strconv.Itoa(j.Workers), "ps=1", "shares="+strconv.Itoa(r.cfg.Cluster.WorkerShares),
 			"steps="+strconv.Itoa(j.Steps), "compute_per_sample="+j.ComputePerSample.String(),
-			"checkpoint_interval="+r.cfg.CheckpointInterval)
+			"checkpoint_interval="+r.cfg.CheckpointInterval, "resize_cost="+r.cfg.ResizeCost.String())
 		if err != nil {
 			return fmt.Errorf("submitting %s: %w", j.Name, err)
 		}

@@ -30,7 +30,9 @@ import (
 //   - Restart cost: starting a job costs its RestartCost before progress;
 //     reshaping a running job discounts its rate by Pollux's restart factor
 //     (the share of its lifetime that stays productive after one more
-//     restart), so jobs reshaped often must gain more to be reshaped again.
+//     restart) at its ResizeCost, so jobs reshaped often must gain more to
+//     be reshaped again; an elastic job whose resizes cost little is
+//     discounted little.
 //     Keeping the current size is always a candidate step.
 //   - Steps may grant up to two nodes' worth of workers at once, so a jump
 //     that only pays once it crosses a node boundary is not hidden behind a
@@ -109,15 +111,16 @@ func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
 		// rank as the shortest and run first, which is how they get measured.
 		return r
 	}
-	rc := j.restartCost()
 	switch {
 	case sameShape(j, w, ps):
-	case j.Current.Workers == 0 || j.Age <= 0:
-		// Starting (or resuming) costs one restart before any progress; so
-		// does reshaping a job whose age is unknown.
-		r = j.remaining() / (j.remaining()/r + rc)
+	case j.Current.Workers == 0:
+		// Starting (or resuming) costs one restart before any progress.
+		r = j.remaining() / (j.remaining()/r + j.restartCost())
+	case j.Age <= 0:
+		// So does reshaping a job whose age is unknown, at its resize cost.
+		r = j.remaining() / (j.remaining()/r + j.resizeCost())
 	default:
-		age := j.Age.Seconds()
+		rc, age := j.resizeCost(), j.Age.Seconds()
 		r *= math.Max(age-float64(j.Restarts)*rc, 0) / (age + rc)
 	}
 	return r

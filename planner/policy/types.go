@@ -99,8 +99,13 @@ type Job struct {
 	Current Allocation
 	// AttainedService is GPU-seconds consumed so far (Tiresias, fair share).
 	AttainedService float64
-	// RestartCost is what changing the allocation costs; 0 means DefaultRestartCost.
+	// RestartCost is what starting or resuming the job costs (a restore
+	// from its checkpoint); 0 means DefaultRestartCost.
 	RestartCost time.Duration
+	// ResizeCost is what changing a running job's workers or parameter
+	// servers costs; 0 means RestartCost. An elastic job that takes new
+	// workers at its next step declares much less than a restart.
+	ResizeCost time.Duration
 	// Age is how long the job has existed. The goodput policy discounts a
 	// reshape by the share of the job's life lost to restarts (Pollux's
 	// restart factor); zero means unknown and charges one RestartCost instead.
@@ -129,6 +134,17 @@ func (j *Job) restartCost() float64 {
 	}
 	return DefaultRestartCost.Seconds()
 }
+
+func (j *Job) resizeCost() float64 {
+	if j.ResizeCost > 0 {
+		return j.ResizeCost.Seconds()
+	}
+	return j.restartCost()
+}
+
+// ResizeCostSeconds is what the job says a change of a running shape
+// costs it, in seconds.
+func (j *Job) ResizeCostSeconds() float64 { return j.resizeCost() }
 
 // rate is the job's predicted progress rate with w workers, p PS on n nodes.
 func (j *Job) rate(w, p, n int) float64 {

@@ -59,10 +59,11 @@ type StepConfig struct {
 	// step; ResizeDelay what a new worker takes to join; ResumeDelay what
 	// a job suspended to zero workers takes to restore and restart.
 	StartDelay, ResizeDelay, ResumeDelay float64
-	// RestartCost is what the policy is told a change costs (seconds); the
-	// live planner also keeps a running job's workers when growing them
-	// would save less than that.
-	RestartCost float64
+	// RestartCost is what the policy is told a start or resume costs
+	// (seconds); ResizeCost what a job declares a change of its running
+	// workers costs (0: RestartCost). The live planner keeps a running
+	// job's workers when growing them would save less than its resize cost.
+	RestartCost, ResizeCost float64
 	// SuspendQuantum protects a job that runs from suspension for this
 	// long after it (re)started, as the live planner's time-slicing does
 	// (seconds; 0: no protection).
@@ -257,7 +258,7 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 			return err
 		}
 		policy.HoldPlan(&plan, base, guards)
-		if pass == 3 || !pinGrowth(base, plan, cfg.RestartCost, pinned) {
+		if pass == 3 || !pinGrowth(base, plan, pinned) {
 			break
 		}
 	}
@@ -269,9 +270,9 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 	return nil
 }
 
-// pinGrowth pins the running jobs whose planned growth saves less than a
-// restart, and reports whether it pinned any.
-func pinGrowth(jobs []policy.Job, plan policy.Plan, restart float64, pinned map[int]bool) bool {
+// pinGrowth pins the running jobs whose planned growth saves less than
+// their resize cost, and reports whether it pinned any.
+func pinGrowth(jobs []policy.Job, plan policy.Plan, pinned map[int]bool) bool {
 	any := false
 	for i, jp := range plan.Jobs {
 		pj := jobs[i]
@@ -280,7 +281,7 @@ func pinGrowth(jobs []policy.Job, plan policy.Plan, restart float64, pinned map[
 			continue
 		}
 		r0, r1 := pj.Speed.Rate(policy.Shape{Workers: cur, Nodes: 1}), pj.Speed.Rate(policy.Shape{Workers: jp.Workers, Nodes: 1})
-		if r0 > 0 && r1 > 0 && pj.Remaining/r0-pj.Remaining/r1 < restart {
+		if r0 > 0 && r1 > 0 && pj.Remaining/r0-pj.Remaining/r1 < pj.ResizeCostSeconds() {
 			pinned[i], any = true, true
 		}
 	}
@@ -294,6 +295,7 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 		ID: s.spec.Name, Kind: s.spec.Name, Min: 1, Max: max(cfg.MaxWorkers, 1),
 		Worker:      policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
 		RestartCost: time.Duration(cfg.RestartCost * float64(time.Second)),
+		ResizeCost:  time.Duration(cfg.ResizeCost * float64(time.Second)),
 		Age:         time.Duration((now - s.spec.Submitted) * float64(time.Second)), Restarts: s.restarts,
 		Current: policy.Allocation{Workers: s.desired},
 	}

@@ -46,8 +46,9 @@ type Fit struct {
 	// Converged is true when the job reached its target loss or stopped
 	// improving by more than its threshold.
 	Converged bool `json:"converged"`
-	// Finished is true when a task reported done.
-	Finished bool `json:"finished"`
+	// Finished is true when a task reported done, first at FinishedAt.
+	Finished   bool      `json:"finished"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// GradSqr and GradVar are the newest gradient statistics the job
 	// reported and GradBatch the batch they were measured at (0 before
 	// any): the goodput policy's statistical efficiency.
@@ -234,8 +235,8 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 			if r.BatchSize > 0 {
 				f.Batch = float64(r.BatchSize)
 			}
-			if r.Done {
-				f.Finished = true
+			if r.Done && !f.Finished {
+				f.Finished, f.FinishedAt = true, r.Time
 			}
 		}
 	}

@@ -104,27 +104,55 @@ func TestManager_NoSpeedWhileScaleInFlight(t *testing.T) {
 	must.Eq(t, 1, fit.SpeedSamples[0].Workers, must.Sprintf("samples %+v", fit.SpeedSamples))
 }
 
-// TestManager_NoSwapForASmallNetGain: live, after a newcomer had been given
-// room, the planner moved a worker from one running job to another whose
-// next worker was worth 2 s more: two restarts for nothing. A plan that only
-// reshapes running jobs must save a restart per job it changes.
-func TestManager_NoSwapForASmallNetGain(t *testing.T) {
-	h := newHarness(t, defaultSettings(), 2) // 2 GPUs, 4 half-GPU workers
-	h.nomad.PutJob(fakenomad.TrainingJob("a", 3, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "2000"}))
-	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "4", "caravan_total_steps": "1000"}))
-	h.nomad.SetAllocs(running(map[string]int{"a": 3, "b": 1}))
-	deadlineAllocs(t, h, 3)
-	h.sync()
-	for _, id := range []string{"a", "b"} {
-		mm := h.mgr.memFor(source.JobKey{Namespace: "default", ID: id})
-		mm.speed[shape{workers: 1, nodes: 1}] = 10 // linear: 10 steps/s per worker
+// TestManager_ReshapeMustRepayItsResizeCost: live, the planner charged an
+// elastic job (new workers join at its next step, nothing restarts) a
+// 30 s restart for every resize, so short jobs never grew into idle GPUs.
+// A plan that only reshapes running jobs must save what its resizes cost:
+// the planner's restart cost by default, the job's caravan_resize_cost
+// when it declares one. Optimus alone would go from 3 + 1 to 2 + 2: b's
+// second worker saves 50 s, a's third 33 s; in all 17 s for two resizes.
+func TestManager_ReshapeMustRepayItsResizeCost(t *testing.T) {
+	cases := []struct {
+		name     string
+		resize   string // caravan_resize_cost, "" for none
+		reshaped bool
+		held     string // the job held, and why
+		reason   string
+	}{
+		{"restart cost", "", false, "a", "less than the 62 s its 2 resizes cost"},
+		{"elastic", "2s", true, "", ""},
+		{"declared dear", "1m", false, "b", "saving (50 s) does not repay a 1m0s resize"},
 	}
-	// Optimus alone would go to 2 + 2: b's second worker saves 50 s (a
-	// restart's worth), a's third 33 s; in all 17 s for two restarts.
-	r := h.round()
-	must.SliceEmpty(t, r.Actions, must.Sprintf("actions %+v", r.Actions))
-	must.StrContains(t, findJob(t, r, "a").Plan.Reason, "less than 2 restarts")
-	must.Eq(t, 3, count(t, h.nomad, "a"))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, defaultSettings(), 2) // 2 GPUs, 4 half-GPU workers
+			meta := func(steps string) map[string]string {
+				m := map[string]string{"caravan_max_workers": "4", "caravan_total_steps": steps}
+				if tc.resize != "" {
+					m["caravan_resize_cost"] = tc.resize
+				}
+				return m
+			}
+			h.nomad.PutJob(fakenomad.TrainingJob("a", 3, meta("2000")))
+			h.nomad.PutJob(fakenomad.TrainingJob("b", 1, meta("1000")))
+			h.nomad.SetAllocs(running(map[string]int{"a": 3, "b": 1}))
+			deadlineAllocs(t, h, 3)
+			h.sync()
+			for _, id := range []string{"a", "b"} {
+				mm := h.mgr.memFor(source.JobKey{Namespace: "default", ID: id})
+				mm.speed[shape{workers: 1, nodes: 1}] = 10 // linear: 10 steps/s per worker
+			}
+			r := h.round()
+			if !tc.reshaped {
+				must.SliceEmpty(t, r.Actions, must.Sprintf("actions %+v", r.Actions))
+				must.StrContains(t, findJob(t, r, tc.held).Plan.Reason, tc.reason)
+				must.Eq(t, 3, count(t, h.nomad, "a"))
+				return
+			}
+			must.Eq(t, 2, count(t, h.nomad, "a"), must.Sprintf("actions %+v", r.Actions))
+			must.Eq(t, 2, count(t, h.nomad, "b"), must.Sprintf("actions %+v", r.Actions))
+		})
+	}
 }
 
 // running lists running worker allocations, n per job, on node-0 and node-1.

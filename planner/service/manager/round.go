@@ -136,6 +136,13 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			r.Jobs = append(r.Jobs, v)
 			continue
 		}
+		if stop, ok := finishedJob(now, j, &v); ok {
+			if stop != nil {
+				actions = append(actions, *stop)
+			}
+			r.Jobs = append(r.Jobs, v)
+			continue
+		}
 		pj := m.policyJob(now, j, mm, &v, nodes, snap, s, pol.Info().Traits)
 		if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
 			v.Detail = "cooling down after the last change"
@@ -281,24 +288,26 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 }
 
 // repays pins, for the next pass, every change of plan that does not repay
-// its restart, and reports whether the plan stands as it is:
-//   - a running job's growth in workers must save a restart (at its
+// its cost (the job's declared resize cost, else the planner's restart
+// cost, plus the least gain), and reports whether the plan stands as it is:
+//   - a running job's growth in workers must save a resize (at its
 //     current servers);
-//   - a running job's change of parameter servers must save a restart by
+//   - a running job's change of parameter servers must save a resize by
 //     itself (at its planned workers): a server is free in the policy's
 //     GPU-only accounting, so any positive gain, however small, moved one;
 //   - a plan that only reshapes running jobs (every job that asks for
 //     workers runs them all) must save, in total predicted
-//     remaining time, a restart per job it changes: Optimus's greedy
+//     remaining time, a resize per job it changes: Optimus's greedy
 //     rebuilds every round from the minimum, and two jobs whose next worker
 //     is worth about the same swap it back and forth.
 func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned map[string]pin, pinnedPS map[string]string) bool {
-	restart := s.RestartCost.Seconds() + s.MinGain
 	stands := true
-	total, changed, judged := 0.0, 0, true
+	total, cost, changed, judged := 0.0, 0.0, 0, true
 	for i, jp := range plan.Jobs {
 		pj := jobs[i]
 		cur := pj.Current
+		resize := pj.ResizeCostSeconds()
+		need := resize + s.MinGain
 		if cur.Workers > 0 && len(cur.Placement) == 0 {
 			// Asked for but not running (a newcomer waiting for room):
 			// the plan may be giving it its first workers.
@@ -314,23 +323,24 @@ func repays(jobs []policy.Job, plan policy.Plan, s Settings, pinned map[string]p
 			judged = false // a start, a suspend, or no model: the policy's call
 			continue
 		}
-		if jp.Workers > cur.Workers && before-mid < restart {
-			pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s restart", before-mid, s.RestartCost)}
+		if jp.Workers > cur.Workers && before-mid < need {
+			pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the predicted saving (%.0f s) does not repay a %s resize", before-mid, secs(resize))}
 			stands = false
 			continue
 		}
-		if jp.PS != cur.PS && pinnedPS[jp.ID] == "" && mid-after < restart {
-			pinnedPS[jp.ID] = fmt.Sprintf("servers kept at %d: %d would save %.0f s, less than a %s restart", cur.PS, jp.PS, mid-after, s.RestartCost)
+		if jp.PS != cur.PS && pinnedPS[jp.ID] == "" && mid-after < need {
+			pinnedPS[jp.ID] = fmt.Sprintf("servers kept at %d: %d would save %.0f s, less than a %s resize", cur.PS, jp.PS, mid-after, secs(resize))
 			stands = false
 			continue
 		}
 		total += before - after
+		cost += need
 		changed++
 	}
-	if stands && judged && changed > 0 && total < float64(changed)*restart {
+	if stands && judged && changed > 0 && total < cost {
 		for i, jp := range plan.Jobs {
 			if cur := jobs[i].Current; pinned[jp.ID].why == "" && (jp.Workers != cur.Workers || jp.PS != cur.PS) {
-				pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the plan's reshaping saves %.0f s in all, less than %d restarts of %s", total, changed, s.RestartCost)}
+				pinned[jp.ID] = pin{VerdictRestartCost, fmt.Sprintf("the plan's reshaping saves %.0f s in all, less than the %.0f s its %d resizes cost", total, cost, changed)}
 			}
 		}
 		stands = false
@@ -368,4 +378,9 @@ func guardOf(pinned, quantum bool) policy.Guard {
 		return policy.NoSuspend
 	}
 	return policy.Free
+}
+
+// secs renders seconds as a rounded duration ("30s", "2.5s").
+func secs(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(100 * time.Millisecond)
 }

@@ -22,6 +22,7 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 	pj := rec.Job()
 	pj.Priority, pj.Min, pj.Max, pj.Gang = spec.Priority, spec.MinWorkers, spec.MaxWorkers, spec.Gang
 	pj.Worker = policy.Demand{GPUMilli: gpuMilli}
+	pj.ResizeCost = time.Duration(spec.ResizeCostSeconds * float64(time.Second))
 	if pj.Min == 0 {
 		pj.Min = 1
 	}

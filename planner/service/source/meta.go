@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
 )
@@ -62,6 +63,13 @@ const (
 	// MetaMaxRestarts bounds how many user-error failures are tolerated
 	// before the planner stops the job (default 2).
 	MetaMaxRestarts = "caravan_max_user_failures"
+	// MetaResizeCost is what changing the worker or parameter-server count
+	// of the running job costs it, as a duration ("2s"): a job whose tasks
+	// all restart from a checkpoint on a resize costs the planner's
+	// restart_cost (the default); an elastic one that takes new workers at
+	// its next step, much less. Suspending and resuming always cost a
+	// restart.
+	MetaResizeCost = "caravan_resize_cost"
 )
 
 // Spec is what a managed job's meta says about it.
@@ -83,6 +91,9 @@ type Spec struct {
 	SpeedModel     string  `json:"speed_model"`
 	MaxUserFails   int     `json:"max_user_failures"`
 	GPUShares      int     `json:"gpu_shares,omitempty"`
+	// ResizeCostSeconds is the declared cost of a resize (0: the
+	// planner's restart_cost).
+	ResizeCostSeconds float64 `json:"resize_cost_seconds,omitempty"`
 	// Bounds says where each bound came from: "default", "scaling" (the
 	// group's scaling block) or "meta".
 	Bounds BoundsSource `json:"bounds_source"`
@@ -127,6 +138,7 @@ func ParseSpec(job *nomadapi.Job) (Spec, error) {
 	p.floatKey(MetaTargetLoss, &s.TargetLoss)
 	p.floatKey(MetaConvergeDelta, &s.ConvergeDelta)
 	p.floatKey(MetaTotalSteps, &s.TotalSteps)
+	p.durationKey(MetaResizeCost, &s.ResizeCostSeconds)
 	p.boolKey(MetaGang, &s.Gang)
 	p.boolKey(MetaStopOnConverge, &s.StopOnConverge)
 	p.boolKey(MetaSuspendable, &s.Suspendable)
@@ -255,6 +267,20 @@ func (p *metaParser) floatKey(key string, dst *float64) {
 		return
 	}
 	*dst = f
+}
+
+// durationKey reads a duration ("2s") into dst, in seconds.
+func (p *metaParser) durationKey(key string, dst *float64) {
+	v, ok := p.meta[key]
+	if !ok {
+		return
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 {
+		p.bad(key, "want a non-negative duration such as \"2s\", got %q", v)
+		return
+	}
+	*dst = d.Seconds()
 }
 
 func (p *metaParser) boolKey(key string, dst *bool) {

@@ -28,7 +28,8 @@ func TestParseSpec(t *testing.T) {
 			must.Eq(t, "allreduce", s.SpeedModel)
 		}},
 		{"all keys", map[string]string{MetaMinWorkers: "2", MetaMaxWorkers: "6", MetaGang: "true", MetaTargetLoss: "0.25",
-			MetaStopOnConverge: "true", MetaPriority: "90", MetaSuspendable: "false", MetaGPUShares: "3", MetaSpeedModel: "ps-async"},
+			MetaStopOnConverge: "true", MetaPriority: "90", MetaSuspendable: "false", MetaGPUShares: "3", MetaSpeedModel: "ps-async",
+			MetaResizeCost: "2.5s"},
 			"", func(t *testing.T, s Spec) {
 				must.Eq(t, 2, s.MinWorkers)
 				must.Eq(t, 6, s.MaxWorkers)
@@ -38,6 +39,7 @@ func TestParseSpec(t *testing.T) {
 				must.False(t, s.Suspendable)
 				must.Eq(t, 3, s.GPUShares)
 				must.Eq(t, "ps-async", s.SpeedModel)
+				must.Eq(t, 2.5, s.ResizeCostSeconds)
 			}},
 		{"bad number", map[string]string{MetaMaxWorkers: "lots"}, MetaMaxWorkers, nil},
 		{"min above max", map[string]string{MetaMinWorkers: "5", MetaMaxWorkers: "2"}, MetaMinWorkers, nil},
@@ -46,6 +48,8 @@ func TestParseSpec(t *testing.T) {
 		{"unknown group", map[string]string{MetaWorkerGroup: "trainers"}, MetaWorkerGroup, nil},
 		{"unknown speed model", map[string]string{MetaSpeedModel: "magic"}, MetaSpeedModel, nil},
 		{"priority range", map[string]string{MetaPriority: "101"}, MetaPriority, nil},
+		{"resize cost without unit", map[string]string{MetaResizeCost: "2"}, MetaResizeCost, nil},
+		{"negative resize cost", map[string]string{MetaResizeCost: "-1s"}, MetaResizeCost, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 var knownKeys = []string{
 	MetaEnabled, MetaWorkerGroup, MetaPSGroup, MetaMinWorkers, MetaMaxWorkers, MetaMinPS, MetaMaxPS,
 	MetaGang, MetaTargetLoss, MetaConvergeDelta, MetaStopOnConverge, MetaPriority, MetaSuspendable,
-	MetaTotalSteps, MetaKind, MetaSpeedModel, MetaGPUShares, MetaMaxRestarts,
+	MetaTotalSteps, MetaKind, MetaSpeedModel, MetaGPUShares, MetaMaxRestarts, MetaResizeCost,
 }
 
 // UnknownKeys returns a warning for each caravan_* meta key the planner does

@@ -1,0 +1,65 @@
+package manager
+
+import (
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/progress"
+)
+
+// TestManager_FinishedJobIsNeverGrown: live, a worker the planner added as
+// a job took its last step found no coordinator and waited for one
+// forever, so the batch job never completed. A job whose training reported
+// done keeps its workers; once its parameter servers have exited, workers
+// still running after strayGrace are stopped with the job.
+func TestManager_FinishedJobIsNeverGrown(t *testing.T) {
+	cases := []struct {
+		name     string
+		psActive bool
+		after    time.Duration // since the done report
+		stopped  bool
+	}{
+		{"coordinator still exiting", true, time.Minute, false},
+		{"within the grace", false, strayGrace / 2, false},
+		{"stray workers", false, 2 * strayGrace, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, defaultSettings(), 4)
+			job := fakenomad.TrainingJob("a", 1, map[string]string{
+				"caravan_max_workers": "4", "caravan_ps_group": "ps", "caravan_total_steps": "1000"})
+			ps := nomadapi.NewTaskGroup("ps", 1)
+			ps.AddTask(nomadapi.NewTask("serve", "raw_exec"))
+			job.AddTaskGroup(ps)
+			h.nomad.PutJob(job)
+			allocs := running(map[string]int{"a": 1})
+			psAlloc := &nomadapi.AllocationListStub{ID: "a-ps", Namespace: "default", JobID: "a", TaskGroup: "ps",
+				NodeID: "node-0", ClientStatus: "complete", DesiredStatus: "run"}
+			if tc.psActive {
+				psAlloc.ClientStatus = "running"
+			}
+			h.nomad.SetAllocs(append(allocs, psAlloc))
+			deadlineAllocs(t, h, 2)
+			h.measuredAt("a", 1)
+			done := h.clk.Now().Add(-tc.after)
+			k := progress.JobKey{Namespace: "default", ID: "a"}
+			h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 900, Loss: 0.5, StepsTotal: 1000}, Time: done.Add(-time.Second), AllocationID: "a-ps"})
+			h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 1000, Loss: 0.4, StepsTotal: 1000, Done: true}, Time: done, AllocationID: "a-ps"})
+
+			r := h.round()
+			v := findJob(t, r, "a")
+			must.True(t, v.Fit.Finished)
+			must.Eq(t, 1, count(t, h.nomad, "a"), must.Sprintf("a finished job must not grow: %+v", r.Actions))
+			must.Eq(t, tc.stopped, h.nomad.Job("default", "a").Stop != nil && *h.nomad.Job("default", "a").Stop,
+				must.Sprintf("actions %+v", r.Actions))
+			if !tc.stopped {
+				must.SliceEmpty(t, r.Actions)
+				must.StrContains(t, v.Detail, "training finished")
+			}
+		})
+	}
+}
