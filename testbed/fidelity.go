@@ -125,6 +125,7 @@ func SimConfig(cfg Config, cal Calibration) simulator.StepConfig {
 		StartDelay:   cal.StartDelay.Seconds(), ResizeDelay: cal.StartDelay.Seconds(), ResumeDelay: cal.StartDelay.Seconds(),
 		// jobspecs/planner.nomad.hcl's restart_cost and suspend_quantum.
 		RestartCost: 30, SuspendQuantum: 600, ResizeCost: cfg.ResizeCost.Seconds(),
+		ReportSteps: cfg.ReportSteps,
 	}
 }
 

@@ -29,6 +29,9 @@ type Results struct {
 	// ResizeCost is what the jobs declared a resize costs them (0 in
 	// results written before it was declared: the planner's restart cost).
 	ResizeCost time.Duration `json:"resize_cost_ns"`
+	// ReportSteps is the jobs' steps between progress reports (0 in
+	// results written before it was recorded: the jobspec's 50).
+	ReportSteps int `json:"report_steps"`
 	// TimelineStep is the sampling step of timeline.csv.
 	TimelineStep time.Duration `json:"timeline_step_ns"`
 }

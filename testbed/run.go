@@ -29,6 +29,9 @@ type Config struct {
 	// ResizeCost is what every job declares a resize costs it
 	// (jobspecs/train-elastic.nomad.hcl's resize_cost).
 	ResizeCost time.Duration
+	// ReportSteps is the steps between two progress reports of a job's
+	// coordinator (the trainer's -log-every).
+	ReportSteps int
 	// Timeout bounds one policy run.
 	Timeout time.Duration
 	// Poll is how often Nomad is read; Progress how often a line is printed.
@@ -145,7 +148,8 @@ func (r *runner) submitDue(ctx context.Context) error {
 		err := r.d.Submit(ctx, elasticSpec, j.Name, "name="+j.Name, "caravan_bin="+r.cfg.Demo.CaravanBin,
 			"workers="+strconv.Itoa(j.Workers), "ps=1", "shares="+strconv.Itoa(r.cfg.Cluster.WorkerShares),
 			"steps="+strconv.Itoa(j.Steps), "compute_per_sample="+j.ComputePerSample.String(),
-			"checkpoint_interval="+r.cfg.CheckpointInterval, "resize_cost="+r.cfg.ResizeCost.String())
+			"checkpoint_interval="+r.cfg.CheckpointInterval, "resize_cost="+r.cfg.ResizeCost.String(),
+			fmt.Sprintf(`trainer_args=["-log-every", "%d"]`, r.cfg.ReportSteps))
 		if err != nil {
 			return fmt.Errorf("submitting %s: %w", j.Name, err)
 		}

@@ -64,6 +64,13 @@ type StepConfig struct {
 	// workers costs (0: RestartCost). The live planner keeps a running
 	// job's workers when growing them would save less than its resize cost.
 	RestartCost, ResizeCost float64
+	// ReportSteps is the steps between two progress reports of a job (the
+	// trainer's -log-every). The live planner measures a shape's speed from
+	// two reports received after the round that first saw the shape steady,
+	// so a shape counts as measured at the first round at least 1.5 report
+	// intervals after that one (the mean wait for a second report); 0: at
+	// the round after it.
+	ReportSteps int
 	// SuspendQuantum protects a job that runs from suspension for this
 	// long after it (re)started, as the live planner's time-slicing does
 	// (seconds; 0: no protection).
@@ -82,7 +89,6 @@ type stepState struct {
 	done       float64 // steps
 	readyAt    float64 // no progress before this time
 	lastChange float64 // the planner's last change of desired
-	ran        bool
 	started    bool
 	completion float64
 	restarts   int
@@ -90,8 +96,12 @@ type stepState struct {
 	// Until joinAt the job runs with before workers (new ones starting).
 	joinAt float64
 	before int
-	// seen are the worker counts the job has run with (its observed shapes).
-	seen map[int]bool
+	// measured are the worker counts whose speed the planner has
+	// measured; running is the worker count the job steps with, since
+	// shapeSince, first seen steady by a round at noticed.
+	measured            map[int]bool
+	running             int
+	shapeSince, noticed float64
 	// lastResume is when it last got workers; waitingSince when it last
 	// lost them (or arrived).
 	lastResume, waitingSince float64
@@ -124,7 +134,7 @@ func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, e
 	}
 	st := make([]*stepState, len(jobs))
 	for i, j := range jobs {
-		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1), waitingSince: j.Submitted}
+		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1), noticed: math.Inf(-1), waitingSince: j.Submitted}
 	}
 	sort.SliceStable(st, func(a, b int) bool { return st[a].spec.Submitted < st[b].spec.Submitted })
 	res := Result{Policy: policyName}
@@ -196,15 +206,13 @@ func (s *stepState) advance(now float64, cfg StepConfig) {
 		return
 	}
 	from := math.Max(now, s.readyAt)
-	s.ran = true
 	w := s.workers
 	if now < s.joinAt {
 		w = s.before
 	}
-	if s.seen == nil {
-		s.seen = map[int]bool{}
+	if w != s.running {
+		s.running, s.shapeSince = w, from
 	}
-	s.seen[w] = true
 	rate := 1 / s.spec.StepTime(w, cfg.StepOverhead)
 	need := float64(s.spec.Steps) - s.done
 	if dt := now + cfg.Tick - from; rate*dt >= need {
@@ -230,6 +238,7 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 			continue
 		}
 		active = append(active, s)
+		s.observe(now, cfg)
 		base = append(base, s.policyJob(cfg, pol.Info(), now))
 	}
 	if len(active) == 0 {
@@ -305,16 +314,36 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 	if info.Traits.FixedSize {
 		pj.Min, pj.Max, pj.Gang = s.spec.Requested, s.spec.Requested, true
 	}
-	if s.ran {
+	if len(s.measured) > 0 {
 		pj.Speed, pj.Remaining = s.speed(cfg.StepOverhead), float64(s.spec.Steps)-s.done
 	}
 	pj.Submitted = s.queueKey(cfg, now)
 	measured := 0
-	for w := range s.seen {
+	for w := range s.measured {
 		measured = max(measured, w)
 	}
 	pj.Max = policy.ExploreMax(pj, measured)
 	return pj
+}
+
+// observe is the live planner measuring the job's speed at a round: a
+// steady shape (every desired worker stepping) is noticed by the first
+// round that sees it and measured once a second report has come since.
+func (s *stepState) observe(now float64, cfg StepConfig) {
+	if s.running == 0 || s.workers != s.desired || now < s.joinAt || now < s.readyAt {
+		return
+	}
+	if s.noticed < s.shapeSince {
+		s.noticed = now
+		return
+	}
+	gap := float64(cfg.ReportSteps) * s.spec.StepTime(s.running, cfg.StepOverhead)
+	if now-s.noticed >= 1.5*gap {
+		if s.measured == nil {
+			s.measured = map[int]bool{}
+		}
+		s.measured[s.running] = true
+	}
 }
 
 // speed is what the live planner knows of the job's speed: with one
@@ -323,14 +352,14 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 func (s *stepState) speed(overhead float64) policy.SpeedModel {
 	spec := s.spec
 	one := 0
-	for w := range s.seen {
+	for w := range s.measured {
 		one = w
 	}
 	return policy.SpeedFunc(func(sh policy.Shape) float64 {
 		switch {
 		case sh.Workers <= 0:
 			return 0
-		case len(s.seen) == 1:
+		case len(s.measured) == 1:
 			return float64(sh.Workers) / float64(one) / spec.StepTime(one, overhead)
 		}
 		return 1 / spec.StepTime(sh.Workers, overhead)

@@ -65,3 +65,25 @@ func TestSimulateSteps(t *testing.T) {
 	_, err = SimulateSteps(cfg, "no-such-policy", alone)
 	must.Error(t, err)
 }
+
+// TestSimulateStepsMeasuresLikeTheLivePlanner: the live planner grows a
+// job only once it has measured its speed, from two progress reports
+// received after the round that first saw its shape steady; a job that
+// reports every 500 steps (a 32 s gap at one worker) is measured much
+// later than one that reports every 10, and is grown later.
+func TestSimulateStepsMeasuresLikeTheLivePlanner(t *testing.T) {
+	cfg := StepConfig{Nodes: 2, GPUsPerNode: 2, WorkerMilliGPU: 1000, MaxWorkers: 4, Interval: 5, Cooldown: 15,
+		StartDelay: 1, ResizeDelay: 1, ResumeDelay: 1, RestartCost: 30, ResizeCost: 2}
+	job := []StepJob{{Name: "a", Steps: 3000, Requested: 1, Batch: 64, MicroShards: 8, ComputePerSample: 0.001}}
+	jct := map[int]float64{}
+	for _, every := range []int{10, 500} {
+		cfg.ReportSteps = every
+		r, err := SimulateSteps(cfg, "optimus", job)
+		must.NoError(t, err)
+		jct[every] = r.AvgJCT
+	}
+	// 3000 steps: 64 ms each on one worker (192 s), 16 ms on four.
+	must.Less(t, 150, jct[10])
+	must.Less(t, jct[500]-20, jct[10], must.Sprintf("JCTs by report gap %v", jct))
+	t.Logf("JCTs by report gap %v", jct)
+}
