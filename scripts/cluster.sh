@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops caravan's local cluster: one Consul dev agent, one Nomad
-# server and two Nomad clients (client1, client2), all on 127.0.0.1, with the
-# caravan plugins loaded from $CARAVAN_CLUSTER_DIR/plugins.
+# server and two Nomad clients (client1, client2; CARAVAN_CLIENTS for more),
+# all on 127.0.0.1, with the caravan plugins loaded from
+# $CARAVAN_CLUSTER_DIR/plugins.
 #
 #   scripts/cluster.sh up|down|status|env
 #
@@ -9,7 +10,11 @@
 #   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
 #   CARAVAN_PORT_BASE    first port (default 14600): Consul HTTP = base,
 #                        Nomad server HTTP = base+10, client1 = base+20,
-#                        client2 = base+30. Distinct bases give distinct clusters.
+#                        client2 = base+30, clientN = base+10+N*10. Distinct
+#                        bases (100 apart) give distinct clusters.
+#   CARAVAN_CLIENTS      Nomad clients, 1 to 8 (default 2), each with two
+#                        simulated GPUs; `up` on a running cluster with
+#                        another count restarts it.
 #
 # Every agent starts with CARAVAN_CLUSTER_MARK=<cluster dir> in its
 # environment, which its plugins, executors, logmon and tasks inherit; `down`
@@ -23,12 +28,19 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 base=${CARAVAN_PORT_BASE:-14600}
 bin=$root/build/bin
-agents=(consul server client1 client2)
+nclients=${CARAVAN_CLIENTS:-2}
 
 if ! [[ "$base" =~ ^[0-9]+$ ]] || (( base < 1024 || base > 19900 )); then
   echo "cluster: CARAVAN_PORT_BASE must be a number from 1024 to 19900, got '$base'" >&2
   exit 2
 fi
+if ! [[ "$nclients" =~ ^[1-8]$ ]]; then
+  echo "cluster: CARAVAN_CLIENTS must be a number from 1 to 8, got '$nclients'" >&2
+  exit 2
+fi
+clients=()
+for ((i = 1; i <= nclients; i++)); do clients+=("client$i"); done
+agents=(consul server "${clients[@]}")
 
 consul_http=$base
 server_http=$((base + 10))
@@ -50,10 +62,12 @@ running_agents() {
 # render TEMPLATE NODE > OUT substitutes the cluster's paths and ports.
 render() {
   local tmpl=$1 node=$2 idx=0
-  [[ $node == client2 ]] && idx=1
+  [[ $node == client[0-9] ]] && idx=$((${node#client} - 1))
   local chttp=$((base + 20 + idx * 10))
   local k=$(((base / 100) % 10))
-  local dmin=$((20000 + k * 1000 + idx * 500))
+  # Each cluster's 1000 dynamic ports, split among its clients.
+  local span=$((1000 / (nclients > 2 ? nclients : 2)))
+  local dmin=$((20000 + k * 1000 + idx * span))
   sed -e "s|@CLUSTER_DIR@|$dir|g" \
       -e "s|@CLUSTER_ID@|$base|g" \
       -e "s|@NODE@|$node|g" \
@@ -72,7 +86,7 @@ render() {
       -e "s|@P_DRIVER_METRICS@|$((chttp + 3))|g" \
       -e "s|@P_DEVICE_METRICS@|$((chttp + 4))|g" \
       -e "s|@P_DYN_MIN@|$dmin|g" \
-      -e "s|@P_DYN_MAX@|$((dmin + 499))|g" \
+      -e "s|@P_DYN_MAX@|$((dmin + span - 1))|g" \
       "$tmpl"
 }
 
@@ -99,7 +113,7 @@ wait_for() {
 nodes_ready() {
   local out
   out=$("$bin/nomad" node status -json 2>/dev/null) || return 1
-  [[ $(grep -o '"Status": "ready"' <<<"$out" | wc -l) -ge 2 ]]
+  [[ $(grep -o '"Status": "ready"' <<<"$out" | wc -l) -ge $nclients ]]
 }
 
 cmd_up() {
@@ -108,16 +122,24 @@ cmd_up() {
   done
   local n
   n=$(running_agents)
-  if (( n == ${#agents[@]} )); then
+  local had
+  had=$(cat "$dir/clients" 2>/dev/null || echo 2)
+  if (( n == ${#agents[@]} )) && [[ $had == "$nclients" ]]; then
     log "already running (Nomad $NOMAD_ADDR, Consul http://$CONSUL_HTTP_ADDR)"
     return 0
+  fi
+  if (( n == ${#agents[@]} )); then
+    log "running with $had clients, $nclients asked for; restarting it"
+    cmd_down
   fi
   if (( n > 0 )); then
     log "partly running ($n of ${#agents[@]} agents); restarting it"
     cmd_down
   fi
 
-  mkdir -p "$dir"/{config,logs,pids,plugins,checkpoints,server,client1,client2}
+  mkdir -p "$dir"/{config,logs,pids,plugins,checkpoints,server}
+  for n in "${clients[@]}"; do mkdir -p "$dir/$n"; done
+  echo "$nclients" >"$dir/clients"
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
   for p in caravan-gpu caravan; do
@@ -127,7 +149,7 @@ cmd_up() {
 
   render "$root/scripts/cluster/consul.hcl" consul >"$dir/config/consul.hcl"
   render "$root/scripts/cluster/server.hcl" server >"$dir/config/server.hcl"
-  for n in client1 client2; do
+  for n in "${clients[@]}"; do
     {
       render "$root/scripts/cluster/client.hcl" "$n"
       render "$root/scripts/cluster/plugin-device.hcl" "$n"
@@ -143,11 +165,11 @@ cmd_up() {
   start server "$bin/nomad" agent -config="$dir/config/server.hcl"
   wait_for "Nomad's leader" 60 "$bin/nomad" operator api /v1/status/leader
 
-  for n in client1 client2; do
+  for n in "${clients[@]}"; do
     log "starting Nomad $n"
     start "$n" "$bin/nomad" agent -config="$dir/config/$n.hcl"
   done
-  wait_for "two ready Nomad clients" 120 nodes_ready
+  wait_for "$nclients ready Nomad clients" 120 nodes_ready
   log "up: Nomad UI $NOMAD_ADDR/ui, Consul UI http://$CONSUL_HTTP_ADDR/ui, logs in $dir/logs"
 }
 
@@ -196,7 +218,7 @@ stop_agent() {
 }
 
 cmd_down() {
-  if (( $(running_agents) == 0 )) && [[ -z $(owned_pids) ]]; then
+  if [[ -z $(ls "$dir"/pids/*.pid 2>/dev/null) ]] && [[ -z $(owned_pids) ]]; then
     log "not running"
     rm -rf "$dir/pids"
     return 0
@@ -218,8 +240,12 @@ cmd_down() {
       sleep 0.5
     done
   fi
-  local a
-  for a in client1 client2 server consul; do
+  # Every client this cluster started, whatever CARAVAN_CLIENTS says now.
+  local a f started=()
+  for f in "$dir"/pids/client*.pid; do
+    [[ -e $f ]] && started+=("$(basename "$f" .pid)")
+  done
+  for a in "${started[@]}" server consul; do
     alive "$a" && log "stopping $a"
     stop_agent "$a"
   done

@@ -103,7 +103,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&s.MinWork, "min-work", s.MinWork, "least one-worker work of a job")
 	fs.DurationVar(&s.MaxWork, "max-work", s.MaxWork, "most one-worker work of a job")
 	c := &o.cfg
-	fs.IntVar(&c.Cluster.Nodes, "nodes", c.Cluster.Nodes, "the cluster's GPU nodes (scripts/cluster.sh: 2)")
+	fs.IntVar(&c.Cluster.Nodes, "clients", c.Cluster.Nodes, "the cluster's Nomad clients with GPUs (scripts/cluster.sh: 2; CARAVAN_CLIENTS, make testbed CLIENTS=N)")
 	fs.IntVar(&c.Cluster.GPUsPerNode, "gpus-per-node", c.Cluster.GPUsPerNode, "simulated GPUs per node (scripts/cluster/plugin-device.hcl: 2)")
 	fs.IntVar(&c.Cluster.SharesPerGPU, "shares-per-gpu", c.Cluster.SharesPerGPU, "the device plugin's shares per GPU")
 	fs.IntVar(&c.Cluster.WorkerShares, "worker-shares", c.Cluster.WorkerShares, "GPU shares per worker")
@@ -154,7 +154,7 @@ func (o *options) validate() error {
 	case len(o.policies) == 0:
 		return errors.New("--policies: name at least one policy or \"static\"")
 	case c.Nodes < 1 || c.GPUsPerNode < 1 || c.SharesPerGPU < 1 || c.WorkerShares < 1:
-		return errors.New("--nodes, --gpus-per-node, --shares-per-gpu, --worker-shares: must be at least 1")
+		return errors.New("--clients, --gpus-per-node, --shares-per-gpu, --worker-shares: must be at least 1")
 	case !o.dryRun && o.from == "" && o.cfg.Demo.CaravanBin == "":
 		return errors.New("--caravan-bin: required (the caravan binary the clients run)")
 	case o.cfg.Interval <= 0 || o.cfg.Poll <= 0 || o.cfg.Timeout <= 0 || o.cfg.Progress <= 0:
@@ -228,6 +228,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	printWorkload(stdout, jobs, o)
 	if o.dryRun {
 		return dryRun(stdout, o, res)
+	}
+	if err := CheckClients(ctx, o.cfg); err != nil {
+		return err
 	}
 	for i, pol := range o.policies {
 		fmt.Fprintf(stdout, "\n==> run %d/%d: %s\n", i+1, len(o.policies), describe(pol))

@@ -19,7 +19,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--dry-run", "--policies", ""}, "--policies: name at least one"},
 		{[]string{"--policies", "static"}, "--caravan-bin: required"},
 		{[]string{"--dry-run", "--jobs", "0"}, "--jobs: must be at least 1"},
-		{[]string{"--dry-run", "--nodes", "0"}, "--nodes"},
+		{[]string{"--dry-run", "--clients", "0"}, "--clients"},
 		{[]string{"--dry-run", "--prefix", ""}, "--prefix"},
 		{[]string{"--dry-run", "extra"}, `unexpected argument "extra"`},
 	}

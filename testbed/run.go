@@ -306,3 +306,28 @@ func Purge(ctx context.Context, d *demo.Demo, prefix string) error {
 	}
 	return err
 }
+
+// CheckClients fails unless Nomad has exactly the ready, eligible clients
+// the run is planned for (cfg.Cluster.Nodes): a testbed measured on another
+// shape than the one it reports and simulates would compare nothing.
+func CheckClients(ctx context.Context, cfg Config) error {
+	d, err := demo.New(cfg.Demo, io.Discard)
+	if err != nil {
+		return err
+	}
+	nodes, _, err := d.Nomad().Nodes().List((&nomadapi.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("listing Nomad's clients: %w", err)
+	}
+	ready := 0
+	for _, n := range nodes {
+		if n.Status == "ready" && n.SchedulingEligibility == "eligible" {
+			ready++
+		}
+	}
+	if ready != cfg.Cluster.Nodes {
+		return fmt.Errorf("--clients %d: Nomad has %d ready clients (start the cluster with CARAVAN_CLIENTS=%d, or run make testbed CLIENTS=%d)",
+			cfg.Cluster.Nodes, ready, cfg.Cluster.Nodes, cfg.Cluster.Nodes)
+	}
+	return nil
+}
