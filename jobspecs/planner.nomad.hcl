@@ -71,6 +71,12 @@ variable "cooldown" {
   default     = "3m"
 }
 
+variable "suspend_quantum" {
+  description = "Time slice under overload (Gandiva): a job that runs is not suspended for a waiting one before this."
+  type        = string
+  default     = "10m"
+}
+
 variable "dry_run" {
   type    = bool
   default = false
@@ -135,7 +141,7 @@ job "caravan-planner" {
             interval        = "${var.interval}"
             cooldown        = "${var.cooldown}"
             restart_cost    = "30s"
-            suspend_quantum = "10m"
+            suspend_quantum = "${var.suspend_quantum}"
           }
           capacity {
             device = "${var.device}"

@@ -123,8 +123,8 @@ func SimConfig(cfg Config, cal Calibration) simulator.StepConfig {
 		Interval:       cfg.Interval.Seconds(), Cooldown: cfg.Cooldown.Seconds(),
 		StepOverhead: cal.StepOverhead.Seconds(),
 		StartDelay:   cal.StartDelay.Seconds(), ResizeDelay: cal.StartDelay.Seconds(), ResumeDelay: cal.StartDelay.Seconds(),
-		// jobspecs/planner.nomad.hcl's restart_cost and suspend_quantum.
-		RestartCost: 30, SuspendQuantum: 600, ResizeCost: cfg.ResizeCost.Seconds(),
+		// jobspecs/planner.nomad.hcl's restart_cost.
+		RestartCost: 30, SuspendQuantum: cfg.Quantum.Seconds(), ResizeCost: cfg.ResizeCost.Seconds(),
 		ReportSteps: cfg.ReportSteps,
 	}
 }

@@ -110,6 +110,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "the planner's decision interval")
 	fs.DurationVar(&c.Cooldown, "cooldown", c.Cooldown, "the planner's least time between two changes of a job")
 	fs.DurationVar(&c.ResizeCost, "resize-cost", c.ResizeCost, "what each job declares a change of its workers costs it (caravan_resize_cost)")
+	fs.DurationVar(&c.Quantum, "quantum", c.Quantum, "the planner's suspend quantum (time-slicing under overload)")
 	fs.IntVar(&c.ReportSteps, "report-every", c.ReportSteps, "steps between two progress reports of a job (the trainer's -log-every)")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "the longest one policy run may take")
 	fs.DurationVar(&c.Poll, "poll", c.Poll, "how often Nomad is read")
@@ -143,7 +144,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 func DefaultConfig() Config {
 	return Config{
 		Cluster:  Cluster{Nodes: 2, GPUsPerNode: 2, SharesPerGPU: 4, WorkerShares: 4},
-		Interval: 5 * time.Second, Cooldown: 15 * time.Second, ResizeCost: 2 * time.Second, ReportSteps: 10, Timeout: 45 * time.Minute,
+		Interval: 5 * time.Second, Cooldown: 15 * time.Second, ResizeCost: 2 * time.Second, ReportSteps: 10,
+		Quantum: 10 * time.Minute, Timeout: 45 * time.Minute,
 		Poll: 3 * time.Second, Progress: 20 * time.Second, CheckpointInterval: "1m", Prefix: "tb-",
 	}
 }
@@ -165,6 +167,8 @@ func (o *options) validate() error {
 		return errors.New("--report-every: must be at least 1")
 	case o.cfg.Cooldown < 0 || o.cfg.ResizeCost < 0:
 		return errors.New("--cooldown, --resize-cost: must not be negative")
+	case o.cfg.Quantum <= 0:
+		return errors.New("--quantum: must be positive (the planner's suspend_quantum)")
 	}
 	for _, p := range o.policies {
 		if err := checkPolicy(p); err != nil {
@@ -224,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res := &Results{Options: o.sample, Cluster: o.cfg.Cluster, Workload: jobs, TimelineStep: 5 * time.Second,
 		Interval: o.cfg.Interval, Cooldown: o.cfg.Cooldown, ResizeCost: o.cfg.ResizeCost,
-		ReportSteps: o.cfg.ReportSteps}
+		ReportSteps: o.cfg.ReportSteps, Quantum: o.cfg.Quantum}
 	printWorkload(stdout, jobs, o)
 	if o.dryRun {
 		return dryRun(stdout, o, res)
@@ -279,7 +283,10 @@ func rerun(stdout io.Writer, o *options) error {
 		return fmt.Errorf("--from: %s/results.json holds no run", o.from)
 	}
 	o.cfg.Cluster, o.cfg.Interval, o.cfg.Cooldown, o.cfg.ResizeCost = res.Cluster, res.Interval, res.Cooldown, res.ResizeCost
-	o.cfg.ReportSteps = res.ReportSteps
+	o.cfg.ReportSteps, o.cfg.Quantum = res.ReportSteps, res.Quantum
+	if o.cfg.Quantum == 0 {
+		o.cfg.Quantum = 10 * time.Minute // the planner jobspec's, before the testbed set it
+	}
 	if o.cfg.ReportSteps == 0 {
 		o.cfg.ReportSteps = 50 // the jobspec's -log-every, before the testbed set it
 	}

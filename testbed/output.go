@@ -32,6 +32,9 @@ type Results struct {
 	// ReportSteps is the jobs' steps between progress reports (0 in
 	// results written before it was recorded: the jobspec's 50).
 	ReportSteps int `json:"report_steps"`
+	// Quantum is the planner's suspend quantum (0 in results written
+	// before it was recorded: the jobspec's 10 minutes).
+	Quantum time.Duration `json:"suspend_quantum_ns"`
 	// TimelineStep is the sampling step of timeline.csv.
 	TimelineStep time.Duration `json:"timeline_step_ns"`
 }

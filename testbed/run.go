@@ -29,6 +29,8 @@ type Config struct {
 	// ResizeCost is what every job declares a resize costs it
 	// (jobspecs/train-elastic.nomad.hcl's resize_cost).
 	ResizeCost time.Duration
+	// Quantum is the planner's suspend quantum (time-slicing).
+	Quantum time.Duration
 	// ReportSteps is the steps between two progress reports of a job's
 	// coordinator (the trainer's -log-every).
 	ReportSteps int
@@ -82,7 +84,7 @@ func RunPolicy(ctx context.Context, cfg Config, pol string, jobs []Job, out io.W
 	}
 	if pol != Static {
 		addr, err := d.StartPlanner(ctx, "policy="+pol, "count=1",
-			"interval="+cfg.Interval.String(), "cooldown="+cfg.Cooldown.String())
+			"interval="+cfg.Interval.String(), "cooldown="+cfg.Cooldown.String(), "suspend_quantum="+cfg.Quantum.String())
 		if err != nil {
 			return nil, fmt.Errorf("starting the planner with policy %s: %w", pol, err)
 		}
