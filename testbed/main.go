@@ -104,6 +104,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&s.MaxWork, "max-work", s.MaxWork, "most one-worker work of a job")
 	c := &o.cfg
 	fs.IntVar(&c.Cluster.Nodes, "clients", c.Cluster.Nodes, "the cluster's Nomad clients with GPUs (scripts/cluster.sh: 2; CARAVAN_CLIENTS, make testbed CLIENTS=N)")
+	fs.IntVar(&c.Cluster.Nodes, "nodes", c.Cluster.Nodes, "deprecated name of --clients")
 	fs.IntVar(&c.Cluster.GPUsPerNode, "gpus-per-node", c.Cluster.GPUsPerNode, "simulated GPUs per node (scripts/cluster/plugin-device.hcl: 2)")
 	fs.IntVar(&c.Cluster.SharesPerGPU, "shares-per-gpu", c.Cluster.SharesPerGPU, "the device plugin's shares per GPU")
 	fs.IntVar(&c.Cluster.WorkerShares, "worker-shares", c.Cluster.WorkerShares, "GPU shares per worker")
