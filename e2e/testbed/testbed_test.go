@@ -2,9 +2,8 @@
 // elastic training jobs (MODELLED compute, SIMULATED GPUs) run once with the
 // planner (optimus) and once as the static baseline (no planner, each job at
 // its requested single worker); the planner must finish them sooner, and the
-// simulator, calibrated from the static run, must predict the static run's
-// mean JCT within 25% (the planner run's within 60%: see the bound below).
-// About three minutes.
+// simulator, calibrated from the static run, must predict each run's mean
+// JCT within 25%. About three minutes.
 package testbed
 
 import (
@@ -38,7 +37,7 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 	cfg := testbed.DefaultConfig()
 	cfg.Demo = demo.Config{Root: c.Root, NomadBin: c.NomadBin, CaravanBin: c.Bin, NomadAddr: c.NomadAddr,
 		ConsulAddr: strings.TrimPrefix(c.ConsulAddr, "http://")}
-	cfg.Prefix, cfg.Interval, cfg.Cooldown, cfg.Timeout = "e2e-tb-", 5*time.Second, 15*time.Second, 6*time.Minute
+	cfg.Prefix, cfg.Timeout = "e2e-tb-", 6*time.Minute
 	cfg.Progress = time.Minute
 	var out io.Writer = io.Discard
 	if testing.Verbose() {
@@ -78,15 +77,9 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 		t.Logf("%s: live mean JCT %s, simulated (%s) %s, error %+.1f%% (step time %s + %.3f x compute, start delay %s)", r.Policy,
 			f.LiveAvgJCT.Round(time.Second), f.SimPolicy, f.SimAvgJCT.Round(time.Second), 100*f.Error,
 			cal.StepOverhead.Round(time.Millisecond), cal.ComputeFactor, cal.StartDelay.Round(time.Millisecond))
-		// The static run is modelled closely (0.2% when this was written).
-		// The planner run is not yet: the simulator shares the GPUs between
-		// the two jobs sooner than the live planner does (+31% and +38% measured;
-		// the README's Benchmarks section tracks it), so its bound is the
-		// margin that holds, not the 25% goal.
-		bound := 0.25
-		if r.Policy != testbed.Static {
-			bound = 0.6
-		}
-		must.Less(t, bound, math.Abs(f.Error), must.Sprintf("%s: simulator's mean JCT vs live", r.Policy))
+		// The replay measures speed as the live planner does (a round
+		// notices a shape, a later report measures it); before it did, it
+		// grew the jobs sooner than the live planner and was 31-38% off.
+		must.Less(t, 0.25, math.Abs(f.Error), must.Sprintf("%s: simulator's mean JCT vs live", r.Policy))
 	}
 }

@@ -49,7 +49,9 @@ type Round struct {
 	Error      string      `json:"error,omitempty"`
 }
 
-// decide builds the round without side effects on Nomad.
+// decide builds the round without side effects on Nomad: each job is
+// triaged (stops, holds, policy candidates), the policy plans the
+// candidates under the guards, and the plan becomes actions.
 func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*Round, error) {
 	now := m.cfg.Clock.Now()
 	leader := m.cfg.Leader == nil || m.cfg.Leader.IsLeader()
@@ -64,95 +66,137 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 	}
 	r.Capacity = m.cluster(snap, s)
 
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := &roundBuilder{m: m, ctx: ctx, s: s, pol: pol, now: now, snap: snap, r: r}
 	keys := make([]source.JobKey, 0, len(snap.Jobs))
 	for k := range snap.Jobs {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(a, b int) bool { return keys[a].String() < keys[b].String() })
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	keep := map[progress.JobKey]bool{}
-	var in policy.Input
-	in.Now, in.Cluster = now, r.Capacity
-	type cand struct {
-		job  *source.Job
-		mm   *memory
-		view *JobView
-		pj   policy.Job
-		// quantum: a running job inside its suspend quantum, or one that
-		// may not be suspended: the policy may resize it, not suspend it.
-		quantum bool
-	}
-	var cands []cand
-	var actions []Action
-	var errs []error
 	for _, k := range keys {
-		j := snap.Jobs[k]
-		keep[progress.JobKey(k)] = true
-		mm := m.memFor(k)
-		if j.SpecErr == nil {
-			if err := m.refreshEvents(ctx, j, mm); err != nil {
-				errs = append(errs, err)
-				continue // without its events the job's state is unknown: leave it
-			}
-		}
-		rep := failures.Classify(j.Allocs)
-		state, detail := classify(j, mm, rep)
-		v := JobView{Namespace: k.Namespace, ID: k.ID, State: state, Detail: detail, Spec: j.Spec, Failures: rep, Group: j.Spec.WorkerGroup}
-		if j.Job.JobModifyIndex != nil {
-			v.Index = *j.Job.JobModifyIndex
-		}
-		if state == StateInvalid {
-			r.Jobs = append(r.Jobs, v)
-			continue
-		}
-		v.Workers = j.Count(j.Spec.WorkerGroup)
-		if j.Spec.PSGroup != "" {
-			v.PS = j.Count(j.Spec.PSGroup)
-		}
-		running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
-		v.Running = running
-		m.observe(now, k, j, mm, &v, running, len(nodes), s)
+		b.triage(k, snap.Jobs[k])
+	}
+	m.forget(snap)
 
-		switch {
-		case state == StateRunning && rep.User > j.Spec.MaxUserFails:
-			last, _ := rep.Last(failures.User)
-			actions = append(actions, Action{Job: k.String(), key: k, job: j, Kind: KindUserError, Group: j.Spec.WorkerGroup,
-				From: v.Workers, To: 0, jobModifyIndex: v.Index,
-				Reason: fmt.Sprintf("%d user-error failures (limit %d), last: %s", rep.User, j.Spec.MaxUserFails, last.Reason)})
-			r.Jobs = append(r.Jobs, v)
-			continue
-		case state == StateRunning && j.Spec.StopOnConverge && (v.Fit.Converged || v.Fit.Finished):
-			why := "converged"
-			if v.Fit.Finished {
-				why = "finished"
-			}
-			actions = append(actions, Action{Job: k.String(), key: k, job: j, Kind: KindStop, From: v.Workers, To: 0, jobModifyIndex: v.Index,
-				Reason: fmt.Sprintf("%s at step %d, loss %.4g; stopping (the driver checkpoints on stop)", why, v.Fit.Step, v.Fit.Loss)})
-			r.Jobs = append(r.Jobs, v)
-			continue
-		case state != StateRunning && state != StateSuspended && state != StateQueued:
-			r.Jobs = append(r.Jobs, v)
-			continue
+	plan, pins, err := b.plan()
+	if err != nil {
+		return r, errors.Join(append(b.errs, err)...)
+	}
+	b.act(plan, pins)
+	return r, errors.Join(b.errs...)
+}
+
+// cand is a job the policy plans.
+type cand struct {
+	job  *source.Job
+	mm   *memory
+	view *JobView
+	pj   policy.Job
+	// quantum: a running job inside its suspend quantum, or one that
+	// may not be suspended: the policy may resize it, not suspend it.
+	quantum bool
+}
+
+// roundBuilder carries one round's decision through its stages.
+type roundBuilder struct {
+	m       *Manager
+	ctx     context.Context
+	s       Settings
+	pol     policy.Policy
+	now     time.Time
+	snap    source.Snapshot
+	r       *Round
+	cands   []cand
+	actions []Action
+	errs    []error
+}
+
+// triage classifies one job and refits its models: it becomes an action
+// (a stop), a job held out of the plan, or a policy candidate.
+func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
+	m, s, now, r := b.m, b.s, b.now, b.r
+	mm := m.memFor(k)
+	if j.SpecErr == nil {
+		if err := m.refreshEvents(b.ctx, j, mm); err != nil {
+			b.errs = append(b.errs, err)
+			return // without its events the job's state is unknown: leave it
 		}
-		if stop, ok := finishedJob(now, j, &v); ok {
-			if stop != nil {
-				actions = append(actions, *stop)
-			}
-			r.Jobs = append(r.Jobs, v)
-			continue
-		}
-		pj := m.policyJob(now, j, mm, &v, nodes, snap, s, pol.Info().Traits)
-		if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
-			v.Detail = "cooling down after the last change"
-			r.Candidates = append(r.Candidates, Candidate{Job: k.String(), key: k, From: v.Workers, To: v.Workers,
-				Verdict: VerdictCooldown, Detail: fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)})
-			r.Jobs = append(r.Jobs, v)
-			continue
-		}
-		cands = append(cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s)})
+	}
+	rep := failures.Classify(j.Allocs)
+	state, detail := classify(j, mm, rep)
+	v := JobView{Namespace: k.Namespace, ID: k.ID, State: state, Detail: detail, Spec: j.Spec, Failures: rep, Group: j.Spec.WorkerGroup}
+	if j.Job.JobModifyIndex != nil {
+		v.Index = *j.Job.JobModifyIndex
+	}
+	if state == StateInvalid {
 		r.Jobs = append(r.Jobs, v)
+		return
+	}
+	v.Workers = j.Count(j.Spec.WorkerGroup)
+	if j.Spec.PSGroup != "" {
+		v.PS = j.Count(j.Spec.PSGroup)
+	}
+	running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
+	v.Running = running
+	m.observe(now, k, j, mm, &v, running, len(nodes), s)
+	if a := stopAction(j, &v, rep); a != nil {
+		b.actions = append(b.actions, *a)
+		r.Jobs = append(r.Jobs, v)
+		return
+	}
+	if state != StateRunning && state != StateSuspended && state != StateQueued {
+		r.Jobs = append(r.Jobs, v)
+		return
+	}
+	if stop, ok := finishedJob(now, j, &v); ok {
+		if stop != nil {
+			b.actions = append(b.actions, *stop)
+		}
+		r.Jobs = append(r.Jobs, v)
+		return
+	}
+	pj := m.policyJob(now, j, mm, &v, nodes, b.snap, s, b.pol.Info().Traits)
+	if state != StateRunning && now.Sub(mm.lastChange) < s.Cooldown && !mm.lastChange.IsZero() {
+		v.Detail = "cooling down after the last change"
+		r.Candidates = append(r.Candidates, Candidate{Job: k.String(), key: k, From: v.Workers, To: v.Workers,
+			Verdict: VerdictCooldown, Detail: fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)})
+		r.Jobs = append(r.Jobs, v)
+		return
+	}
+	b.cands = append(b.cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s)})
+	r.Jobs = append(r.Jobs, v)
+}
+
+// stopAction is the stop a running job has earned: repeated user errors,
+// or convergence when the job lets the planner stop it.
+func stopAction(j *source.Job, v *JobView, rep failures.Report) *Action {
+	if v.State != StateRunning {
+		return nil
+	}
+	k := j.Key
+	switch {
+	case rep.User > j.Spec.MaxUserFails:
+		last, _ := rep.Last(failures.User)
+		return &Action{Job: k.String(), key: k, job: j, Kind: KindUserError, Group: j.Spec.WorkerGroup,
+			From: v.Workers, To: 0, jobModifyIndex: v.Index,
+			Reason: fmt.Sprintf("%d user-error failures (limit %d), last: %s", rep.User, j.Spec.MaxUserFails, last.Reason)}
+	case j.Spec.StopOnConverge && (v.Fit.Converged || v.Fit.Finished):
+		why := "converged"
+		if v.Fit.Finished {
+			why = "finished"
+		}
+		return &Action{Job: k.String(), key: k, job: j, Kind: KindStop, From: v.Workers, To: 0, jobModifyIndex: v.Index,
+			Reason: fmt.Sprintf("%s at step %d, loss %.4g; stopping (the driver checkpoints on stop)", why, v.Fit.Step, v.Fit.Loss)}
+	}
+	return nil
+}
+
+// forget drops the progress and memory of jobs Nomad no longer has.
+func (m *Manager) forget(snap source.Snapshot) {
+	keep := map[progress.JobKey]bool{}
+	for k := range snap.Jobs {
+		keep[progress.JobKey(k)] = true
 	}
 	m.cfg.Progress.Forget(keep)
 	for k := range m.mem {
@@ -161,45 +205,54 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			delete(m.history, k)
 		}
 	}
+}
 
-	// Ask the policy, pinning jobs whose growth would not repay its
-	// restart, until the plan is stable (at most three passes).
-	pinned := map[string]pin{}
-	for _, c := range cands {
+// pins are the candidates held at their shape, and why.
+type pins struct {
+	workers map[string]pin    // workers (and servers) kept
+	ps      map[string]string // servers only kept
+}
+
+// plan asks the policy, pinning jobs in their cooldown and jobs whose
+// change would not repay its cost, until the plan is stable (at most four
+// passes). Guarded jobs keep their place whatever the policy's ranking.
+func (b *roundBuilder) plan() (policy.Plan, pins, error) {
+	s, now := b.s, b.now
+	p := pins{workers: map[string]pin{}, ps: map[string]string{}}
+	for _, c := range b.cands {
 		if c.pj.Current.Workers > 0 && !c.mm.lastChange.IsZero() && now.Sub(c.mm.lastChange) < s.Cooldown {
-			pinned[c.pj.ID] = pin{VerdictCooldown, fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)}
+			p.workers[c.pj.ID] = pin{VerdictCooldown, fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)}
 		}
 	}
-	pinnedPS := map[string]string{}
-	var plan policy.Plan
-	pjs := make([]policy.Job, len(cands))
-	for i, c := range cands {
+	in := policy.Input{Now: now, Cluster: b.r.Capacity}
+	pjs := make([]policy.Job, len(b.cands))
+	for i, c := range b.cands {
 		pjs[i] = c.pj
 	}
-	guards := make([]policy.Guard, len(cands))
+	guards := make([]policy.Guard, len(b.cands))
+	var plan policy.Plan
 	for pass := 0; ; pass++ {
 		in.Jobs = in.Jobs[:0]
-		for i, c := range cands {
+		for i, c := range b.cands {
 			pj := c.pj
-			guards[i] = guardOf(pinned[pj.ID].why != "", c.quantum)
+			held := p.workers[pj.ID].why != ""
+			guards[i] = guardOf(held, c.quantum)
 			// A pinned job keeps its servers too: a cooldown that held the
 			// workers but let the servers move let a job that had just
 			// shrunk go 1 -> 4 servers in the next round.
-			if (pinned[pj.ID].why != "" || pinnedPS[pj.ID] != "") && pj.MaxPS > 0 && pj.Current.Workers > 0 {
+			if (held || p.ps[pj.ID] != "") && pj.MaxPS > 0 && pj.Current.Workers > 0 {
 				ps := min(max(pj.Current.PS, pj.MinPS), pj.MaxPS)
 				pj.MinPS, pj.MaxPS = ps, ps
 			}
 			in.Jobs = append(in.Jobs, pj)
 		}
-		// Guarded jobs keep their place whatever the policy's ranking.
 		in.Jobs = policy.Guarded(in.Jobs, guards)
 		var err error
-		plan, err = pol.Allocate(in)
-		if err != nil {
-			return r, errors.Join(append(errs, fmt.Errorf("policy %s: %w", pol.Name(), err))...)
+		if plan, err = b.pol.Allocate(in); err != nil {
+			return plan, p, fmt.Errorf("policy %s: %w", b.pol.Name(), err)
 		}
 		policy.HoldPlan(&plan, pjs, guards)
-		if pass == 3 || repays(pjs, plan, s, pinned, pinnedPS) {
+		if pass == 3 || repays(pjs, plan, s, p.workers, p.ps) {
 			break
 		}
 	}
@@ -212,70 +265,43 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 			plan.Jobs[i].Gain = -1
 		}
 	}
+	return plan, p, nil
+}
+
+// act turns the plan into candidates' verdicts and actions: stops and
+// shrinks first, then growth by gain.
+func (b *roundBuilder) act(plan policy.Plan, p pins) {
+	r := b.r
 	r.Plan = &plan
 	for i, jp := range plan.Jobs {
-		c := cands[i]
-		jp := jp
+		c := b.cands[i]
 		c.view.Plan = &jp
-		from := c.pj.Current.Workers
-		to := jp.Workers
-		cd := Candidate{Job: c.job.Key.String(), key: c.job.Key, From: from, To: to, PSFrom: c.pj.Current.PS, PSTo: jp.PS,
-			Gain: jp.Gain, Verdict: VerdictUnchanged, Detail: jp.Reason}
-		if why := pinnedPS[jp.ID]; why != "" && pinned[jp.ID].why == "" {
+		cd := Candidate{Job: c.job.Key.String(), key: c.job.Key, From: c.pj.Current.Workers, To: jp.Workers,
+			PSFrom: c.pj.Current.PS, PSTo: jp.PS, Gain: jp.Gain, Verdict: VerdictUnchanged, Detail: jp.Reason}
+		if why := p.ps[jp.ID]; why != "" && p.workers[jp.ID].why == "" {
 			c.view.Plan.Reason += "; " + why
 			cd.Verdict, cd.Detail = VerdictRestartCost, why
 		}
-		if p := pinned[jp.ID]; p.why != "" {
-			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", from, p.text)
-			cd.Verdict, cd.Detail = p.why, p.text
+		if pn := p.workers[jp.ID]; pn.why != "" {
+			c.view.Plan.Reason += fmt.Sprintf("; kept at %d: %s", cd.From, pn.text)
+			cd.Verdict, cd.Detail = pn.why, pn.text
 		}
 		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
-		if to == from && !psChange {
-			r.Candidates = append(r.Candidates, cd)
-			continue
+		if cd.To != cd.From || psChange {
+			cd.Verdict = "" // settled after apply
+			b.actions = append(b.actions, b.action(c, jp, psChange))
 		}
-		cd.Verdict = "" // settled after apply
 		r.Candidates = append(r.Candidates, cd)
-		a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
-			Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index,
-			Unmeasured: c.view.Fit.Speed == nil}
-		if psChange {
-			a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
-		}
-		if s.PlacementAffinity && to > 0 {
-			for _, na := range jp.Placement {
-				if na.Workers > 0 {
-					a.Nodes = append(a.Nodes, na.Node)
-				}
-			}
-		}
-		if p, ok := c.view.Predicted[from]; ok {
-			if q, ok2 := c.view.Predicted[to]; ok2 && p >= 0 && q >= 0 {
-				a.Saving = p - q
-			}
-		}
-		switch {
-		case to == 0 && from == 0:
-			a.Kind = KindScale // parameter servers only
-		case to == 0:
-			a.Kind = KindSuspend
-		case from == 0 && c.view.State == StateSuspended:
-			a.Kind = KindResume
-		case from == 0:
-			a.Kind = KindStart
-		default:
-			a.Kind = KindScale
-		}
-		actions = append(actions, a)
 	}
 	// Views were copied into r.Jobs before the plan: refresh them.
 	for i := range r.Jobs {
-		for _, c := range cands {
+		for _, c := range b.cands {
 			if r.Jobs[i].Namespace == c.view.Namespace && r.Jobs[i].ID == c.view.ID {
 				r.Jobs[i] = *c.view
 			}
 		}
 	}
+	actions := b.actions
 	if actions == nil {
 		actions = []Action{}
 	}
@@ -284,7 +310,41 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		actions[i].Message = scaleMessage(actions[i])
 	}
 	r.Actions = actions
-	return r, errors.Join(errs...)
+}
+
+// action is the change the plan makes to one candidate.
+func (b *roundBuilder) action(c cand, jp policy.JobPlan, psChange bool) Action {
+	from, to := c.pj.Current.Workers, jp.Workers
+	a := Action{Job: c.job.Key.String(), key: c.job.Key, job: c.job, Group: c.job.Spec.WorkerGroup, From: from, To: to,
+		Gain: jp.Gain, Reason: jp.Reason, jobModifyIndex: c.view.Index, Unmeasured: c.view.Fit.Speed == nil}
+	if psChange {
+		a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
+	}
+	if b.s.PlacementAffinity && to > 0 {
+		for _, na := range jp.Placement {
+			if na.Workers > 0 {
+				a.Nodes = append(a.Nodes, na.Node)
+			}
+		}
+	}
+	if p, ok := c.view.Predicted[from]; ok {
+		if q, ok2 := c.view.Predicted[to]; ok2 && p >= 0 && q >= 0 {
+			a.Saving = p - q
+		}
+	}
+	switch {
+	case to == 0 && from == 0:
+		a.Kind = KindScale // parameter servers only
+	case to == 0:
+		a.Kind = KindSuspend
+	case from == 0 && c.view.State == StateSuspended:
+		a.Kind = KindResume
+	case from == 0:
+		a.Kind = KindStart
+	default:
+		a.Kind = KindScale
+	}
+	return a
 }
 
 // repays pins, for the next pass, every change of plan that does not repay
