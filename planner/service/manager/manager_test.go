@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
@@ -85,8 +86,7 @@ func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reaso
 // sync waits until the source reflects the fake's current job versions.
 func (h *harness) sync() {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	must.Wait(h.t, wait.InitialSuccess(wait.BoolFunc(func() bool {
 		snap := h.src.Snapshot()
 		ok := snap.Synced
 		for _, w := range []string{"a", "b", "c"} {
@@ -98,12 +98,8 @@ func (h *harness) sync() {
 			}
 			ok = ok && seen && *sj.Job.JobModifyIndex == *j.JobModifyIndex
 		}
-		if ok {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	h.t.Fatal("source did not catch up with the fake nomad")
+		return ok
+	}), wait.Timeout(5*time.Second), wait.Gap(5*time.Millisecond)), must.Sprint("source did not catch up with the fake nomad"))
 }
 
 // measuredAt records that the job's speed was measured with w workers, so
@@ -398,13 +394,10 @@ func TestManager_KeepsWorkingWhileNomadIsDown(t *testing.T) {
 
 func deadlineAllocs(t *testing.T, h *harness, n int) {
 	t.Helper()
-	for i := 0; i < 500; i++ {
-		if j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]; ok && len(j.Allocs) == n {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatal("allocations not seen")
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool {
+		j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]
+		return ok && len(j.Allocs) == n
+	}), wait.Timeout(2500*time.Millisecond), wait.Gap(5*time.Millisecond)), must.Sprintf("job a's %d allocations not seen", n))
 }
 
 func findJob(t *testing.T, r *Round, id string) JobView {

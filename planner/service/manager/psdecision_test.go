@@ -9,6 +9,7 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -199,12 +200,10 @@ func TestManager_CompletedBatchJobHoldsNothing(t *testing.T) {
 	h.nomad.SetAllocs(running(map[string]int{"b": 1}))
 	h.measuredAt("b", 1)
 	h.nomad.SetJobStatus("default", "a", "dead")
-	for i := 0; i < 500; i++ {
-		if j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]; ok && j.Job.Status != nil && *j.Job.Status == "dead" {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool {
+		j, ok := h.src.Snapshot().Jobs[source.JobKey{Namespace: "default", ID: "a"}]
+		return ok && j.Job.Status != nil && *j.Job.Status == "dead"
+	}), wait.Timeout(2500*time.Millisecond), wait.Gap(5*time.Millisecond)))
 	r := h.round()
 	must.Eq(t, StateStopped, findJob(t, r, "a").State)
 	must.Eq(t, 2, count(t, h.nomad, "b"), must.Sprintf("actions %+v", r.Actions))
