@@ -106,7 +106,7 @@ capacity {
 		p.stop()
 		if t.Failed() {
 			b, _ := os.ReadFile(p.log)
-			t.Logf("planner %s log (tail):\n%s", name, plTail(string(b), 60))
+			t.Logf("planner %s log (tail):\n%s", name, harness.Tail(string(b), 60))
 		}
 	})
 	return p
@@ -117,17 +117,7 @@ const plSessionTTL = 10 * time.Second
 
 // stop ends the process (SIGTERM, then SIGKILL after 10 s); idempotent.
 func (p *plProc) stop() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-done
-		}
-	}
+	harness.StopProcess(p.cmd, syscall.SIGTERM, 10*time.Second)
 	p.logFile.Close()
 }
 
@@ -137,27 +127,6 @@ func (p *plProc) kill9() {
 	_ = p.cmd.Wait()
 }
 
-func plTail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func plGetJSON(url string, v any) error {
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
 type plHealth struct {
 	Leader bool `json:"leader"`
 	Synced bool `json:"nomad_synced"`
@@ -165,7 +134,7 @@ type plHealth struct {
 
 func (p *plProc) health() (plHealth, error) {
 	var h plHealth
-	err := plGetJSON(p.url+"/v1/health", &h)
+	err := harness.GetJSON(p.url+"/v1/health", &h)
 	return h, err
 }
 
@@ -198,7 +167,7 @@ func (p *plProc) jobs() (map[string]plJob, error) {
 	var resp struct {
 		Jobs []plJob `json:"jobs"`
 	}
-	if err := plGetJSON(p.url+"/v1/jobs", &resp); err != nil {
+	if err := harness.GetJSON(p.url+"/v1/jobs", &resp); err != nil {
 		return nil, err
 	}
 	out := map[string]plJob{}

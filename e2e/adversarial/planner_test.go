@@ -86,7 +86,7 @@ func TestPlanner_LeaderStopsWritingWhileConsulIsFrozen(t *testing.T) {
 			Status string `json:"status"`
 		} `json:"actions"`
 	}
-	must.NoError(t, plGetJSON(p.url+"/v1/plan", &plan))
+	must.NoError(t, harness.GetJSON(p.url+"/v1/plan", &plan))
 	must.False(t, plan.Leader)
 	for _, a := range plan.Actions {
 		must.NotEq(t, "applied", a.Status)
@@ -143,7 +143,7 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 
 	for _, path := range []string{"/v1/jobs", "/v1/plan", "/v1/jobs/default/" + id} {
 		var v map[string]any
-		must.NoError(t, plGetJSON(p.url+path, &v), must.Sprint(path))
+		must.NoError(t, harness.GetJSON(p.url+path, &v), must.Sprint(path))
 	}
 	jobs, err := p.jobs()
 	must.NoError(t, err)

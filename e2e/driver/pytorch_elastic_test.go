@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -105,7 +104,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 		s, okS := elasticSnapshot.last(out, "1")
 		r, okR := elasticRestored.last(out, "2")
 		if !okS || !okR {
-			return fmt.Errorf("no re-rendezvous as 2 yet:\n%s", tail(out))
+			return fmt.Errorf("no re-rendezvous as 2 yet:\n%s", harness.Tail(out, 8))
 		}
 		snap1, up = s, r
 		return nil
@@ -143,7 +142,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 		s, okS := elasticSnapshot.last(out, "2")
 		r, okR := elasticRestored.last(out, "1")
 		if !okS || !okR || r < up {
-			return fmt.Errorf("no re-rendezvous as 1 yet:\n%s", tail(out))
+			return fmt.Errorf("no re-rendezvous as 1 yet:\n%s", harness.Tail(out, 8))
 		}
 		snap2, down = s, r
 		return nil
@@ -163,7 +162,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 		out := c.Logs(t, kept.ID, pytorchTask, "stdout")
 		snaps, restores := elasticSnapshot.all(out, "1"), elasticRestored.all(out, "1")
 		if len(snaps) == snapsBefore || len(restores) == restoresBefore {
-			return fmt.Errorf("no rendezvous at the moved store yet:\n%s", tail(out))
+			return fmt.Errorf("no rendezvous at the moved store yet:\n%s", harness.Tail(out, 8))
 		}
 		snap3, moved = snaps[len(snaps)-1], restores[len(restores)-1]
 		return nil
@@ -257,7 +256,7 @@ func waitStep(t *testing.T, c *harness.C, allocID string, min int) {
 	harness.Eventually(t, 5*time.Minute, func() error {
 		out := c.Logs(t, allocID, pytorchTask, "stdout")
 		if s, ok := elasticStepLine.last(out, ""); !ok || s < min {
-			return fmt.Errorf("not at step %d yet:\n%s", min, tail(out))
+			return fmt.Errorf("not at step %d yet:\n%s", min, harness.Tail(out, 8))
 		}
 		return nil
 	})
@@ -314,12 +313,4 @@ func finalOf(t *testing.T, c *harness.C, job string) []string {
 	must.SliceLen(t, 4, final, must.Sprintf("no final line in %s:\n%s", job, out))
 	must.Eq(t, strconv.Itoa(elasticSteps), final[1])
 	return final
-}
-
-func tail(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -80,7 +80,7 @@ func (j *job) waitLog(alloc, what string, ok func(log string) bool) string {
 	harness.Eventually(j.t, 2*time.Minute, func() error {
 		log, _ = j.c.CLI(j.t, "alloc", "logs", alloc, "ps")
 		if !ok(log) {
-			return fmt.Errorf("waiting for %s in the log of %s:\n%s", what, alloc, tail(log))
+			return fmt.Errorf("waiting for %s in the log of %s:\n%s", what, alloc, harness.Tail(log, 8))
 		}
 		return nil
 	})
@@ -117,11 +117,6 @@ func (j *job) allStopped() {
 		}
 		return true
 	})
-}
-
-func tail(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-8):], "\n")
 }
 
 // TestElasticTrainingOnTheCluster: workers 1->3->2, servers 1->2, a
@@ -192,7 +187,7 @@ func TestElasticTrainingOnTheCluster(t *testing.T) {
 	m := finalRe.FindStringSubmatch(log)
 	must.Eq(t, strconv.Itoa(steps), m[1])
 	must.Eq(t, want, m[2], must.Sprint("final parameters differ from the single-process run"))
-	t.Logf("coordinator %s:\n%s", co, tail(log))
+	t.Logf("coordinator %s:\n%s", co, harness.Tail(log, 8))
 }
 
 // event waits for a task event containing substr on a stopped allocation

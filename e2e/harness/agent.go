@@ -176,7 +176,7 @@ func (a *Agent) Start(t *testing.T, configs ...string) {
 		logFile.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(a.log)
-			t.Logf("agent %s log (tail):\n%s", a.Name, tailLines(string(b), 60))
+			t.Logf("agent %s log (tail):\n%s", a.Name, Tail(string(b), 60))
 		}
 	})
 	a.C.Nomad, err = nomadapi.NewClient(&nomadapi.Config{Address: a.C.NomadAddr, SecretID: a.C.Token})
@@ -217,17 +217,7 @@ func (a *Agent) SetToken(t *testing.T, token string) {
 // stop interrupts the agent (bounded), then kills whatever it started
 // that is still alive (executors, tasks, plugins).
 func (a *Agent) stop() {
-	if a.cmd.ProcessState == nil {
-		_ = a.cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = a.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-done
-		}
-	}
+	StopProcess(a.cmd, syscall.SIGINT, 30*time.Second)
 	mark := []byte("CARAVAN_AGENT_MARK=" + a.Dir + "\x00")
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, p := range procs {
@@ -260,14 +250,6 @@ func unmountUnder(dir string) {
 	for _, p := range points {
 		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
-}
-
-func tailLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // PluginConfig is client configuration with raw_exec on, plugin_dir and

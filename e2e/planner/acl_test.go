@@ -134,7 +134,7 @@ capacity {
 		var plan struct {
 			Actions []planAction `json:"actions"`
 		}
-		if err := getJSON(p.url+"/v1/plan", &plan); err != nil {
+		if err := harness.GetJSON(p.url+"/v1/plan", &plan); err != nil {
 			return err
 		}
 		for _, act := range plan.Actions {
@@ -151,5 +151,5 @@ capacity {
 	must.False(t, job.Stop != nil && *job.Stop, must.Sprint("the scale-only token stopped the job"))
 	b, err := os.ReadFile(p.log)
 	must.NoError(t, err)
-	must.Eq(t, 1, strings.Count(string(b), "lacks an ACL capability"), must.Sprint(tail(string(b), 40)))
+	must.Eq(t, 1, strings.Count(string(b), "lacks an ACL capability"), must.Sprint(harness.Tail(string(b), 40)))
 }

@@ -9,7 +9,6 @@ package planner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -109,30 +108,10 @@ func runPlanner(t *testing.T, c *harness.C, name string, port int, cfg string, e
 		logFile.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
-			t.Logf("planner %s log:\n%s", name, tail(string(b), 80))
+			t.Logf("planner %s log:\n%s", name, harness.Tail(string(b), 80))
 		}
 	})
 	return in
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 type health struct {
@@ -143,7 +122,7 @@ type health struct {
 
 func (in *instance) health() (health, error) {
 	var h health
-	err := getJSON(in.url+"/v1/health", &h)
+	err := harness.GetJSON(in.url+"/v1/health", &h)
 	return h, err
 }
 
@@ -169,7 +148,7 @@ func (in *instance) jobs() (map[string]jobView, error) {
 	var resp struct {
 		Jobs []jobView `json:"jobs"`
 	}
-	if err := getJSON(in.url+"/v1/jobs", &resp); err != nil {
+	if err := harness.GetJSON(in.url+"/v1/jobs", &resp); err != nil {
 		return nil, err
 	}
 	out := map[string]jobView{}
@@ -528,7 +507,7 @@ func TestPlanner_TimeSlicesRealTrainers(t *testing.T) {
 	harness.Eventually(t, time.Minute, func() error {
 		logs := c.Logs(t, resumed.ID, "train", "stdout")
 		if !strings.Contains(logs, "resumed step=") {
-			return fmt.Errorf("no resume line yet in:\n%s", tail(logs, 5))
+			return fmt.Errorf("no resume line yet in:\n%s", harness.Tail(logs, 5))
 		}
 		return nil
 	})
@@ -573,7 +552,7 @@ func TestPlanner_ReloadAndCleanStop(t *testing.T) {
 		var plan struct {
 			DryRun bool `json:"dry_run"`
 		}
-		if err := getJSON(p.url+"/v1/plan", &plan); err != nil {
+		if err := harness.GetJSON(p.url+"/v1/plan", &plan); err != nil {
 			return err
 		}
 		if !plan.DryRun {

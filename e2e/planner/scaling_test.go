@@ -78,7 +78,7 @@ func TestPlanner_ScalingBlockBounds(t *testing.T) {
 				scalingView
 			} `json:"jobs"`
 		}
-		if err := getJSON(p.url+"/v1/jobs", &resp); err != nil {
+		if err := harness.GetJSON(p.url+"/v1/jobs", &resp); err != nil {
 			return err
 		}
 		for _, j := range resp.Jobs {
