@@ -12,6 +12,11 @@
 # Resume:          scale both back up: training continues from the checkpoint
 # Migrate:         nomad alloc stop ALLOC
 #
+# A worker added as training ends (after the coordinator's last step) finds
+# no coordinator and waits for one that will not come, so the batch job does
+# not complete: stop the job. The planner never resizes a finished job and
+# stops one whose workers still wait 15 s after its servers exited.
+#
 # Peers find each other through Nomad's native service discovery: every
 # parameter server registers "<name>-ps" tagged "index-<alloc index>"; a
 # template renders those into local/ps, which the trainer re-reads whenever
