@@ -20,6 +20,7 @@ const (
 	KindResume    Kind = "resume"  // scale a suspended job back up
 	KindStop      Kind = "stop"    // stop a converged job
 	KindUserError Kind = "user-error-stop"
+	KindFinish    Kind = "finish" // stop the workers a finished job still runs
 )
 
 // Action is one change the planner wants to make to one job.
@@ -58,7 +59,7 @@ type Action struct {
 
 func (a Action) priority() int {
 	switch a.Kind {
-	case KindStop, KindUserError:
+	case KindStop, KindUserError, KindFinish:
 		return 0
 	case KindSuspend:
 		return 1
@@ -93,7 +94,7 @@ func (a Action) eventMeta(policyName string) map[string]any {
 		action = submit.ActionResume
 	case KindUserError:
 		action = submit.ActionUserError
-	case KindStop:
+	case KindStop, KindFinish:
 		action = submit.ActionConverged
 	}
 	m := map[string]any{submit.EventMetaAction: action, submit.EventMetaPolicy: policyName}
@@ -113,6 +114,8 @@ func scaleMessage(a Action) string {
 		return fmt.Sprintf("caravan planner: resume 0 -> %d, marginal gain %.3g s per unit share: %s", a.To, a.Gain, a.Reason)
 	case KindUserError:
 		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
+	case KindFinish:
+		return fmt.Sprintf("caravan planner: workers %d -> 0, training finished: %s", a.From, a.Reason)
 	}
 	gain := fmt.Sprintf("marginal gain %.3g s per unit share", a.Gain)
 	if a.Unmeasured {

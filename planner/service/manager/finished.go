@@ -17,8 +17,9 @@ const strayGrace = 15 * time.Second
 // finishedJob handles a running job whose training reported done: it is
 // never resized again (a worker added now would find no coordinator), and
 // workers still running strayGrace after the end, when the job's parameter
-// servers have all exited, are stopped with the job. ok is false when the
-// job is not finished.
+// servers have all exited, are stopped by scaling the worker group to 0
+// (a scale, which the planner's scale-only ACL policy allows; the batch job
+// then completes). ok is false when the job is not finished.
 func finishedJob(now time.Time, j *source.Job, v *JobView) (stop *Action, ok bool) {
 	if !v.Fit.Finished {
 		return nil, false
@@ -27,8 +28,9 @@ func finishedJob(now time.Time, j *source.Job, v *JobView) (stop *Action, ok boo
 	if j.Spec.PSGroup == "" || v.Running == 0 || now.Sub(v.Fit.FinishedAt) < strayGrace || activeAllocs(j, j.Spec.PSGroup) > 0 {
 		return nil, true
 	}
-	return &Action{Job: j.Key.String(), key: j.Key, job: j, Kind: KindStop, From: v.Workers, To: 0, jobModifyIndex: v.Index,
-		Reason: fmt.Sprintf("training finished at step %d and its parameter servers exited, but %d workers still wait for a coordinator; stopping the job",
+	return &Action{Job: j.Key.String(), key: j.Key, job: j, Kind: KindFinish, Group: j.Spec.WorkerGroup, From: v.Workers, To: 0,
+		jobModifyIndex: v.Index,
+		Reason: fmt.Sprintf("at step %d; its parameter servers exited, but %d workers still wait for a coordinator",
 			v.Fit.Step, v.Running)}, true
 }
 
