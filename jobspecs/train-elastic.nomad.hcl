@@ -15,7 +15,7 @@
 # A worker added as training ends (after the coordinator's last step) finds
 # no coordinator and waits for one that will not come, so the batch job does
 # not complete: scale the workers to 0. The planner never resizes a finished
-# job and does that itself when workers still wait 15 s after the servers exited.
+# job and does that itself when workers still wait 5 s after the servers exited.
 #
 # Peers find each other through Nomad's native service discovery: every
 # parameter server registers "<name>-ps" tagged "index-<alloc index>"; a
