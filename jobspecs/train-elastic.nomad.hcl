@@ -14,8 +14,9 @@
 #
 # A worker added as training ends (after the coordinator's last step) finds
 # no coordinator and waits for one that will not come, so the batch job does
-# not complete: scale the workers to 0. The planner never resizes a finished
-# job and does that itself when workers still wait 5 s after the servers exited.
+# not complete: stop the job (a scale would make Nomad re-run the completed
+# servers). The planner never resizes a finished job and stops one itself
+# when workers still wait 5 s after the servers exited.
 #
 # Peers find each other through Nomad's native service discovery: every
 # parameter server registers "<name>-ps" tagged "index-<alloc index>"; a
@@ -81,9 +82,9 @@ variable "trainer_args" {
 }
 
 variable "resize_cost" {
-  description = "What a change of workers or parameter servers costs this job, for the planner (caravan_resize_cost): new workers join at the next step and nobody restarts, so a couple of seconds, not the planner's restart_cost."
+  description = "What a change of workers or parameter servers costs this job, for the planner (caravan_resize_cost): nobody restarts, and new workers join at the next step, 4-5 s after the scale on the loaded local cluster; not the planner's restart_cost."
   type        = string
-  default     = "2s"
+  default     = "5s"
 }
 
 variable "checkpoint_interval" {

@@ -145,7 +145,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 func DefaultConfig() Config {
 	return Config{
 		Cluster:  Cluster{Nodes: 2, GPUsPerNode: 2, SharesPerGPU: 4, WorkerShares: 4},
-		Interval: 5 * time.Second, Cooldown: 15 * time.Second, ResizeCost: 2 * time.Second, ReportSteps: 10,
+		Interval: 5 * time.Second, Cooldown: 15 * time.Second, ResizeCost: 5 * time.Second, ReportSteps: 10,
 		Quantum: 10 * time.Minute, Timeout: 45 * time.Minute,
 		Poll: 3 * time.Second, Progress: 20 * time.Second, CheckpointInterval: "1m", Prefix: "tb-",
 	}

@@ -176,7 +176,7 @@ func (r *runner) poll() (bool, error) {
 			return false, err
 		}
 		mergeAllocs(rec, stubs)
-		rec.Dead = completed(job)
+		rec.Dead = completed(job, stubs)
 		if rec.Dead {
 			finished++
 		}
@@ -186,9 +186,19 @@ func (r *runner) poll() (bool, error) {
 
 // completed reports whether a job finished its training: dead with its
 // parameter servers still asked for (a job the planner suspended to zero
-// is dead too, but waits to be resumed).
-func completed(job *nomadapi.Job) bool {
-	if job.Status == nil || *job.Status != "dead" || (job.Stop != nil && *job.Stop) {
+// is dead too, but waits to be resumed), or stopped after its coordinator
+// exited successfully on its own (the planner stops a finished job whose
+// stray workers still wait).
+func completed(job *nomadapi.Job, allocs []*nomadapi.AllocationListStub) bool {
+	if job.Status == nil || *job.Status != "dead" {
+		return false
+	}
+	if job.Stop != nil && *job.Stop {
+		for _, a := range allocs {
+			if a.TaskGroup == psGroup && a.ClientStatus == "complete" && a.DesiredStatus == "run" {
+				return true
+			}
+		}
 		return false
 	}
 	for _, tg := range job.TaskGroups {

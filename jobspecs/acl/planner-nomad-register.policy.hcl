@@ -1,7 +1,8 @@
 # Add-on Nomad ACL policy for the caravan planner: submit-job, for the
 # decisions that register a new job version (always with an enforced modify
 # index, so a user's concurrent edit is never overwritten):
-#   - workers and parameter servers changed together (meta caravan_ps_group);
+#   - workers and parameter servers changed together (meta caravan_ps_group),
+#     and stopping such a job whose training ended while stray workers wait;
 #   - stopping a converged job (meta caravan_stop_on_converge = "true");
 #   - policy { placement_affinity = true }.
 # Attach it beside planner-nomad.policy.hcl only when one of them is used:

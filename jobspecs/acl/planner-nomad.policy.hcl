@@ -6,7 +6,8 @@
 # Three features register a new job version instead, and need submit-job
 # too (planner-nomad-register.policy.hcl, attached beside this one):
 #   - jobs whose workers and parameter servers change together
-#     (meta caravan_ps_group), in one version, so no mismatched pair runs;
+#     (meta caravan_ps_group), in one version, so no mismatched pair runs,
+#     and stopping such a job whose training ended while stray workers wait;
 #   - stopping a converged job (meta caravan_stop_on_converge = "true");
 #   - policy { placement_affinity = true } (the count change of a resize is
 #     a scale and still applies; only the affinity is not registered).

@@ -20,7 +20,7 @@ const (
 	KindResume    Kind = "resume"  // scale a suspended job back up
 	KindStop      Kind = "stop"    // stop a converged job
 	KindUserError Kind = "user-error-stop"
-	KindFinish    Kind = "finish" // stop the workers a finished job still runs
+	KindFinish    Kind = "finish" // stop a finished job whose stray workers still run
 )
 
 // Action is one change the planner wants to make to one job.
@@ -115,7 +115,7 @@ func scaleMessage(a Action) string {
 	case KindUserError:
 		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
 	case KindFinish:
-		return fmt.Sprintf("caravan planner: workers %d -> 0, training finished: %s", a.From, a.Reason)
+		return fmt.Sprintf("caravan planner: job stopped, training finished: %s", a.Reason)
 	}
 	gain := fmt.Sprintf("marginal gain %.3g s per unit share", a.Gain)
 	if a.Unmeasured {

@@ -157,7 +157,7 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 	}
 	// Nomad refuses a count below the worker group's scaling min, so a
 	// user-error stop of such a group stops the job instead.
-	if a.Kind == KindStop || ((a.Kind == KindUserError || a.Kind == KindFinish) && job.Spec.NomadMinWorkers > 0) {
+	if a.Kind == KindStop || a.Kind == KindFinish || (a.Kind == KindUserError && job.Spec.NomadMinWorkers > 0) {
 		res, err := m.cfg.Writer.Stop(ctx, job.Job, a.jobModifyIndex, a.Reason)
 		a.EvalID = res.EvalID
 		return err

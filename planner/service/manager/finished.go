@@ -17,9 +17,10 @@ const strayGrace = 5 * time.Second
 // finishedJob handles a job whose training ended (see trainingEnded): it is
 // never resized again (a worker added now would find no coordinator), and
 // workers still running strayGrace after the end, when the job's parameter
-// servers have all exited, are scaled away (a scale, which the planner's
-// scale-only ACL policy allows; the batch job then completes). ok is false
-// when training has not ended.
+// servers have all exited, are stopped by stopping the job. Not by a scale:
+// any new version of a batch job makes Nomad run its completed groups
+// again, and a re-run coordinator starts over from its last periodic
+// checkpoint with no workers. ok is false when training has not ended.
 func finishedJob(now time.Time, j *source.Job, v *JobView) (stop *Action, ok bool) {
 	at, ok := trainingEnded(j, v)
 	if !ok {
