@@ -118,9 +118,9 @@ func (g *goodputRound) effRate(j *Job, w, ps int) float64 {
 		r = j.remaining() / (j.remaining()/r + j.restartCost())
 	case j.Age <= 0:
 		// So does reshaping a job whose age is unknown, at its resize cost.
-		r = j.remaining() / (j.remaining()/r + j.resizeCost())
+		r = j.remaining() / (j.remaining()/r + j.ResizeCostSeconds())
 	default:
-		rc, age := j.resizeCost(), j.Age.Seconds()
+		rc, age := j.ResizeCostSeconds(), j.Age.Seconds()
 		r *= math.Max(age-float64(j.Restarts)*rc, 0) / (age + rc)
 	}
 	return r

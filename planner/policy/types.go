@@ -135,16 +135,14 @@ func (j *Job) restartCost() float64 {
 	return DefaultRestartCost.Seconds()
 }
 
-func (j *Job) resizeCost() float64 {
+// ResizeCostSeconds is what the job says a change of a running shape
+// costs it, in seconds: its ResizeCost, else its restart cost.
+func (j *Job) ResizeCostSeconds() float64 {
 	if j.ResizeCost > 0 {
 		return j.ResizeCost.Seconds()
 	}
 	return j.restartCost()
 }
-
-// ResizeCostSeconds is what the job says a change of a running shape
-// costs it, in seconds.
-func (j *Job) ResizeCostSeconds() float64 { return j.resizeCost() }
 
 // rate is the job's predicted progress rate with w workers, p PS on n nodes.
 func (j *Job) rate(w, p, n int) float64 {
