@@ -10,6 +10,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -86,7 +88,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 		return nil, CommitStats{}, s.classify(err)
 	}
 	m := &Manifest{
-		Format:     manifestFormat,
+		Format:     formatFor(files),
 		Key:        key.String(),
 		Generation: gen,
 		Created:    s.now().UTC(),
@@ -105,7 +107,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 	if err := m.check(gen); err != nil {
 		return nil, CommitStats{}, fmt.Errorf("commit produced a bad manifest: %w", err)
 	}
-	if err := writeManifest(keyDir, m); err != nil {
+	if err := publishManifest(keyDir, m); err != nil {
 		return nil, CommitStats{}, s.classify(err)
 	}
 	stats := CommitStats{
@@ -143,52 +145,112 @@ func openSource(srcDir string) (*os.Root, error) {
 }
 
 // scanTree lists src: directories, regular files and symlinks whose target,
-// resolved against src, stays inside, parents before children. Anything
-// else (FIFOs, sockets, devices) is refused. Nothing is followed: entries
-// are listed and lstat'ed through src.
+// resolved against src, stays inside, parents before children, siblings in
+// byte order. Anything else (FIFOs, sockets, devices) is refused, and so is a
+// hard link to a file the owner of src does not own (ErrHardLink). Nothing is
+// followed: directories are opened and entries lstat'ed through src.
+//
+// Names are bytes: a name that is not valid UTF-8 is kept as it is (io/fs,
+// which refuses such names, is not used). One directory is open at a time,
+// only while it is listed, so a tree of any depth or width is scanned with a
+// bounded number of descriptors.
 func scanTree(src *os.Root) ([]FileEntry, error) {
-	var files []FileEntry
-	err := fs.WalkDir(src.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	w := &treeScan{src: src}
+	if fi, err := src.Stat("."); err == nil {
+		if st, ok := statOf(fi); ok {
+			w.owner, w.haveOwner = st.uid, true
 		}
-		if rel == "." {
-			return nil
+	}
+	err := w.dir(".")
+	if err == nil {
+		err = checkLinksResolve(w.files)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scan checkpoint source: %w", err)
+	}
+	return w.files, nil
+}
+
+// treeScan is the state of one scanTree.
+type treeScan struct {
+	src       *os.Root
+	owner     uint32 // uid of the source directory
+	haveOwner bool
+	files     []FileEntry
+}
+
+// dir appends the entries below the directory rel ("." for the root).
+func (w *treeScan) dir(rel string) error {
+	ents, err := readDirSorted(w.src, rel)
+	if err != nil {
+		return err
+	}
+	for _, d := range ents {
+		p := d.Name()
+		if rel != "." {
+			p = rel + "/" + p
 		}
-		if err := checkRelPath(rel); err != nil {
+		if err := checkRelPath(p); err != nil {
 			return err
 		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		e := FileEntry{Path: rel, Mode: info.Mode() & (fs.ModeType | fs.ModePerm), ModTime: info.ModTime().UTC()}
-		switch {
-		case info.IsDir():
-		case info.Mode().IsRegular():
-			e.Size = info.Size()
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := src.Readlink(filepath.FromSlash(rel))
-			if err != nil {
-				return err
-			}
-			if err := checkLink(rel, filepath.ToSlash(target)); err != nil {
-				return err
-			}
-			e.Link = filepath.ToSlash(target)
-		default:
-			return fmt.Errorf("%w: %s: unsupported file type %s", ErrInvalid, rel, info.Mode().Type())
+		if err := w.entry(p, info); err != nil {
+			return err
 		}
-		files = append(files, e)
-		return nil
-	})
-	if err == nil {
-		err = checkLinksResolve(files)
+		if info.IsDir() {
+			if err := w.dir(p); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
+}
+
+// entry appends the entry p described by info (an lstat result).
+func (w *treeScan) entry(p string, info fs.FileInfo) error {
+	e := FileEntry{Path: p, Mode: info.Mode() & (fs.ModeType | fs.ModePerm), ModTime: info.ModTime().UTC()}
+	switch {
+	case info.IsDir():
+	case info.Mode().IsRegular():
+		e.Size = info.Size()
+		id, err := checkHardLink(p, info, w.owner, w.haveOwner)
+		if err != nil {
+			return err
+		}
+		e.id = id
+	case info.Mode()&fs.ModeSymlink != 0:
+		target, err := w.src.Readlink(p)
+		if err != nil {
+			return err
+		}
+		if err := checkLink(p, target); err != nil {
+			return err
+		}
+		e.Link = target
+	default:
+		return fmt.Errorf("%w: %s: unsupported file type %s", ErrInvalid, p, info.Mode().Type())
+	}
+	w.files = append(w.files, e)
+	return nil
+}
+
+// readDirSorted lists the directory rel of src, sorted by name, and closes
+// it before returning.
+func readDirSorted(src *os.Root, rel string) ([]fs.DirEntry, error) {
+	f, err := src.Open(rel)
 	if err != nil {
-		return nil, fmt.Errorf("scan checkpoint source: %w", err)
+		return nil, err
 	}
-	return files, nil
+	ents, err := f.ReadDir(-1)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", rel, err)
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, nil
 }
 
 // chunkJob is one chunk of one source file.
@@ -364,6 +426,9 @@ func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < e.Size {
 		_ = f.Close()
 		return nil, fmt.Errorf("%s changed while committing", e.Path)
+	} else if err := e.sameFile(fi); err != nil {
+		_ = f.Close()
+		return nil, err
 	}
 	sf := &sharedFile{f: f}
 	if data, err := mapFile(f, e.Size); err == nil {
