@@ -194,3 +194,34 @@ func TestDestErrIsNotCorrupt(t *testing.T) {
 	must.False(t, errors.Is(err, ErrCorrupt))
 	must.StrContains(t, err.Error(), "a/b")
 }
+
+// TestDeepTreeBeyondPathMaxRoundTrips: a tree whose paths are longer than
+// PATH_MAX (which a task can build with relative operations) commits and
+// restores: every step goes through os.Root, component by component.
+func TestDeepTreeBeyondPathMaxRoundTrips(t *testing.T) {
+	s := openTestStore(t, Options{})
+	key := testKey("deep")
+	src := t.TempDir()
+	r, err := os.OpenRoot(src)
+	must.NoError(t, err)
+	defer r.Close()
+	name := strings.Repeat("n", 200)
+	d := "."
+	for i := 0; i < 30; i++ { // 6,000+ bytes of path
+		d = filepath.Join(d, name)
+		must.NoError(t, r.Mkdir(d, 0o755))
+	}
+	must.NoError(t, r.WriteFile(filepath.Join(d, "f"), []byte("deep"), 0o644))
+	_, _, err = s.Commit(context.Background(), key, src, "n1", nil)
+	must.NoError(t, err)
+
+	dst := filepath.Join(t.TempDir(), "dst")
+	_, err = s.Restore(context.Background(), key, dst)
+	must.NoError(t, err)
+	out, err := os.OpenRoot(dst)
+	must.NoError(t, err)
+	defer out.Close()
+	b, err := out.ReadFile(filepath.Join(d, "f"))
+	must.NoError(t, err)
+	must.Eq(t, "deep", string(b))
+}

@@ -21,7 +21,13 @@ import (
 // whose every chunk verifies, falling back to older generations on
 // corruption (listed in RestoreResult.FellBack). It returns ErrNoCheckpoint
 // when the key has no checkpoint, and an error matching both ErrNoCheckpoint
-// and ErrCorrupt when every generation failed verification.
+// and ErrCorrupt when every generation failed verification. Only a bad
+// generation (ErrCorrupt) is skipped: a failure to write the destination
+// (ErrRestoreDest), a store read error or the end of ctx is returned at once,
+// with dstDir untouched, because the generation itself is intact.
+//
+// Files are restored through a window of one open file per worker, so any
+// number of files restores with a bounded number of descriptors.
 //
 // The generation is written and verified in a temp sibling of dstDir, then
 // swapped with dstDir by an atomic exchange (Linux
