@@ -71,6 +71,7 @@ func TestRestoreManyFilesUnderLowFileLimit(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	must.NoError(t, err, must.Sprintf("restore under RLIMIT_NOFILE=%s: %s", nofile, out))
 	must.StrContains(t, string(out), "restored generation 1 fell_back []")
+	t.Logf("%d files under RLIMIT_NOFILE=%s: %s", n+1, nofile, strings.TrimSpace(string(out)))
 	must.Eq(t, snapshot(t, src), snapshot(t, dst))
 }
 

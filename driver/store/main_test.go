@@ -86,7 +86,7 @@ func runHelper(mode string) int {
 		var res *RestoreResult
 		res, err = s.Restore(ctx, key, os.Getenv(envDir))
 		if err == nil {
-			fmt.Printf("restored generation %d fell_back %v\n", res.Manifest.Generation, res.FellBack)
+			fmt.Printf("restored generation %d fell_back %v in %s\n", res.Manifest.Generation, res.FellBack, res.Duration)
 		} else {
 			fmt.Printf("restore error: corrupt=%v dest=%v no_checkpoint=%v emfile=%v\n", errors.Is(err, ErrCorrupt),
 				errors.Is(err, ErrRestoreDest), errors.Is(err, ErrNoCheckpoint), errors.Is(err, syscall.EMFILE))
