@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -29,6 +28,9 @@ import (
 // A commit whose meta orders it (MetaStep, MetaSequence) before the key's
 // newest generation is refused with ErrStale, under the key lock, before
 // anything is written: a late commit never replaces a newer generation.
+//
+// Names are bytes and round-trip exactly. A hard link to a file the owner of
+// srcDir does not own is refused (ErrHardLink, naming the file).
 //
 // After publishing, manifests beyond Options.Retain are deleted; unreferenced
 // chunks are left for GC.
@@ -86,7 +88,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 		return nil, CommitStats{}, s.classify(err)
 	}
 	m := &Manifest{
-		Format:     manifestFormat,
+		Format:     formatFor(files),
 		Key:        key.String(),
 		Generation: gen,
 		Created:    s.now().UTC(),
@@ -105,7 +107,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 	if err := m.check(gen); err != nil {
 		return nil, CommitStats{}, fmt.Errorf("commit produced a bad manifest: %w", err)
 	}
-	if err := writeManifest(keyDir, m); err != nil {
+	if err := publishManifest(keyDir, m); err != nil {
 		return nil, CommitStats{}, s.classify(err)
 	}
 	stats := CommitStats{
@@ -140,55 +142,6 @@ func openSource(srcDir string) (*os.Root, error) {
 		return nil, fmt.Errorf("open checkpoint source: %w", err)
 	}
 	return src, nil
-}
-
-// scanTree lists src: directories, regular files and symlinks whose target,
-// resolved against src, stays inside, parents before children. Anything
-// else (FIFOs, sockets, devices) is refused. Nothing is followed: entries
-// are listed and lstat'ed through src.
-func scanTree(src *os.Root) ([]FileEntry, error) {
-	var files []FileEntry
-	err := fs.WalkDir(src.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		if err := checkRelPath(rel); err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		e := FileEntry{Path: rel, Mode: info.Mode() & (fs.ModeType | fs.ModePerm), ModTime: info.ModTime().UTC()}
-		switch {
-		case info.IsDir():
-		case info.Mode().IsRegular():
-			e.Size = info.Size()
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := src.Readlink(filepath.FromSlash(rel))
-			if err != nil {
-				return err
-			}
-			if err := checkLink(rel, filepath.ToSlash(target)); err != nil {
-				return err
-			}
-			e.Link = filepath.ToSlash(target)
-		default:
-			return fmt.Errorf("%w: %s: unsupported file type %s", ErrInvalid, rel, info.Mode().Type())
-		}
-		files = append(files, e)
-		return nil
-	})
-	if err == nil {
-		err = checkLinksResolve(files)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("scan checkpoint source: %w", err)
-	}
-	return files, nil
 }
 
 // chunkJob is one chunk of one source file.
@@ -364,6 +317,9 @@ func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() < e.Size {
 		_ = f.Close()
 		return nil, fmt.Errorf("%s changed while committing", e.Path)
+	} else if err := e.sameFile(fi); err != nil {
+		_ = f.Close()
+		return nil, err
 	}
 	sf := &sharedFile{f: f}
 	if data, err := mapFile(f, e.Size); err == nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,8 @@ const (
 	envLoops   = "CARAVAN_STORE_LOOPS"
 	envChunk   = "CARAVAN_STORE_CHUNK"
 	envPauseAt = "CARAVAN_STORE_PAUSE_AT" // print "paused" at this step, resume when stdin closes
+	envNofile  = "CARAVAN_STORE_NOFILE"   // RLIMIT_NOFILE of the helper
+	envFsize   = "CARAVAN_STORE_FSIZE"    // RLIMIT_FSIZE of the helper, in bytes
 )
 
 func TestMain(m *testing.M) {
@@ -37,6 +40,10 @@ func TestMain(m *testing.M) {
 }
 
 func runHelper(mode string) int {
+	if err := setLimits(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if step := os.Getenv(envCrashAt); step != "" {
 		n, _ := strconv.Atoi(os.Getenv(envCrashN))
 		seen := 0
@@ -76,7 +83,14 @@ func runHelper(mode string) int {
 			_, _, err = s.Commit(ctx, key, os.Getenv(envDir), "helper-"+strconv.Itoa(os.Getpid()), nil)
 		}
 	case "restore":
-		_, err = s.Restore(ctx, key, os.Getenv(envDir))
+		var res *RestoreResult
+		res, err = s.Restore(ctx, key, os.Getenv(envDir))
+		if err == nil {
+			fmt.Printf("restored generation %d fell_back %v in %s\n", res.Manifest.Generation, res.FellBack, res.Duration)
+		} else {
+			fmt.Printf("restore error: corrupt=%v dest=%v no_checkpoint=%v emfile=%v\n", errors.Is(err, ErrCorrupt),
+				errors.Is(err, ErrRestoreDest), errors.Is(err, ErrNoCheckpoint), errors.Is(err, syscall.EMFILE))
+		}
 	default:
 		err = fmt.Errorf("unknown helper mode %q", mode)
 	}
@@ -85,6 +99,28 @@ func runHelper(mode string) int {
 		return 1
 	}
 	return 0
+}
+
+// setLimits lowers the helper's resource limits as envNofile and envFsize
+// ask.
+func setLimits() error {
+	for _, l := range []struct {
+		env      string
+		resource int
+	}{{envNofile, syscall.RLIMIT_NOFILE}, {envFsize, syscall.RLIMIT_FSIZE}} {
+		v := os.Getenv(l.env)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", l.env, err)
+		}
+		if err := syscall.Setrlimit(l.resource, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
+			return fmt.Errorf("%s: setrlimit: %w", l.env, err)
+		}
+	}
+	return nil
 }
 
 // helperCmd returns a command re-executing the test binary in helper mode.

@@ -16,12 +16,27 @@ import (
 	"time"
 )
 
-// manifestFormat is the on-disk manifest format version.
-const manifestFormat = 1
+// Manifest format versions. Format 2 is format 1 plus entries carrying
+// names that are not valid UTF-8 as bytes (path_bytes, link_bytes; see
+// names.go); a commit writes format 1 whenever no name needs that, so older
+// readers keep reading what they can, and refuse the rest by its format.
+const (
+	manifestFormat      = 1
+	manifestFormatBytes = 2
+)
+
+// formatFor returns the manifest format that can carry files.
+func formatFor(files []FileEntry) int {
+	if needsBytes(files) {
+		return manifestFormatBytes
+	}
+	return manifestFormat
+}
 
 // Manifest describes one published checkpoint generation of one key.
 type Manifest struct {
-	// Format is the manifest format version (1).
+	// Format is the manifest format version (1, or 2 when a name is not
+	// valid UTF-8).
 	Format     int               `json:"format"`
 	Key        string            `json:"key"`
 	Generation uint64            `json:"generation"`
@@ -34,7 +49,9 @@ type Manifest struct {
 }
 
 // FileEntry is one directory, regular file or symlink of a checkpoint, with
-// a slash-separated Path relative to the checkpoint directory.
+// a slash-separated Path relative to the checkpoint directory. Path and Link
+// are bytes, as names are on Linux; they round-trip through the manifest
+// exactly, valid UTF-8 or not (see names.go).
 type FileEntry struct {
 	Path string      `json:"path"`
 	Mode fs.FileMode `json:"mode"`
@@ -50,6 +67,10 @@ type FileEntry struct {
 	ModTime time.Time `json:"mod_time"`
 	// Link is the target of a symlink (relative, inside the checkpoint).
 	Link string `json:"link,omitempty"`
+
+	// id is the file's identity when commit scanned it; commit reads only
+	// a file that is still that one.
+	id fileID
 }
 
 // CommitStats summarises one Commit.
@@ -131,7 +152,7 @@ func readManifest(keyDir string, gen uint64) (*Manifest, error) {
 // check verifies the manifest is self-consistent and that every path stays
 // inside the checkpoint directory.
 func (m *Manifest) check(gen uint64) error {
-	if m.Format != manifestFormat {
+	if m.Format != manifestFormat && m.Format != manifestFormatBytes {
 		return fmt.Errorf("unsupported format %d", m.Format)
 	}
 	if m.Generation != gen {
@@ -199,13 +220,33 @@ func (m *Manifest) check(gen uint64) error {
 	return checkLinksResolve(m.Files)
 }
 
-// writeManifest publishes m in keyDir: temp file, fsync, rename, fsync dir.
+// publishManifest publishes m in keyDir after checking that its encoding
+// reads back as m (checkEncoded).
+func publishManifest(keyDir string, m *Manifest) error {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := checkEncoded(b, m); err != nil {
+		return err
+	}
+	return writeManifestBytes(keyDir, m.Generation, b)
+}
+
+// writeManifest publishes m in keyDir unchecked (tests forge manifests
+// with it).
 func writeManifest(keyDir string, m *Manifest) error {
 	b, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	f, err := os.CreateTemp(keyDir, ".tmp-"+manifestName(m.Generation)+"-*")
+	return writeManifestBytes(keyDir, m.Generation, b)
+}
+
+// writeManifestBytes publishes the encoded manifest b of generation gen in
+// keyDir: temp file, fsync, rename, fsync dir.
+func writeManifestBytes(keyDir string, gen uint64, b []byte) error {
+	f, err := os.CreateTemp(keyDir, ".tmp-"+manifestName(gen)+"-*")
 	if err != nil {
 		return fmt.Errorf("create manifest: %w", err)
 	}
@@ -223,7 +264,7 @@ func writeManifest(keyDir string, m *Manifest) error {
 		return fmt.Errorf("close manifest: %w", err)
 	}
 	hook(stepManifestTempWritten)
-	if err := os.Rename(tmp, filepath.Join(keyDir, manifestName(m.Generation))); err != nil {
+	if err := os.Rename(tmp, filepath.Join(keyDir, manifestName(gen))); err != nil {
 		return fmt.Errorf("publish manifest: %w", err)
 	}
 	hook(stepManifestPublished)
@@ -231,6 +272,28 @@ func writeManifest(keyDir string, m *Manifest) error {
 		return err
 	}
 	hook(stepCommitted)
+	return nil
+}
+
+// checkEncoded decodes b, the encoding of m, as Restore will, and refuses
+// to publish it unless it reads back with every name and link byte for byte:
+// a generation that could not be restored is never published.
+func checkEncoded(b []byte, m *Manifest) error {
+	var back Manifest
+	if err := json.Unmarshal(b, &back); err != nil {
+		return fmt.Errorf("encoded manifest does not decode: %w", err)
+	}
+	if err := back.check(m.Generation); err != nil {
+		return fmt.Errorf("encoded manifest does not verify: %w", err)
+	}
+	if len(back.Files) != len(m.Files) {
+		return fmt.Errorf("encoded manifest has %d entries, want %d", len(back.Files), len(m.Files))
+	}
+	for i := range m.Files {
+		if back.Files[i].Path != m.Files[i].Path || back.Files[i].Link != m.Files[i].Link {
+			return fmt.Errorf("%w: %q does not survive the manifest encoding", ErrInvalid, m.Files[i].Path)
+		}
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -20,7 +21,13 @@ import (
 // whose every chunk verifies, falling back to older generations on
 // corruption (listed in RestoreResult.FellBack). It returns ErrNoCheckpoint
 // when the key has no checkpoint, and an error matching both ErrNoCheckpoint
-// and ErrCorrupt when every generation failed verification.
+// and ErrCorrupt when every generation failed verification. Only a bad
+// generation (ErrCorrupt) is skipped: a failure to write the destination
+// (ErrRestoreDest), a store read error or the end of ctx is returned at once,
+// with dstDir untouched, because the generation itself is intact.
+//
+// Files are restored through a window of one open file per worker, so any
+// number of files restores with a bounded number of descriptors.
 //
 // The generation is written and verified in a temp sibling of dstDir, then
 // swapped with dstDir by an atomic exchange (Linux
@@ -117,7 +124,7 @@ func (s *Store) RestoreRoot(ctx context.Context, key Key, parent *os.Root, base 
 func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.Root, base string, owner *fileOwner) error {
 	tmp := "." + base + ".restore-" + randomSuffix()
 	if err := parent.Mkdir(tmp, 0o700); err != nil {
-		return fmt.Errorf("create restore directory: %w", err)
+		return destErr(tmp, err)
 	}
 	committed := false
 	defer func() {
@@ -127,7 +134,7 @@ func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.R
 	}()
 	dir, err := parent.OpenRoot(tmp)
 	if err != nil {
-		return fmt.Errorf("open restore directory: %w", err)
+		return destErr(tmp, err)
 	}
 	defer dir.Close()
 	if err := s.materialise(ctx, m, dir, owner); err != nil {
@@ -139,49 +146,78 @@ func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.R
 	owner.apply(dir, ".", false)
 	hook(stepRestoreStaged)
 	if err := swapDir(parent, tmp, base); err != nil {
-		return err
+		return destErr(base, err)
 	}
 	committed = true
 	hook(stepRestoreSwapped)
 	return nil
 }
 
-// materialise writes and verifies every file of m below root.
+// materialise writes and verifies every file of m below root: directories
+// first (parents precede children in a manifest), then files, symlinks last
+// so nothing is ever written through one; then modes, owners and times,
+// directories deepest first.
 func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, owner *fileOwner) error {
-	// Directories first (parents precede children in a manifest), then
-	// files, symlinks last so nothing is ever written through one.
-	type openFile struct {
-		e *FileEntry
-		f *os.File
-	}
-	var files []openFile
-	defer func() {
-		for _, of := range files {
-			_ = of.f.Close()
+	for i := range m.Files {
+		e := &m.Files[i]
+		if e.Mode.IsDir() {
+			if err := root.Mkdir(filepath.FromSlash(e.Path), 0o700); err != nil {
+				return destErr(e.Path, err)
+			}
 		}
-	}()
+	}
+	if err := s.writeFiles(ctx, m, root, owner); err != nil {
+		return err
+	}
 	for i := range m.Files {
 		e := &m.Files[i]
 		p := filepath.FromSlash(e.Path)
 		switch {
-		case e.Mode.IsDir():
-			if err := root.Mkdir(p, 0o700); err != nil {
-				return fmt.Errorf("restore %s: %w", e.Path, err)
-			}
 		case e.Mode.IsRegular():
-			f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-			if err != nil {
-				return fmt.Errorf("restore %s: %w", e.Path, err)
+			if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
+				return destErr(e.Path, err)
 			}
-			files = append(files, openFile{e, f})
-			if err := f.Truncate(e.Size); err != nil {
-				return fmt.Errorf("restore %s: %w", e.Path, err)
+		case e.Mode&fs.ModeSymlink != 0:
+			if err := root.Symlink(filepath.FromSlash(e.Link), p); err != nil {
+				return destErr(e.Path, err)
 			}
+			owner.apply(root, p, true)
 		}
 	}
+	for i := len(m.Files) - 1; i >= 0; i-- {
+		e := &m.Files[i]
+		if !e.Mode.IsDir() {
+			continue
+		}
+		p := filepath.FromSlash(e.Path)
+		if err := root.Chmod(p, e.Mode.Perm()); err != nil {
+			return destErr(e.Path, err)
+		}
+		owner.apply(root, p, false)
+		if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
+			return destErr(e.Path, err)
+		}
+	}
+	return nil
+}
 
+// restoreFile is one regular file being restored, open while chunks of it
+// are queued or in flight; the worker that finishes its last chunk closes it.
+type restoreFile struct {
+	e       *FileEntry
+	f       *os.File
+	pending atomic.Int64 // chunks not yet written
+	release func()       // frees the file's slot in the open-file window
+}
+
+// writeFiles creates every regular file of m and writes its chunks with
+// parallel workers. At most one file per worker is open at once (plus the
+// chunk each worker reads): a checkpoint of any number of files restores
+// with a bounded number of descriptors and bounded memory (one chunk buffer
+// per worker).
+func (s *Store) writeFiles(ctx context.Context, m *Manifest, root *os.Root, owner *fileOwner) error {
 	type job struct {
-		of    openFile
+		rf    *restoreFile
 		index int
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -189,6 +225,24 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, own
 	// Each restore worker waits on a synchronous read per chunk, so
 	// restores run twice the workers of a commit (at most 16).
 	workers := min(2*s.workers, max(s.workers, 16))
+	slots := make(chan struct{}, workers)
+	finish := func(rf *restoreFile) {
+		defer rf.release()
+		if err := rf.f.Chmod(rf.e.Mode.Perm()); err != nil {
+			_ = rf.f.Close()
+			cancel(destErr(rf.e.Path, err))
+			return
+		}
+		owner.applyFile(rf.f)
+		if err := rf.f.Close(); err != nil {
+			cancel(destErr(rf.e.Path, err))
+		}
+	}
+	done := func(rf *restoreFile, n int64) {
+		if rf.pending.Add(-n) == 0 {
+			finish(rf)
+		}
+	}
 	jobs := make(chan job, workers*2)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -197,74 +251,70 @@ func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, own
 			defer wg.Done()
 			var buf []byte
 			for j := range jobs {
-				if ctx.Err() != nil {
-					continue
+				if ctx.Err() == nil {
+					if err := s.restoreChunk(j.rf.f, j.rf.e, j.index, m.ChunkSize, &buf); err != nil {
+						cancel(err)
+					}
 				}
-				if err := s.restoreChunk(j.of.f, j.of.e, j.index, m.ChunkSize, &buf); err != nil {
-					cancel(err)
-				}
+				done(j.rf, 1)
 			}
 		}()
 	}
 	func() {
 		defer close(jobs)
-		for _, of := range files {
-			for i := range of.e.Chunks {
+		for i := range m.Files {
+			e := &m.Files[i]
+			if !e.Mode.IsRegular() {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			rf, err := createFile(root, e, func() { <-slots })
+			if err != nil {
+				cancel(err)
+				return
+			}
+			n := len(e.Chunks)
+			rf.pending.Store(int64(n) + 1) // +1: held while queueing
+			for c := 0; c < n; c++ {
 				select {
-				case jobs <- job{of, i}:
+				case jobs <- job{rf, c}:
 				case <-ctx.Done():
+					done(rf, int64(n-c)+1)
 					return
 				}
 			}
+			done(rf, 1)
 		}
 	}()
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
+	return context.Cause(ctx)
+}
 
-	// Modes, owners and times.
-	for _, of := range files {
-		if err := of.f.Chmod(of.e.Mode.Perm()); err != nil {
-			return err
-		}
-		owner.applyFile(of.f)
-		if err := of.f.Close(); err != nil {
-			return fmt.Errorf("close %s: %w", of.e.Path, err)
-		}
+// createFile creates the regular file e below root at its full size, with
+// release to call once it is closed. On error release has been called.
+func createFile(root *os.Root, e *FileEntry, release func()) (*restoreFile, error) {
+	f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		release()
+		return nil, destErr(e.Path, err)
 	}
-	files = nil
-	for i := range m.Files {
-		e := &m.Files[i]
-		p := filepath.FromSlash(e.Path)
-		switch {
-		case e.Mode.IsRegular():
-			if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
-				return err
-			}
-		case e.Mode&fs.ModeSymlink != 0:
-			if err := root.Symlink(filepath.FromSlash(e.Link), p); err != nil {
-				return fmt.Errorf("restore %s: %w", e.Path, err)
-			}
-			owner.apply(root, p, true)
-		}
+	if err := f.Truncate(e.Size); err != nil {
+		_ = f.Close()
+		release()
+		return nil, destErr(e.Path, err)
 	}
-	// Directories deepest first: mode, owner, time.
-	for i := len(m.Files) - 1; i >= 0; i-- {
-		e := &m.Files[i]
-		if !e.Mode.IsDir() {
-			continue
-		}
-		p := filepath.FromSlash(e.Path)
-		if err := root.Chmod(p, e.Mode.Perm()); err != nil {
-			return err
-		}
-		owner.apply(root, p, false)
-		if err := root.Chtimes(p, e.ModTime, e.ModTime); err != nil {
-			return err
-		}
-	}
-	return nil
+	return &restoreFile{e: e, f: f, release: release}, nil
+}
+
+// destErr wraps a failure to write the restore destination (no space, too
+// many open files, an I/O error of the local disk): ErrRestoreDest, never
+// ErrCorrupt, so Restore does not fall back to an older generation for it.
+func destErr(path string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrRestoreDest, path, err)
 }
 
 // restoreChunk verifies chunk index of e against its SHA-256 and writes it at
@@ -314,7 +364,7 @@ func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf
 		// than the same bytes in 128 KiB writes (large folios).
 		n := min(len(b), restoreWriteSize)
 		if _, err := f.WriteAt(b[:n], off); err != nil {
-			return fmt.Errorf("write %s: %w", e.Path, err)
+			return destErr(e.Path, err)
 		}
 		b, off = b[n:], off+int64(n)
 	}

@@ -42,6 +42,13 @@ var (
 	// ErrCorrupt is returned when a manifest or chunk fails verification.
 	ErrCorrupt = errors.New("checkpoint corrupt")
 
+	// ErrRestoreDest is returned by Restore when writing the destination
+	// fails (no space, too many open files, an I/O error of the local file
+	// system). The stored generation is intact, so Restore does not fall
+	// back to an older one for it; a later restore (on this node once the
+	// cause is gone, or on another) restores the same generation.
+	ErrRestoreDest = errors.New("restore destination failed")
+
 	// ErrInvalid is returned for bad keys, bad options and source trees the
 	// store refuses (paths escaping the directory, special files).
 	ErrInvalid = errors.New("invalid checkpoint input")
