@@ -432,6 +432,12 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 		{"huge speed", `{"step": 1001, "loss": 1, "samples_per_sec": 1e300}`, "samples_per_sec"},
 		{"a leap", `{"step": 100000000000000, "loss": 1, "samples_per_sec": 1}`, "step"},
 		{"missing loss", `{"step": 1001, "samples_per_sec": 1}`, "loss"},
+		// A loss of 0 (or -0) once got 204 and then failed the job's
+		// convergence fit until it aged out: refused here instead.
+		{"zero loss", `{"step": 1001, "loss": 0, "samples_per_sec": 1}`, "loss"},
+		{"negative zero loss", `{"step": 1001, "loss": -0, "samples_per_sec": 1}`, "loss"},
+		{"negative grad_sqr", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "grad_sqr": -1e-9}`, "grad_sqr"},
+		{"huge workers", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "workers": 1e400}`, "workers"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
