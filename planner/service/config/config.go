@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/internal/cli"
+	"github.com/caravan-nomad/caravan/planner/policy"
 )
 
 // Config is the whole planner service configuration after parsing and
@@ -157,7 +158,7 @@ func Default() *Config {
 			LockDelay:     0,
 		},
 		Policy: Policy{
-			Name:               "optimus",
+			Name:               policy.Best, // the docs and jobspecs/planner.nomad.hcl say the same (default_policy_test.go)
 			Interval:           60 * time.Second,
 			Cooldown:           5 * time.Minute,
 			RestartCost:        30 * time.Second,
