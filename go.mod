@@ -5,6 +5,7 @@ go 1.25.8
 require (
 	github.com/NVIDIA/go-nvml v0.13.3-1
 	github.com/chromedp/chromedp v0.14.2
+	github.com/go-jose/go-jose/v4 v4.1.3
 	github.com/hashicorp/consul-template v0.41.4
 	github.com/hashicorp/consul/api v1.33.4
 	github.com/hashicorp/go-hclog v1.6.3
@@ -57,7 +58,6 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/fatih/color v1.18.0 // indirect
 	github.com/go-jose/go-jose/v3 v3.0.4 // indirect
-	github.com/go-jose/go-jose/v4 v4.1.3 // indirect
 	github.com/go-json-experiment/json v0.0.0-20250725192818-e39067aee2d2 // indirect
 	github.com/go-ole/go-ole v1.2.6 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect

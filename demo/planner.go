@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
 )
 
 const (
@@ -91,9 +93,16 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 	return res, d.finishElastic(ctx, &res)
 }
 
+// StoryPolicy is the policy the demo's planner story (grow the two jobs
+// onto the idle GPUs, then shrink them for a third) runs and was validated
+// with; it is set explicitly, so the story does not change with the
+// service's default policy (policy.Best).
+const StoryPolicy = "optimus"
+
 // startPlanner submits the planner job and returns its address in Consul.
 func (d *Demo) startPlanner(ctx context.Context) (string, error) {
-	return d.StartPlanner(ctx, "count=1", "interval=5s", "cooldown=15s")
+	d.say("the planner runs policy %s for this story (the service's default is %s; README.md says why)", StoryPolicy, policy.Best)
+	return d.StartPlanner(ctx, "policy="+StoryPolicy, "count=1", "interval=5s", "cooldown=15s")
 }
 
 // StartPlanner submits jobspecs/planner.nomad.hcl with the cluster's

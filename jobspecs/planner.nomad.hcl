@@ -48,9 +48,9 @@ variable "count" {
 }
 
 variable "policy" {
-  description = "Allocation policy: optimus, goodput, tiresias, drf or fifo."
+  description = "Allocation policy: goodput (the default), optimus, pollux, tiresias, drf or fifo."
   type        = string
-  default     = "optimus"
+  default     = "goodput"
 }
 
 variable "device" {

@@ -72,7 +72,7 @@ func TestReport_RejectedIsErrRejected(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(ErrorBody{Error: "bad token"})
 	}))
 	defer srv.Close()
-	err := Report(context.Background(), nil, srv.URL, "x", Sample{Step: 1})
+	err := Report(context.Background(), nil, srv.URL, "x", Sample{Step: 1, Loss: 1})
 	must.ErrorIs(t, err, ErrRejected)
 	must.StrContains(t, err.Error(), "bad token")
 }

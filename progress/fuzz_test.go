@@ -18,6 +18,10 @@ func FuzzDecode(f *testing.F) {
 		`{"step": 9223372036854775807, "loss": 1e308, "samples_per_sec": 1}`,
 		`{"step": -1, "loss": "NaN", "samples_per_sec": null}`,
 		`{"step": 1e400}`, `[]`, `null`, ``, `{"step":1,"step":2,"loss":0,"samples_per_sec":0}`,
+		// Values the convergence fit cannot use, and the edges of the loss.
+		`{"step": 1, "loss": -0, "samples_per_sec": -0}`, `{"step": 1, "loss": 0.0, "samples_per_sec": 1}`,
+		`{"step": 1, "loss": 1e-30, "samples_per_sec": 5e-324, "grad_sqr": 1e30, "grad_var": -0}`,
+		`{"step": 1, "loss": 5e-324, "samples_per_sec": 1}`,
 	} {
 		f.Add([]byte(seed))
 	}

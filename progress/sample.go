@@ -14,7 +14,9 @@ type Sample struct {
 	// Step is the number of training steps done so far (global for a
 	// data-parallel job). Required.
 	Step int64 `json:"step"`
-	// Loss is the training loss at Step. Required.
+	// Loss is the training loss at Step, in [MinLoss, MaxLoss]. Required.
+	// Zero is refused: the planner's convergence model (Optimus's
+	// l = 1/(b0*k + b1) + b2) has a positive loss at every step.
 	Loss float64 `json:"loss"`
 	// SamplesPerSec is the recent throughput in samples per second: the
 	// whole job's when a job-level reporter sends it. Required.
@@ -50,8 +52,11 @@ type Sample struct {
 // every value the planner fits its models to small enough for float64
 // arithmetic (a step of 2^63-1 or a loss of 1e308 overflows a fit).
 const (
-	MaxStep          int64   = 1_000_000_000_000_000 // 1e15 steps
-	MaxLoss          float64 = 1e12
+	MaxStep int64   = 1_000_000_000_000_000 // 1e15 steps
+	MaxLoss float64 = 1e12
+	// MinLoss is the smallest loss accepted: the planner's convergence
+	// model needs a positive loss (0 and -0 are refused, not modelled).
+	MinLoss          float64 = 1e-30
 	MaxSamplesPerSec float64 = 1e9
 	MaxStepsPerSec   float64 = 1e6
 	MaxBatchSize             = 1 << 30
@@ -89,11 +94,14 @@ func (s Sample) Validate() error {
 	if s.StepsTotal < 0 || s.StepsTotal > MaxStep {
 		return bad("steps_total", "must be in [0, %d], got %d", MaxStep, s.StepsTotal)
 	}
+	if math.IsNaN(s.Loss) || s.Loss < MinLoss || s.Loss > MaxLoss {
+		return bad("loss", "must be a finite number in [%g, %g] (the convergence model needs a positive loss), got %v",
+			MinLoss, MaxLoss, s.Loss)
+	}
 	floats := []struct {
 		field  string
 		v, max float64
 	}{
-		{"loss", s.Loss, MaxLoss},
 		{"samples_per_sec", s.SamplesPerSec, MaxSamplesPerSec},
 		{"steps_per_sec", s.StepsPerSec, MaxStepsPerSec},
 		{"grad_sqr", s.GradSqr, MaxGradStat},

@@ -132,6 +132,9 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 		{`{"step": 100000000000000, "loss": 0.5, "samples_per_sec": 1}`, "step"},
 		{`{"step": 1, "loss": 0.5, "samples_per_sec": 1, "workers": -3}`, "workers"},
 		{`{"step": 1, "samples_per_sec": 1}`, "loss"},
+		// Once accepted with 204, then failing the job's convergence fit.
+		{`{"step": 1, "loss": 0, "samples_per_sec": 1}`, "loss"},
+		{`{"step": 1, "loss": -0, "samples_per_sec": 1}`, "loss"},
 	}
 	for _, tc := range cases {
 		code, eb, err := p.post(token, tc.body)

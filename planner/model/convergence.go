@@ -88,6 +88,32 @@ func FitConvergence(points []LossPoint, opt ConvergenceFitOptions) (Convergence,
 		}
 		minLoss = math.Min(minLoss, p.Loss)
 	}
+	// The fit works in units of the largest loss: the model is scale-free
+	// (l = s*l' gives B0 = B0'/s, B1 = B1'/s, B2 = s*B2'), and the NNLS
+	// rows' squares neither underflow for tiny losses nor overflow for huge
+	// ones (a curve at 1e-9 once fitted as B = 0 with an infinite error).
+	scale := 0.0
+	for _, p := range points {
+		scale = math.Max(scale, p.Loss)
+	}
+	if scale != 1 {
+		unit := make([]LossPoint, len(points))
+		for i, p := range points {
+			unit[i] = LossPoint{Step: p.Step, Loss: p.Loss / scale}
+		}
+		c, err := FitConvergence(unit, opt)
+		if err != nil {
+			return Convergence{}, err
+		}
+		c.B0, c.B1, c.B2 = c.B0/scale, c.B1/scale, c.B2*scale
+		pred := make([]float64, len(points))
+		obs := make([]float64, len(points))
+		for i, p := range points {
+			pred[i], obs[i] = c.Loss(p.Step), p.Loss
+		}
+		c.Quality = quality(pred, obs)
+		return c, nil
+	}
 	n := len(points)
 	w := make([]float64, n)
 	for i := range points {

@@ -116,3 +116,22 @@ func TestFitConvergenceErrors(t *testing.T) {
 	_, err = FitConvergence([]LossPoint{{1, 1}, {2, -1}, {3, 1}, {4, 1}}, ConvergenceFitOptions{})
 	must.True(t, errors.Is(err, ErrBadProblem))
 }
+
+// TestFitConvergence_ScaleFree: the same curve at every loss scale the
+// progress wire accepts (1e-30 to 1e12) fits to the same shape: the
+// convergence step does not depend on the loss's units. Before, a curve at
+// 1e-6 or below fitted as B = 0 with an infinite error and no error
+// returned.
+func TestFitConvergence_ScaleFree(t *testing.T) {
+	for _, scale := range []float64{1e-30, 1e-12, 1e-6, 1e-3, 1, 1e6, 1e12} {
+		var pts []LossPoint
+		for i := 0; i < 8; i++ {
+			k := float64(i * 100)
+			pts = append(pts, LossPoint{Step: k, Loss: scale * (1/(0.01*k+1) + 0.1)})
+		}
+		c, err := FitConvergence(pts, ConvergenceFitOptions{})
+		must.NoError(t, err)
+		must.InDelta(t, 0.1*scale, c.B2, 1e-6*scale, must.Sprintf("scale %g", scale))
+		must.InDelta(t, 2601.56, c.StepsToConverge(0.01*scale, 1000), 0.1, must.Sprintf("scale %g", scale))
+	}
+}

@@ -135,8 +135,10 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 			return nil, fmt.Errorf("TLS for the JWKS endpoint: %w", err)
 		}
 	}
+	keys := progress.NewKeySet(jwks, hc, clk)
+	keys.MaxAge = cfg.Progress.JWKSMaxAge
 	verifier := &progress.Verifier{
-		Keys: progress.NewKeySet(jwks, hc, clk), Clock: clk,
+		Keys: keys, Clock: clk,
 		Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
 	}
 	a.api = &httpapi.Server{

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
@@ -220,11 +221,10 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 // remaining work; the others the mean residual work of finished jobs that
 // ran at least as long as this one has (1 s before any finished).
 func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job, hist *residualWork) {
-	if info.Traits.FixedSize {
-		pj.Min, pj.Max, pj.Gang = j.gpus, j.gpus, true
-		return
+	history.Request{Requested: j.gpus, Min: 1, Max: j.gpus, Worker: pj.Worker}.Apply(info.Traits, pj)
+	if !history.Explores(info.Traits) {
+		return // at its requested size: no speed model needed
 	}
-	pj.Min, pj.Max = 1, j.gpus
 	g := float64(j.gpus)
 	pj.Speed = policy.SpeedFunc(func(s policy.Shape) float64 { return float64(min(s.Workers, int(g))) / g })
 	switch info.Class {

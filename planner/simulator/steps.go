@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
 )
 
@@ -301,18 +302,14 @@ func pinGrowth(jobs []policy.Job, plan policy.Plan, pinned map[int]bool) bool {
 // allocation is its desired count, placed when every worker runs.
 func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) policy.Job {
 	pj := policy.Job{
-		ID: s.spec.Name, Kind: s.spec.Name, Min: 1, Max: max(cfg.MaxWorkers, 1),
-		Worker:      policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
+		ID: s.spec.Name, Kind: s.spec.Name,
 		RestartCost: time.Duration(cfg.RestartCost * float64(time.Second)),
-		ResizeCost:  time.Duration(cfg.ResizeCost * float64(time.Second)),
 		Age:         time.Duration((now - s.spec.Submitted) * float64(time.Second)), Restarts: s.restarts,
 		Current: policy.Allocation{Workers: s.desired},
 	}
+	s.request(cfg).Apply(info.Traits, &pj)
 	if s.workers > 0 && s.workers == s.desired {
 		pj.Current.Placement = []policy.NodeAlloc{{Node: "node-00", Workers: s.workers}}
-	}
-	if info.Traits.FixedSize {
-		pj.Min, pj.Max, pj.Gang = s.spec.Requested, s.spec.Requested, true
 	}
 	if len(s.measured) > 0 {
 		pj.Speed, pj.Remaining = s.speed(cfg.StepOverhead), float64(s.spec.Steps)-s.done
@@ -322,8 +319,20 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 	for w := range s.measured {
 		measured = max(measured, w)
 	}
-	pj.Max = policy.ExploreMax(pj, measured)
+	if history.Explores(info.Traits) {
+		pj.Max = policy.ExploreMax(pj, measured)
+	}
 	return pj
+}
+
+// request is what the job asks of the policy, as a live job's meta says
+// it (source.Spec.Request): its requested workers, up to cfg.MaxWorkers.
+func (s *stepState) request(cfg StepConfig) history.Request {
+	return history.Request{
+		Requested: s.spec.Requested, Min: 1, Max: max(cfg.MaxWorkers, 1),
+		Worker:     policy.Demand{GPUMilli: cfg.WorkerMilliGPU},
+		ResizeCost: time.Duration(cfg.ResizeCost * float64(time.Second)),
+	}
 }
 
 // observe is the live planner measuring the job's speed at a round: a

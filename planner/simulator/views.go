@@ -80,10 +80,15 @@ func simTime(seconds float64) time.Time {
 // conversion the live service shares (history.Record.Job), one whole GPU
 // per worker, at least one worker.
 func baseJob(o *observed) policy.Job {
-	pj := o.record().Job()
-	pj.Worker = policy.Demand{GPUMilli: policy.MilliGPU}
-	pj.Min = 1
-	return pj
+	return sizedJob(policy.Traits{}, o, history.Request{})
+}
+
+// sizedJob is the history of o with a request of one GPU per worker, sized
+// by the traits where the live manager sizes its jobs
+// (history.Request.Apply).
+func sizedJob(tr policy.Traits, o *observed, req history.Request) policy.Job {
+	req.Worker = policy.Demand{GPUMilli: policy.MilliGPU}
+	return o.record().PolicyJob(tr, req)
 }
 
 // maxExplore is Pollux's exploration rule: at most twice the largest size
@@ -104,12 +109,12 @@ func maxProfiled(profile map[profileKey][2]float64) int {
 // Pollux's exploration cap, and (for policies that use it) remaining work
 // estimated from what it and finished jobs of its kind have shown.
 func onlineJob(tr policy.Traits, o *observed, kinds *kindHistory) policy.Job {
-	pj := baseJob(o)
-	pj.Max = maxExplore(o.limits, maxProfiled(o.profile))
+	// The requested size is declared, not observed: an online view has none.
 	if o.fit == nil || len(o.profile) == 0 {
-		return pj // never measured (no gradient statistics yet): one GPU, no model
+		// Never measured (no gradient statistics yet): one GPU, no model.
+		return sizedJob(tr, o, history.Request{Max: maxExplore(o.limits, maxProfiled(o.profile))})
 	}
-	pj.Max = maxExplore(o.limits, max(maxProfiled(o.profile), o.priorMaxReps))
+	pj := sizedJob(tr, o, history.Request{Max: maxExplore(o.limits, max(maxProfiled(o.profile), o.priorMaxReps))})
 	pj.Speed = goodputSpeed(o.limits, o.fit, o.gradSqr, o.gradVar)
 	if tr.UsesRemaining {
 		pj.Remaining, _ = estimateRemaining(o, kinds)
@@ -121,13 +126,7 @@ func onlineJob(tr policy.Traits, o *observed, kinds *kindHistory) policy.Job {
 // size (FixedSize) or between one GPU and its batch over the smallest
 // per-GPU batch, with no speed model.
 func declaredJob(tr policy.Traits, d *declared) policy.Job {
-	pj := baseJob(&d.observed)
-	if tr.FixedSize {
-		pj.Min, pj.Max, pj.Gang = d.replicas, d.replicas, true
-		return pj
-	}
-	pj.Max = max(int(d.batch/d.limits.MinLocalBsz), 1)
-	return pj
+	return sizedJob(tr, &d.observed, history.Request{Requested: d.replicas, Max: max(int(d.batch/d.limits.MinLocalBsz), 1)})
 }
 
 // oracleJob describes a job to an oracle-class policy: everything the
@@ -136,14 +135,14 @@ func declaredJob(tr policy.Traits, d *declared) policy.Job {
 // pooled per-kind goodput model and the exact remaining progress.
 func oracleJob(tr policy.Traits, j *simJob, now float64, pool *appPool, gpn int) policy.Job {
 	o := j.observed(now, nil)
-	pj := baseJob(&o)
 	a := j.app
 	if !tr.AdaptiveBatch {
-		pj.Max = max(int(j.targetBsz/a.MinLocalBsz), 1)
+		pj := sizedJob(tr, &o, history.Request{Requested: j.spec.Replicas, Max: max(int(j.targetBsz/a.MinLocalBsz), 1)})
 		pj.Speed, pj.Remaining = oracleSpeed(j, gpn)
 		return pj
 	}
-	pj.Max = maxExplore(o.limits, max(maxProfiled(j.profile), pool.maxReps[a.Name]))
+	pj := sizedJob(tr, &o, history.Request{Requested: j.spec.Replicas,
+		Max: maxExplore(o.limits, max(maxProfiled(j.profile), pool.maxReps[a.Name]))})
 	if sp := pool.fit(a.Name); sp != nil {
 		sqr, v := j.gradSqr, j.gradVar
 		if sqr == 0 && v == 0 {

@@ -33,12 +33,12 @@ func TestMain_ExitCodes(t *testing.T) {
 		want string
 	}{
 		{"ok", []string{"-step", "5", "-loss", "0.5", "-samples-per-sec", "10", "-workers", "2", "-ps", "1"}, withToken, 0, ""},
-		{"no address", []string{"-step", "5"}, map[string]string{progress.EnvToken: "jwt"}, 2, "no planner address"},
-		{"no identity", []string{"-step", "5"}, map[string]string{progress.EnvURL: srv.URL}, 2, "no workload identity"},
+		{"no address", []string{"-step", "5", "-loss", "0.5"}, map[string]string{progress.EnvToken: "jwt"}, 2, "no planner address"},
+		{"no identity", []string{"-step", "5", "-loss", "0.5"}, map[string]string{progress.EnvURL: srv.URL}, 2, "no workload identity"},
 		{"implausible", []string{"-step", "5", "-loss", "1e308"}, withToken, 2, "loss"},
-		{"unreachable", []string{"-url", "http://127.0.0.1:1", "-step", "5"}, withToken, 1, "reporting progress"},
-		{"stray argument", []string{"-step", "5", "extra"}, withToken, 2, `unexpected argument "extra"`},
-		{"zero timeout", []string{"-step", "5", "-timeout", "0s"}, withToken, 2, "-timeout: must be greater than 0"},
+		{"unreachable", []string{"-url", "http://127.0.0.1:1", "-step", "5", "-loss", "0.5"}, withToken, 1, "reporting progress"},
+		{"stray argument", []string{"-step", "5", "-loss", "0.5", "extra"}, withToken, 2, `unexpected argument "extra"`},
+		{"zero timeout", []string{"-step", "5", "-loss", "0.5", "-timeout", "0s"}, withToken, 2, "-timeout: must be greater than 0"},
 		{"bad number", []string{"-step", "five"}, withToken, 2, `invalid value "five" for flag -step`},
 	}
 	for _, tc := range cases {

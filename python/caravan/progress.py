@@ -38,6 +38,8 @@ DEFAULT_TOKEN_FILE = "nomad_token"
 # Plausibility bounds, as the Go package's Sample.Validate.
 MAX_STEP = 1_000_000_000_000_000
 MAX_LOSS = 1e12
+# The planner's convergence model needs a positive loss: 0 and -0 are refused.
+MIN_LOSS = 1e-30
 MAX_SAMPLES_PER_SEC = 1e9
 MAX_STEPS_PER_SEC = 1e6
 MAX_BATCH_SIZE = 1 << 30
@@ -79,6 +81,11 @@ def validate(s):
         if field in _INTS:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INTS[field]:
                 raise ValueError(f"progress sample: {field}: must be an integer in [0, {_INTS[field]}], got {value!r}")
+        elif field == "loss":
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or math.isnan(value) or not MIN_LOSS <= value <= MAX_LOSS:
+                raise ValueError(f"progress sample: loss: must be a finite number in [{MIN_LOSS:g}, {MAX_LOSS:g}] "
+                                 f"(the convergence model needs a positive loss), got {value!r}")
         elif field in _FLOATS:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not ok or math.isnan(value) or not 0 <= value <= _FLOATS[field]:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/internal/cli"
+	"github.com/caravan-nomad/caravan/planner/policy"
 )
 
 // Config is the whole planner service configuration after parsing and
@@ -120,7 +121,17 @@ type Progress struct {
 	Issuer string
 	// MaxSamples bounds the samples kept per job.
 	MaxSamples int
+	// JWKSMaxAge bounds how long a fetched JWKS is trusted: a key removed
+	// from Nomad's key set is refused within about this long.
+	JWKSMaxAge time.Duration
 }
+
+// Bounds of progress.jwks_max_age: at most 5 minutes (the promise to an
+// operator who removes a key), at least 10 s (each refresh reads Nomad).
+const (
+	MinJWKSMaxAge = 10 * time.Second
+	MaxJWKSMaxAge = 5 * time.Minute
+)
 
 // UI configures the planner's web page at /ui.
 type UI struct {
@@ -157,7 +168,7 @@ func Default() *Config {
 			LockDelay:     0,
 		},
 		Policy: Policy{
-			Name:               "optimus",
+			Name:               policy.Best, // the docs and jobspecs/planner.nomad.hcl say the same (default_policy_test.go)
 			Interval:           60 * time.Second,
 			Cooldown:           5 * time.Minute,
 			RestartCost:        30 * time.Second,
@@ -166,7 +177,7 @@ func Default() *Config {
 			SuspendQuantum:     10 * time.Minute,
 		},
 		Capacity: Capacity{Device: "gpu"},
-		Progress: Progress{Audience: "caravan-planner", MaxSamples: 2000},
+		Progress: Progress{Audience: "caravan-planner", MaxSamples: 2000, JWKSMaxAge: MaxJWKSMaxAge},
 		UI:       UI{Enabled: true, StatsInterval: 10 * time.Second},
 	}
 }
@@ -261,6 +272,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Capacity.GPUsPerNode > 0 && c.Capacity.SharesPerGPU == 0 {
 		bad("capacity.shares_per_gpu", "must be set with gpus_per_node")
+	}
+	if c.Progress.JWKSMaxAge < MinJWKSMaxAge || c.Progress.JWKSMaxAge > MaxJWKSMaxAge {
+		bad("progress.jwks_max_age", "must be in %s..%s, got %s", MinJWKSMaxAge, MaxJWKSMaxAge, c.Progress.JWKSMaxAge)
 	}
 	if c.Progress.MaxSamples < 10 || c.Progress.MaxSamples > MaxSamples {
 		bad("progress.max_samples", "must be in 10..%d, got %d", MaxSamples, c.Progress.MaxSamples)

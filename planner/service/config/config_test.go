@@ -104,6 +104,8 @@ func TestLoad_Errors(t *testing.T) {
 		{"syntax", `policy {`, "planner.hcl"},
 		{"invalid value", `policy { max_changes_per_round = 0 }`, "policy.max_changes_per_round"},
 		{"short ttl", `consul { session_ttl = "1s" }`, "consul.session_ttl"},
+		{"jwks max age over the key-removal bound", `progress { jwks_max_age = "6m" }`, "progress.jwks_max_age"},
+		{"jwks max age too short", `progress { jwks_max_age = "1s" }`, "progress.jwks_max_age"},
 		{"fixed gpus need shares", `capacity { gpus_per_node = 2 }`, "capacity.shares_per_gpu"},
 		{"absurd max_samples", `progress { max_samples = 1e18 }`, "progress.max_samples"},
 		{"absurd shares", `capacity { shares_per_gpu = 1000000 }`, "capacity.shares_per_gpu"},

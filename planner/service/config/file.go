@@ -85,6 +85,7 @@ type fileProgress struct {
 	Audience   *string `hcl:"audience,optional"`
 	Issuer     *string `hcl:"issuer,optional"`
 	MaxSamples *int    `hcl:"max_samples,optional"`
+	JWKSMaxAge *string `hcl:"jwks_max_age,optional"`
 }
 
 // ParseFile reads an HCL config file and applies it on top of c.
@@ -175,6 +176,7 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Audience, &c.Progress.Audience)
 		set(p.Issuer, &c.Progress.Issuer)
 		set(p.MaxSamples, &c.Progress.MaxSamples)
+		dur("progress.jwks_max_age", p.JWKSMaxAge, &c.Progress.JWKSMaxAge)
 	}
 	if p := fc.UI; p != nil {
 		set(p.Enabled, &c.UI.Enabled)

@@ -19,13 +19,11 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 	rec, allocs := history.Live{ID: j.Key.String(), Kind: spec.Kind, Job: j.Job, Allocs: j.Allocs, Group: spec.WorkerGroup,
 		GPUMilli: gpuMilli, Workers: v.Workers, RestartCost: s.RestartCost}.Record(now)
 	v.History = historyView(rec, allocs)
-	pj := rec.Job()
-	pj.Priority, pj.Min, pj.Max, pj.Gang = spec.Priority, spec.MinWorkers, spec.MaxWorkers, spec.Gang
-	pj.Worker = policy.Demand{GPUMilli: gpuMilli}
-	pj.ResizeCost = time.Duration(spec.ResizeCostSeconds * float64(time.Second))
-	if pj.Min == 0 {
-		pj.Min = 1
-	}
+	// The policy's view of the job's size, built where the simulator's
+	// engines build theirs (history.Request.Apply): under FixedSize the job
+	// runs at exactly its requested size, all or nothing.
+	pj := rec.PolicyJob(tr, spec.Request(gpuMilli))
+	pj.Priority = spec.Priority
 	if spec.PSGroup != "" {
 		pj.MinPS, pj.MaxPS = spec.MinPS, spec.MaxPS
 		pj.Current.PS = v.PS
@@ -78,7 +76,9 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 	// Pollux's exploration rule: no more than twice the largest worker
 	// count the job's speed was measured at, so a job never measured is
 	// not granted the whole cluster on a linear guess.
-	pj.Max = policy.ExploreMax(pj, measuredWorkers(mm.speed))
+	if history.Explores(tr) {
+		pj.Max = policy.ExploreMax(pj, measuredWorkers(mm.speed))
+	}
 
 	// Speed and remaining work, when known, let the policy predict time.
 	sm, _, _, _ := speedModel(model.SpeedForm(spec.SpeedModel), mm.speed, v.Fit.Batch)

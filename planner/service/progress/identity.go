@@ -2,16 +2,12 @@ package progress
 
 import (
 	"context"
-	"crypto"
-	"crypto/ed25519"
-	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 )
@@ -54,54 +50,34 @@ func unauth(format string, args ...any) error {
 // returns the workload it identifies. Errors wrap ErrUnauthenticated, except
 // failures to reach the JWKS, which callers should report as 503.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return Identity{}, unauth("token is not a compact JWS")
-	}
-	b64 := base64.RawURLEncoding
-	hdrJSON, err := b64.DecodeString(parts[0])
+	// go-jose parses the compact JWS, allows only the algorithms Nomad
+	// signs with (so never "none" or an HMAC), and in Verify refuses a
+	// header whose crit names an extension it does not implement
+	// (RFC 7515 section 4.1.11).
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256, jose.EdDSA})
 	if err != nil {
-		return Identity{}, unauth("token header is not base64url")
+		return Identity{}, unauth("token is not a compact JWS signed with RS256 or EdDSA: %v", err)
 	}
-	var hdr struct {
-		Alg string `json:"alg"`
-		Kid string `json:"kid"`
+	if len(jws.Signatures) != 1 {
+		return Identity{}, unauth("token has %d signatures, want 1", len(jws.Signatures))
 	}
-	if err := json.Unmarshal(hdrJSON, &hdr); err != nil {
-		return Identity{}, unauth("token header is not JSON")
-	}
-	sig, err := b64.DecodeString(parts[2])
-	if err != nil {
-		return Identity{}, unauth("token signature is not base64url")
-	}
-	key, err := v.Keys.Key(ctx, hdr.Kid)
+	hdr := jws.Signatures[0].Header
+	key, err := v.Keys.Key(ctx, hdr.KeyID)
 	if err != nil {
 		if errors.Is(err, ErrUnknownKey) {
 			return Identity{}, unauth("%v", err)
 		}
 		return Identity{}, err
 	}
-	if hdr.Alg != key.alg {
-		return Identity{}, unauth("token algorithm %q does not match key %q (%s)", hdr.Alg, hdr.Kid, key.alg)
+	if hdr.Algorithm != key.alg {
+		return Identity{}, unauth("token algorithm %q does not match key %q (%s)", hdr.Algorithm, hdr.KeyID, key.alg)
 	}
-	signed := []byte(parts[0] + "." + parts[1])
-	switch k := key.key.(type) {
-	case *rsa.PublicKey:
-		sum := sha256.Sum256(signed)
-		if rsa.VerifyPKCS1v15(k, crypto.SHA256, sum[:], sig) != nil {
-			return Identity{}, unauth("bad token signature")
-		}
-	case ed25519.PublicKey:
-		if !ed25519.Verify(k, signed, sig) {
-			return Identity{}, unauth("bad token signature")
-		}
-	default:
-		return Identity{}, unauth("unsupported key")
-	}
-
-	payload, err := b64.DecodeString(parts[1])
-	if err != nil {
-		return Identity{}, unauth("token payload is not base64url")
+	payload, err := jws.Verify(key.key)
+	switch {
+	case errors.Is(err, jose.ErrUnsupportedCriticalHeader):
+		return Identity{}, unauth("token header marks an extension critical (crit) that the planner does not implement")
+	case err != nil:
+		return Identity{}, unauth("bad token signature")
 	}
 	var c claims
 	if err := json.Unmarshal(payload, &c); err != nil {

@@ -47,18 +47,30 @@ var ErrUnknownKey = errors.New("unknown signing key")
 // once per MinRefresh whether they succeed or fail (a failure is returned to
 // callers until then); and a key ID still unknown after a fetch is
 // remembered as unknown for UnknownTTL.
+//
+// Keys expire: the set is trusted for at most MaxAge after the fetch that
+// returned it, so a key Nomad has removed from its JWKS (`nomad operator
+// root keyring remove`) stops verifying tokens within MaxAge (plus one
+// fetch). Past half of MaxAge a token with a known key starts a refresh in
+// the background and is answered from the cache; past MaxAge it waits for
+// the refresh, and a set that cannot be refreshed verifies nothing (the
+// fetch error is returned, a 503 to the reporter).
 type KeySet struct {
 	URL        string
 	HTTP       *http.Client
 	Clock      clock.Clock
 	MinRefresh time.Duration
 	UnknownTTL time.Duration
+	// MaxAge bounds how long a fetched key set is trusted (DefaultMaxAge;
+	// 0 or less: the default).
+	MaxAge time.Duration
 	// FetchTimeout bounds one fetch (it does not end when the caller that
 	// started it gives up: others may be waiting for it).
 	FetchTimeout time.Duration
 
 	mu        sync.Mutex
 	keys      map[string]publicKey
+	fetched   time.Time // start of the fetch that returned keys
 	attempted time.Time // last fetch start; zero before the first
 	lastErr   error     // the last fetch's error, nil after a success
 	inflight  *fetchCall
@@ -69,6 +81,10 @@ type fetchCall struct {
 	done chan struct{}
 	err  error
 }
+
+// DefaultMaxAge is the longest a fetched key set is trusted: a key removed
+// from Nomad's JWKS is refused within about this long.
+const DefaultMaxAge = 5 * time.Minute
 
 // maxUnknown bounds the negative cache (forged IDs are unbounded).
 const maxUnknown = 4096
@@ -82,24 +98,34 @@ func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
 		clk = clock.Real{}
 	}
 	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: 10 * time.Second, UnknownTTL: 30 * time.Second,
-		FetchTimeout: 10 * time.Second}
+		FetchTimeout: 10 * time.Second, MaxAge: DefaultMaxAge}
 }
 
 // Key returns the key with the given ID, refreshing the set if allowed.
 func (ks *KeySet) Key(ctx context.Context, kid string) (publicKey, error) {
 	for attempt := 0; ; attempt++ {
 		ks.mu.Lock()
-		if k, ok := ks.keys[kid]; ok {
+		now := ks.Clock.Now()
+		age, maxAge := now.Sub(ks.fetched), ks.maxAge()
+		// At most one fetch per MinRefresh (or per half MaxAge, if shorter,
+		// so that a set can always be refreshed before it expires).
+		mayFetch := ks.inflight == nil && (ks.attempted.IsZero() || now.Sub(ks.attempted) >= min(ks.MinRefresh, maxAge/2))
+		if k, ok := ks.keys[kid]; ok && age < maxAge {
+			if age >= maxAge/2 && mayFetch {
+				ks.startFetch(now) // refresh ahead of expiry; answer from the cache
+			}
 			ks.mu.Unlock()
 			return k, nil
 		}
-		now := ks.Clock.Now()
+		if ks.keys != nil && age >= maxAge {
+			ks.keys, ks.unknown = nil, nil // expired: verify nothing until a fetch succeeds
+		}
 		if until, ok := ks.unknown[kid]; ok && now.Before(until) {
 			ks.mu.Unlock()
 			return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
 		}
 		call := ks.inflight
-		if call == nil && attempt == 0 && (ks.attempted.IsZero() || now.Sub(ks.attempted) >= ks.MinRefresh) {
+		if call == nil && attempt == 0 && mayFetch {
 			call = ks.startFetch(now)
 		}
 		if call == nil {
@@ -135,13 +161,20 @@ func (ks *KeySet) startFetch(now time.Time) *fetchCall {
 		keys, err := ks.fetch(ctx)
 		ks.mu.Lock()
 		if err == nil {
-			ks.keys, ks.unknown = keys, nil // a new set: forget what was unknown
+			ks.keys, ks.unknown, ks.fetched = keys, nil, now // a new set: forget what was unknown
 		}
 		ks.lastErr, call.err, ks.inflight = err, err, nil
 		ks.mu.Unlock()
 		close(call.done)
 	}()
 	return call
+}
+
+func (ks *KeySet) maxAge() time.Duration {
+	if ks.MaxAge <= 0 {
+		return DefaultMaxAge
+	}
+	return ks.MaxAge
 }
 
 // rememberUnknown caches kid as unknown; ks.mu is held.

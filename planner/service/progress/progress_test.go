@@ -37,6 +37,9 @@ type fakeJWKS struct {
 	rsaKey  *rsa.PrivateKey
 	edKey   ed25519.PrivateKey
 	fetches atomic.Int32
+	// rsaRemoved drops the RSA key from the set, as `nomad operator root
+	// keyring remove` does.
+	rsaRemoved atomic.Bool
 }
 
 func newFakeJWKS(t *testing.T) *fakeJWKS {
@@ -50,11 +53,14 @@ func newFakeJWKS(t *testing.T) *fakeJWKS {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.fetches.Add(1)
 		pub := f.edKey.Public().(ed25519.PublicKey)
-		set := map[string]any{"keys": []map[string]string{
-			{"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig",
-				"n": b64.EncodeToString(f.rsaKey.N.Bytes()), "e": b64.EncodeToString(big.NewInt(int64(f.rsaKey.E)).Bytes())},
+		keys := []map[string]string{
 			{"kty": "OKP", "crv": "Ed25519", "kid": "ed-1", "alg": "EdDSA", "use": "sig", "x": b64.EncodeToString(pub)},
-		}}
+		}
+		if !f.rsaRemoved.Load() {
+			keys = append(keys, map[string]string{"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig",
+				"n": b64.EncodeToString(f.rsaKey.N.Bytes()), "e": b64.EncodeToString(big.NewInt(int64(f.rsaKey.E)).Bytes())})
+		}
+		set := map[string]any{"keys": keys}
 		_ = json.NewEncoder(w).Encode(set)
 	}))
 	t.Cleanup(f.Close)
@@ -63,7 +69,15 @@ func newFakeJWKS(t *testing.T) *fakeJWKS {
 
 func (f *fakeJWKS) sign(t *testing.T, alg, kid string, claims map[string]any) string {
 	t.Helper()
-	hdr, _ := json.Marshal(map[string]string{"alg": alg, "kid": kid, "typ": "JWT"})
+	return f.signHeader(t, map[string]any{"alg": alg, "kid": kid, "typ": "JWT"}, claims)
+}
+
+// signHeader signs claims under the given protected header (its alg picks
+// the key).
+func (f *fakeJWKS) signHeader(t *testing.T, header, claims map[string]any) string {
+	t.Helper()
+	alg, _ := header["alg"].(string)
+	hdr, _ := json.Marshal(header)
 	body, _ := json.Marshal(claims)
 	signing := b64.EncodeToString(hdr) + "." + b64.EncodeToString(body)
 	var sig []byte
@@ -138,7 +152,25 @@ func TestVerifier(t *testing.T) {
 			hdr, _ := json.Marshal(map[string]string{"alg": "none", "kid": "rsa-1"})
 			body, _ := json.Marshal(workload("train-a", now))
 			return b64.EncodeToString(hdr) + "." + b64.EncodeToString(body) + "."
-		}, "does not match"},
+		}, "unexpected signature algorithm"},
+		{"hs256 keyed with the public key", func() string {
+			hdr, _ := json.Marshal(map[string]string{"alg": "HS256", "kid": "rsa-1"})
+			body, _ := json.Marshal(workload("train-a", now))
+			return b64.EncodeToString(hdr) + "." + b64.EncodeToString(body) + ".c2ln"
+		}, "unexpected signature algorithm"},
+		// RFC 7515 section 4.1.11: a crit extension the verifier does not
+		// implement makes the token invalid, however well signed.
+		{"unknown crit", func() string {
+			return f.signHeader(t, map[string]any{"alg": "RS256", "kid": "rsa-1", "crit": []string{"x-caravan"}, "x-caravan": 1},
+				workload("train-a", now))
+		}, "crit"},
+		{"unknown crit eddsa", func() string {
+			return f.signHeader(t, map[string]any{"alg": "EdDSA", "kid": "ed-1", "crit": []string{"exp"}, "exp": 1},
+				workload("train-a", now))
+		}, "crit"},
+		{"crit not a list", func() string {
+			return f.signHeader(t, map[string]any{"alg": "RS256", "kid": "rsa-1", "crit": "x-caravan"}, workload("train-a", now))
+		}, "unauthenticated"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,6 +464,12 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 		{"huge speed", `{"step": 1001, "loss": 1, "samples_per_sec": 1e300}`, "samples_per_sec"},
 		{"a leap", `{"step": 100000000000000, "loss": 1, "samples_per_sec": 1}`, "step"},
 		{"missing loss", `{"step": 1001, "samples_per_sec": 1}`, "loss"},
+		// A loss of 0 (or -0) once got 204 and then failed the job's
+		// convergence fit until it aged out: refused here instead.
+		{"zero loss", `{"step": 1001, "loss": 0, "samples_per_sec": 1}`, "loss"},
+		{"negative zero loss", `{"step": 1001, "loss": -0, "samples_per_sec": 1}`, "loss"},
+		{"negative grad_sqr", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "grad_sqr": -1e-9}`, "grad_sqr"},
+		{"huge workers", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "workers": 1e400}`, "workers"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
