@@ -419,7 +419,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		if st, err := d.checkpointStore(); err == nil {
 			if m, err := st.Latest(cs.Key); err == nil {
 				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
-				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta["alloc_id"] == handle.Config.AllocID {
+				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta[metaAllocID] == handle.Config.AllocID {
 					h.ckpt.lastSeq.Store(seq)
 				}
 			}
@@ -793,6 +793,6 @@ func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, comman
 
 // parseSeq reads the marker sequence the driver stores in manifest meta.
 func parseSeq(meta map[string]string) (uint64, bool) {
-	n, err := strconv.ParseUint(meta["sequence"], 10, 64)
+	n, err := strconv.ParseUint(meta[store.MetaSequence], 10, 64)
 	return n, err == nil
 }
