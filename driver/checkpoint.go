@@ -63,6 +63,9 @@ type checkpointer struct {
 	sem     chan struct{} // capacity 1: the checkpoint in flight
 	lastSeq atomic.Uint64 // sequence of the last marker committed or restored
 	lastGen atomic.Uint64 // generation of the last checkpoint committed or restored
+	// recovering is set while RecoverTask's commit of a marker the task
+	// completed earlier holds the slot (it sends no signal).
+	recovering atomic.Bool
 }
 
 // acquire waits for the checkpoint slot until ctx is done.
@@ -336,18 +339,35 @@ func (c *checkpointer) failed(reason string, err error) {
 // onDemand starts a checkpoint in the background (the checkpoint signal
 // sent through `nomad alloc signal`). A request while one is in flight is
 // folded into it.
+//
+// The recovered commit of RecoverTask does not ask the task for anything,
+// so a request arriving while it runs waits for it (up to the checkpoint
+// timeout) instead of being folded into it and lost.
 func (c *checkpointer) onDemand(parent context.Context) {
-	if !c.tryAcquire() {
-		c.logger.Info("checkpoint already in progress; request folded into it", "key", c.key.String())
-		return
-	}
-	go func() {
+	run := func() {
 		defer c.release()
 		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
 		defer cancel()
 		commitCtx, cancelCommit := context.WithTimeout(parent, commitTimeout)
 		defer cancelCommit()
 		_ = c.checkpoint(ctx, commitCtx, reasonOnDemand)
+	}
+	if c.tryAcquire() {
+		go run()
+		return
+	}
+	if !c.recovering.Load() {
+		c.logger.Info("checkpoint already in progress; request folded into it", "key", c.key.String())
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
+		defer cancel()
+		if !c.acquire(ctx) {
+			c.logger.Warn("on-demand checkpoint dropped: the recovered commit did not finish in time", "key", c.key.String())
+			return
+		}
+		run()
 	}()
 }
 

@@ -434,7 +434,11 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		// The task does not touch the directory until the next signal,
 		// which waits for this.
 		if h.ckpt.acquire(d.ctx) {
+			h.ckpt.recovering.Store(true)
 			go func() {
+				// Cleared after the release: a request that finds the slot
+				// held meanwhile waits rather than being folded and lost.
+				defer h.ckpt.recovering.Store(false)
 				defer h.ckpt.release()
 				ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
 				defer cancel()

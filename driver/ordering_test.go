@@ -23,6 +23,8 @@ func memberCheckpointer(t *testing.T, st *store.Store, allocID string) *checkpoi
 	must.NoError(t, os.WriteFile(filepath.Join(dir, "state"), []byte(allocID), 0o644))
 	cdir, err := newCkptDir(taskDir, dir)
 	must.NoError(t, err)
+	cfg := defaultCheckpoint()
+	must.NoError(t, cfg.validate()) // parses the timeout
 	return &checkpointer{
 		logger:  hclog.NewNullLogger(),
 		store:   func() (*store.Store, error) { return st, nil },
@@ -31,7 +33,7 @@ func memberCheckpointer(t *testing.T, st *store.Store, allocID string) *checkpoi
 		cdir:    cdir,
 		node:    allocID,
 		allocID: allocID,
-		cfg:     defaultCheckpoint(),
+		cfg:     cfg,
 		metrics: newDriverMetrics(),
 		sem:     make(chan struct{}, 1),
 	}
