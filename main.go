@@ -13,6 +13,7 @@ import (
 	"github.com/caravan-nomad/caravan/device"
 	"github.com/caravan-nomad/caravan/driver"
 	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
+	"github.com/caravan-nomad/caravan/internal/validate"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner"
 	"github.com/caravan-nomad/caravan/testbed"
@@ -29,6 +30,7 @@ var subcommands = map[string]subcommand{
 	"device":     {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
 	"driver":     {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
 	"checkpoint": {"list, show or delete checkpoints in a checkpoint store (operators)", checkpointcli.Main},
+	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`", validate.Main},
 	"planner":    {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
 	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
@@ -36,7 +38,7 @@ var subcommands = map[string]subcommand{
 	"version":    {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
 }
 
-var order = []string{"device", "driver", "checkpoint", "planner", "trainer", "demo", "testbed", "version"}
+var order = []string{"device", "driver", "checkpoint", "validate", "planner", "trainer", "demo", "testbed", "version"}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")

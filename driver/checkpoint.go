@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type checkpointer struct {
 	sem     chan struct{} // capacity 1: the checkpoint in flight
 	lastSeq atomic.Uint64 // sequence of the last marker committed or restored
 	lastGen atomic.Uint64 // generation of the last checkpoint committed or restored
+	// recovering is set while RecoverTask's commit of a marker the task
+	// completed earlier holds the slot (it sends no signal).
+	recovering atomic.Bool
 }
 
 // acquire waits for the checkpoint slot until ctx is done.
@@ -167,18 +171,12 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 		c.failed(reason, err)
 		return err
 	}
-	meta := maps.Clone(m.Meta)
-	if meta == nil {
-		meta = map[string]string{}
+	meta, dropped := manifestMeta(m, c.allocID, reason)
+	if len(dropped) > 0 {
+		c.logger.Warn("marker meta keys are the driver's; the task's values are not stored", "key", c.key.String(),
+			"meta_keys", dropped, "sequence", m.Sequence)
 	}
-	meta["sequence"] = strconv.FormatUint(m.Sequence, 10)
-	meta["alloc_id"] = c.allocID
-	meta["reason"] = reason
-	step := ""
-	if m.Step != nil {
-		step = strconv.FormatUint(*m.Step, 10)
-		meta["step"] = step
-	}
+	step := meta[store.MetaStep]
 	man, stats, err := c.commitBounded(ctx, st, meta)
 	if errors.Is(err, store.ErrStale) {
 		c.stale(m, reason, err)
@@ -191,6 +189,42 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 	}
 	c.saved(m, man, stats, reason, step, waited)
 	return nil
+}
+
+// Manifest meta keys the driver writes. The store orders a key's
+// generations by step and sequence; the task's marker meta never sets any
+// of them, so ordering comes only from the marker's validated sequence and
+// step.
+const (
+	metaAllocID = "alloc_id"
+	metaReason  = "reason"
+)
+
+// driverMetaKeys are the manifest meta keys only the driver sets.
+var driverMetaKeys = []string{store.MetaStep, store.MetaSequence, metaAllocID, metaReason}
+
+// manifestMeta is the manifest meta of marker m: the task's free-form meta
+// without the driver's keys (returned as dropped, sorted), then the driver's
+// from the marker's own fields. A marker without a step stores none.
+func manifestMeta(m *protocol.Marker, allocID, reason string) (meta map[string]string, dropped []string) {
+	meta = maps.Clone(m.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	for _, k := range driverMetaKeys {
+		if _, ok := meta[k]; ok {
+			dropped = append(dropped, k)
+			delete(meta, k)
+		}
+	}
+	slices.Sort(dropped)
+	meta[store.MetaSequence] = strconv.FormatUint(m.Sequence, 10)
+	meta[metaAllocID] = allocID
+	meta[metaReason] = reason
+	if m.Step != nil {
+		meta[store.MetaStep] = strconv.FormatUint(*m.Step, 10)
+	}
+	return meta, dropped
 }
 
 // commitBounded commits the checkpoint directory, returning by ctx's
@@ -305,18 +339,35 @@ func (c *checkpointer) failed(reason string, err error) {
 // onDemand starts a checkpoint in the background (the checkpoint signal
 // sent through `nomad alloc signal`). A request while one is in flight is
 // folded into it.
+//
+// The recovered commit of RecoverTask does not ask the task for anything,
+// so a request arriving while it runs waits for it (up to the checkpoint
+// timeout) instead of being folded into it and lost.
 func (c *checkpointer) onDemand(parent context.Context) {
-	if !c.tryAcquire() {
-		c.logger.Info("checkpoint already in progress; request folded into it", "key", c.key.String())
-		return
-	}
-	go func() {
+	run := func() {
 		defer c.release()
 		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
 		defer cancel()
 		commitCtx, cancelCommit := context.WithTimeout(parent, commitTimeout)
 		defer cancelCommit()
 		_ = c.checkpoint(ctx, commitCtx, reasonOnDemand)
+	}
+	if c.tryAcquire() {
+		go run()
+		return
+	}
+	if !c.recovering.Load() {
+		c.logger.Info("checkpoint already in progress; request folded into it", "key", c.key.String())
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(parent, c.cfg.timeout)
+		defer cancel()
+		if !c.acquire(ctx) {
+			c.logger.Warn("on-demand checkpoint dropped: the recovered commit did not finish in time", "key", c.key.String())
+			return
+		}
+		run()
 	}()
 }
 

@@ -168,59 +168,87 @@ type CheckpointConfig struct {
 	interval, timeout time.Duration
 }
 
+// validate checks every field and reports every error at once (joined),
+// each naming its field, so a bad config is fixed in one round.
 func (t *TaskConfig) validate() error {
+	var errs []error
+	bad := func(err error) { errs = append(errs, err) }
 	if t.Command == "" {
-		return errors.New("command: must not be empty")
+		bad(errors.New("command: must not be empty"))
 	}
 	if len(t.OverrideCgroupV1) > 0 && t.OverrideCgroupV2 != "" {
-		return errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set")
+		bad(errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set"))
 	}
 	if t.OOMScoreAdj < 0 || t.OOMScoreAdj > 1000 {
-		return fmt.Errorf("oom_score_adj: must be within [0, 1000], got %d", t.OOMScoreAdj)
+		bad(fmt.Errorf("oom_score_adj: must be within [0, 1000], got %d", t.OOMScoreAdj))
 	}
 	if t.WorkDir != "" && !filepath.IsAbs(t.WorkDir) {
-		return fmt.Errorf("work_dir: %q must be an absolute path", t.WorkDir)
+		bad(fmt.Errorf("work_dir: %q must be an absolute path", t.WorkDir))
 	}
 	if t.Checkpoint != nil {
-		return t.Checkpoint.validate()
+		errs = append(errs, unjoin(t.Checkpoint.validate())...)
 	}
-	return nil
+	return joinErrors(errs)
 }
 
+// validate checks the checkpoint block, every field, errors joined.
 func (c *CheckpointConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if _, ok := signals.SignalLookup[c.Signal]; !ok {
-		return fmt.Errorf("checkpoint.signal: unknown signal %q", c.Signal)
-	}
-	if c.Signal == "SIGKILL" || c.Signal == "SIGSTOP" {
-		return fmt.Errorf("checkpoint.signal: %s cannot be caught by the task", c.Signal)
+		bad("checkpoint.signal: unknown signal %q", c.Signal)
+	} else if c.Signal == "SIGKILL" || c.Signal == "SIGSTOP" {
+		bad("checkpoint.signal: %s cannot be caught by the task", c.Signal)
 	}
 	var err error
 	if c.interval, err = parseDuration(c.Interval); err != nil {
-		return fmt.Errorf("checkpoint.interval: %w", err)
-	}
-	if c.interval != 0 && c.interval < minInterval {
-		return fmt.Errorf("checkpoint.interval: %q is shorter than %s", c.Interval, minInterval)
+		bad("checkpoint.interval: %w", err)
+	} else if c.interval != 0 && c.interval < minInterval {
+		bad("checkpoint.interval: %q is shorter than %s", c.Interval, minInterval)
 	}
 	if c.timeout, err = parseDuration(c.Timeout); err != nil {
-		return fmt.Errorf("checkpoint.timeout: %w", err)
-	}
-	if c.timeout == 0 {
-		return errors.New("checkpoint.timeout: must be positive")
+		bad("checkpoint.timeout: %w", err)
+	} else if c.timeout == 0 {
+		bad("checkpoint.timeout: must be positive")
 	}
 	switch c.OnRestoreError {
 	case OnRestoreErrorFail, OnRestoreErrorStartFresh:
 	default:
-		return fmt.Errorf("checkpoint.on_restore_error: %q must be %q or %q",
-			c.OnRestoreError, OnRestoreErrorFail, OnRestoreErrorStartFresh)
+		bad("checkpoint.on_restore_error: %q must be %q or %q", c.OnRestoreError, OnRestoreErrorFail, OnRestoreErrorStartFresh)
 	}
 	switch c.Scope {
 	case "":
 		c.Scope = ScopeAlloc // handles saved before scopes existed
 	case ScopeAlloc, ScopeGroup:
 	default:
-		return fmt.Errorf("checkpoint.scope: %q must be %q or %q", c.Scope, ScopeAlloc, ScopeGroup)
+		bad("checkpoint.scope: %q must be %q or %q", c.Scope, ScopeAlloc, ScopeGroup)
 	}
-	return validateKeyName(c.Key)
+	if err := validateKeyName(c.Key); err != nil {
+		errs = append(errs, err)
+	}
+	return joinErrors(errs)
+}
+
+// errorList is every error of a config on one line ("; "), which is how a
+// task event shows it; errors.Is and As see each.
+type errorList []error
+
+func (l errorList) Error() string {
+	msgs := make([]string, len(l))
+	for i, err := range l {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (l errorList) Unwrap() []error { return l }
+
+// joinErrors is nil without errors, else their errorList.
+func joinErrors(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errorList(errs)
 }
 
 // validateKeyName accepts "" (no override) or a printable name of at most

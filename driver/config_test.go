@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
@@ -43,6 +44,66 @@ func TestTaskConfigSchema_ParsesJobspecHCL(t *testing.T) {
 			must.Eq(t, "/bin/true", got.Command)
 			must.Eq(t, tc.want, got.Checkpoint)
 			must.NoError(t, got.validate())
+		})
+	}
+}
+
+// TestDriver_BadTaskConfigReportsEveryError: StartTask refuses a config
+// with several bad fields naming every one of them, on one line (a task
+// event), not only the first.
+func TestDriver_BadTaskConfigReportsEveryError(t *testing.T) {
+	td := newTestDriver(t, t.TempDir())
+	tc := &TaskConfig{WorkDir: "rel", OOMScoreAdj: 2000, Checkpoint: &CheckpointConfig{
+		Signal: "SIGNOPE", Interval: "often", Timeout: "0s", OnRestoreError: "retry", Scope: "job", Key: " padded",
+	}}
+	cfg := newTask(t, td, "client1", tc)
+	_, _, err := td.StartTask(cfg)
+	must.Error(t, err)
+	for _, field := range []string{"command:", "work_dir:", "oom_score_adj:", "checkpoint.signal:", "checkpoint.interval:",
+		"checkpoint.timeout:", "checkpoint.on_restore_error:", "checkpoint.scope:", "checkpoint.key:"} {
+		must.StrContains(t, err.Error(), field)
+	}
+	must.StrNotContains(t, err.Error(), "\n")
+}
+
+// TestValidateTaskConfig checks task config blocks as jobspec2 hands them
+// over, before submission: every error at once, each naming its field;
+// runtime interpolations are accepted where a path is.
+func TestValidateTaskConfig(t *testing.T) {
+	ck := func(kv ...string) []any {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return []any{m}
+	}
+	cases := []struct {
+		name   string
+		config map[string]any
+		want   []string
+	}{
+		{"minimal", map[string]any{"command": "caravan"}, nil},
+		{"checkpoint defaults", map[string]any{"command": "caravan", "args": []any{"trainer", 20000}, "checkpoint": ck()}, nil},
+		{"interpolations", map[string]any{"command": "${NOMAD_TASK_DIR}/run", "work_dir": "${NOMAD_ALLOC_DIR}",
+			"args":       []any{"-node", "${attr.unique.hostname}", "${node.unique.name}"},
+			"checkpoint": ck("key", "${NOMAD_JOB_ID}-state")}, nil},
+		{"missing command", map[string]any{"args": []any{"x"}}, []string{`The argument "command" is required`}},
+		{"every field error", map[string]any{"command": "", "work_dir": "rel", "oom_score_adj": 2000,
+			"checkpoint": ck("signal", "SIGNOPE", "interval", "1ms", "timeout", "soon", "on_restore_error", "retry", "scope", "job")},
+			[]string{"command:", "work_dir:", "oom_score_adj:", "checkpoint.signal:", "checkpoint.interval:", "checkpoint.timeout:",
+				"checkpoint.on_restore_error:", "checkpoint.scope:"}},
+		{"unknown attributes", map[string]any{"command": "x", "commnd": "y", "checkpoint": ck("scop", "group")},
+			[]string{`"commnd"`, `"scop"`}},
+		{"wrong type", map[string]any{"command": "x", "oom_score_adj": "high"}, []string{"oom_score_adj"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateTaskConfig(tc.config)
+			msg := fmt.Sprint(errs)
+			must.Len(t, len(tc.want), errs, must.Sprint(msg))
+			for _, w := range tc.want {
+				must.StrContains(t, msg, w)
+			}
 		})
 	}
 }

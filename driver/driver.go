@@ -419,7 +419,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		if st, err := d.checkpointStore(); err == nil {
 			if m, err := st.Latest(cs.Key); err == nil {
 				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
-				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta["alloc_id"] == handle.Config.AllocID {
+				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta[metaAllocID] == handle.Config.AllocID {
 					h.ckpt.lastSeq.Store(seq)
 				}
 			}
@@ -434,7 +434,11 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		// The task does not touch the directory until the next signal,
 		// which waits for this.
 		if h.ckpt.acquire(d.ctx) {
+			h.ckpt.recovering.Store(true)
 			go func() {
+				// Cleared after the release: a request that finds the slot
+				// held meanwhile waits rather than being folded and lost.
+				defer h.ckpt.recovering.Store(false)
 				defer h.ckpt.release()
 				ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
 				defer cancel()
@@ -793,6 +797,6 @@ func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, comman
 
 // parseSeq reads the marker sequence the driver stores in manifest meta.
 func parseSeq(meta map[string]string) (uint64, bool) {
-	n, err := strconv.ParseUint(meta["sequence"], 10, 64)
+	n, err := strconv.ParseUint(meta[store.MetaSequence], 10, 64)
 	return n, err == nil
 }

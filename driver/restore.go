@@ -117,7 +117,7 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 			s := strconv.FormatUint(*m.Step, 10)
 			r.env[protocol.EnvStep], ann[annotationStep], at = s, s, " (step "+s+")"
 		}
-	} else if v, ok := man.Meta["sequence"]; ok {
+	} else if v, ok := man.Meta[store.MetaSequence]; ok {
 		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
 			r.state.RestoredSequence = n
 			r.env[protocol.EnvSequence] = v

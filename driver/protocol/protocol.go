@@ -79,9 +79,12 @@ type Marker struct {
 	// it committed or restored.
 	Sequence uint64 `json:"sequence"`
 	// Step is the training step the checkpoint holds (optional, shown in
-	// events and passed back as CARAVAN_CHECKPOINT_STEP on resume).
+	// events and passed back as CARAVAN_CHECKPOINT_STEP on resume). With
+	// Sequence it orders the checkpoints of a key.
 	Step *uint64 `json:"step,omitempty"`
-	// Meta is free-form metadata stored with the checkpoint's manifest.
+	// Meta is free-form metadata stored with the checkpoint's manifest. It
+	// never orders checkpoints: the driver's own keys (step, sequence,
+	// alloc_id, reason) replace any the task sets.
 	Meta map[string]string `json:"meta,omitempty"`
 	// Skip acknowledges a checkpoint request with nothing to commit from
 	// this task (another member of the group writes the state). The
@@ -89,12 +92,31 @@ type Marker struct {
 	Skip bool `json:"skip,omitempty"`
 }
 
-// Validate reports a marker the driver must not commit.
+// MaxSequence and MaxStep bound a marker's sequence and step, the only
+// fields that order a key's checkpoints. 2^53-1 is the largest integer every
+// JSON implementation reads exactly (JavaScript's Number.MAX_SAFE_INTEGER, a
+// float64's integers): a million steps a second reach it in 285 years, so a
+// larger value is a bug or an attack, and would leave the key's every later
+// checkpoint refused as stale.
+const (
+	MaxSequence = 1<<53 - 1
+	MaxStep     = 1<<53 - 1
+)
+
+// Validate reports a marker the driver must not commit: a sequence outside
+// 1..MaxSequence, a step above MaxStep. Errors name the field.
 func (m *Marker) Validate() error {
+	var errs []error
 	if m.Sequence == 0 {
-		return errors.New("marker sequence must be greater than 0")
+		errs = append(errs, errors.New("sequence: must be greater than 0"))
 	}
-	return nil
+	if m.Sequence > MaxSequence {
+		errs = append(errs, fmt.Errorf("sequence: %d is above the largest allowed, %d", m.Sequence, uint64(MaxSequence)))
+	}
+	if m.Step != nil && *m.Step > MaxStep {
+		errs = append(errs, fmt.Errorf("step: %d is above the largest allowed, %d", *m.Step, uint64(MaxStep)))
+	}
+	return errors.Join(errs...)
 }
 
 // MaxMarkerSize is the largest marker ReadMarker accepts. A marker is a

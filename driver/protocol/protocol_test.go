@@ -43,6 +43,42 @@ func TestMarker_RoundTripAndErrors(t *testing.T) {
 	}
 }
 
+// TestParseMarker_OrderingBounds: sequence and step, the fields that order a
+// key's checkpoints, are integers within 1..MaxSequence and 0..MaxStep; a
+// value out of bounds, negative, fractional or not a number is refused
+// naming the field, and meta's look-alikes stay plain meta.
+func TestParseMarker_OrderingBounds(t *testing.T) {
+	cases := []struct {
+		name, content, wantErr string
+	}{
+		{"largest allowed", `{"sequence": 9007199254740991, "step": 9007199254740991}`, ""},
+		{"step 0", `{"sequence": 1, "step": 0}`, ""},
+		{"step 2^64-1", `{"sequence": 1, "step": 18446744073709551615}`, "step: 18446744073709551615 is above the largest allowed, 9007199254740991"},
+		{"step 2^53", `{"sequence": 1, "step": 9007199254740992}`, "step: 9007199254740992 is above"},
+		{"sequence 2^64-1", `{"sequence": 18446744073709551615}`, "sequence: 18446744073709551615 is above"},
+		{"both out of bounds", `{"sequence": 9007199254740992, "step": 9007199254740992}`, "sequence: 9007199254740992 is above the largest allowed, 9007199254740991\nstep: 9007199254740992"},
+		{"sequence above 2^64", `{"sequence": 18446744073709551616}`, "Marker.sequence"},
+		{"negative step", `{"sequence": 1, "step": -1}`, "Marker.step"},
+		{"fractional step", `{"sequence": 1, "step": 2.5}`, "Marker.step"},
+		{"exponent sequence", `{"sequence": 1e3}`, "Marker.sequence"},
+		{"string step", `{"sequence": 1, "step": "7"}`, "Marker.step"},
+		{"meta step is meta", `{"sequence": 2, "meta": {"step": "18446744073709551615"}}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseMarker([]byte(tc.content))
+			if tc.wantErr == "" {
+				must.NoError(t, err)
+				must.True(t, m.Step == nil || *m.Step <= MaxStep)
+				return
+			}
+			must.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+	huge := uint64(MaxStep + 1)
+	must.ErrorContains(t, WriteMarker(t.TempDir(), &Marker{Sequence: 1, Step: &huge}), "step: ")
+}
+
 func TestFromEnv(t *testing.T) {
 	env := map[string]string{
 		EnvDir: "/ck", EnvSignal: "SIGUSR1", EnvGeneration: "4", EnvSequence: "9", EnvStep: "1200", EnvRestoredFrom: "client1",
@@ -138,13 +174,24 @@ func FuzzParseMarker(f *testing.F) {
 	f.Add([]byte(`{"sequence": 0}`))
 	f.Add([]byte(`{"sequence": 18446744073709551616}`))
 	f.Add([]byte(`{"sequence": 1, "meta": {"a": 1}}`))
+	// Ordering fields out of bounds, and meta that looks like them.
+	f.Add([]byte(`{"sequence": 1, "step": 18446744073709551615}`))
+	f.Add([]byte(`{"sequence": 18446744073709551615}`))
+	f.Add([]byte(`{"sequence": 9007199254740992, "step": 9007199254740992}`))
+	f.Add([]byte(`{"sequence": 9007199254740991, "step": 9007199254740991}`))
+	f.Add([]byte(`{"sequence": 2, "meta": {"step": "18446744073709551615", "sequence": "99"}}`))
+	f.Add([]byte(`{"sequence": 1, "step": -1}`))
+	f.Add([]byte(`{"sequence": 1.5, "step": 2.0}`))
+	f.Add([]byte(`{"sequence": 1e3, "step": 1e300}`))
+	f.Add([]byte(`{"sequence": 1, "step": 1e400}`))
+	f.Add([]byte(`{"sequence": "1", "step": "2"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseMarker(b)
 		if err != nil {
 			return
 		}
-		if m.Sequence == 0 {
-			t.Fatal("accepted sequence 0")
+		if m.Sequence == 0 || m.Sequence > MaxSequence || (m.Step != nil && *m.Step > MaxStep) {
+			t.Fatalf("accepted sequence %d, step %v", m.Sequence, m.Step)
 		}
 		dir := t.TempDir()
 		if err := WriteMarker(dir, m); err != nil {

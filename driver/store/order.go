@@ -22,6 +22,11 @@ const (
 // newest generation: it is never published over it.
 var ErrStale = errors.New("stale checkpoint")
 
+// MaxOrderValue bounds MetaStep and MetaSequence: 2^53-1, the largest
+// integer every JSON implementation reads exactly. The driver's checkpoint
+// protocol refuses markers above it (protocol.MaxStep, MaxSequence).
+const MaxOrderValue = 1<<53 - 1
+
 // position is where a checkpoint stands in its training: step, then
 // sequence.
 type position struct {
@@ -29,15 +34,38 @@ type position struct {
 	hasStep, hasSeq bool
 }
 
+// positionOf reads the ordering fields of meta. A value that is not a
+// decimal integer within 0..MaxOrderValue orders nothing: a generation
+// written before the bounds existed, with such a value, cannot hold the key's
+// later commits back.
 func positionOf(meta map[string]string) position {
 	var p position
-	if n, err := strconv.ParseUint(meta[MetaStep], 10, 64); err == nil {
-		p.step, p.hasStep = n, true
-	}
-	if n, err := strconv.ParseUint(meta[MetaSequence], 10, 64); err == nil {
-		p.seq, p.hasSeq = n, true
-	}
+	p.step, p.hasStep = orderValue(meta, MetaStep)
+	p.seq, p.hasSeq = orderValue(meta, MetaSequence)
 	return p
+}
+
+func orderValue(meta map[string]string, key string) (uint64, bool) {
+	n, err := strconv.ParseUint(meta[key], 10, 64)
+	return n, err == nil && n <= MaxOrderValue
+}
+
+// checkOrderMeta refuses a commit whose ordering meta is present but not a
+// decimal integer within 0..MaxOrderValue: the store orders only by values
+// it can compare.
+func checkOrderMeta(meta map[string]string) error {
+	var errs []error
+	for _, k := range []string{MetaStep, MetaSequence} {
+		v, ok := meta[k]
+		if !ok {
+			continue
+		}
+		if _, ok := orderValue(meta, k); !ok {
+			errs = append(errs, fmt.Errorf("%w: meta %s: %q is not a decimal integer within 0..%d",
+				ErrInvalid, k, v, uint64(MaxOrderValue)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // olderThan reports whether p is strictly older than q: a lower step, or the
@@ -60,10 +88,14 @@ func (p position) String() string {
 	return fmt.Sprintf("sequence %d", p.seq)
 }
 
-// checkNotStale refuses meta older than the newest readable generation of
+// checkNotStale refuses meta whose ordering fields are malformed, and meta
+// older than the newest readable generation of
 // gens (ascending) in keyDir. The caller holds the key lock, so no
 // generation can be published between this check and the commit's own.
 func checkNotStale(keyDir string, gens []uint64, meta map[string]string) error {
+	if err := checkOrderMeta(meta); err != nil {
+		return err
+	}
 	p := positionOf(meta)
 	if !p.hasSeq {
 		return nil

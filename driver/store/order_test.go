@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -223,4 +224,86 @@ func TestTwoConcurrentCommitters(t *testing.T) {
 			must.Eq(t, tc.wantNewestStep, m.Meta[MetaStep])
 		})
 	}
+}
+
+// setManifestMeta rewrites generation gen's manifest meta, as a store
+// written by an older driver may hold it (Commit refuses such meta now).
+func setManifestMeta(t *testing.T, s *Store, key Key, gen uint64, meta map[string]string) {
+	t.Helper()
+	dir, err := key.dir(s.root)
+	must.NoError(t, err)
+	p := filepath.Join(dir, manifestName(gen))
+	b, err := os.ReadFile(p)
+	must.NoError(t, err)
+	var m map[string]any
+	must.NoError(t, json.Unmarshal(b, &m))
+	m["meta"] = meta
+	b, err = json.Marshal(m)
+	must.NoError(t, err)
+	must.NoError(t, os.WriteFile(p, b, 0o600))
+}
+
+// TestCommitRefusesMalformedOrderMeta: a commit whose step or sequence is
+// not a decimal integer within 0..MaxOrderValue is refused, naming the
+// meta key, and writes nothing.
+func TestCommitRefusesMalformedOrderMeta(t *testing.T) {
+	cases := []struct {
+		name string
+		meta map[string]string
+		want string
+	}{
+		{"step 2^64-1", map[string]string{MetaStep: "18446744073709551615", MetaSequence: "1"}, "meta step: \"18446744073709551615\""},
+		{"step 2^53", map[string]string{MetaStep: "9007199254740992", MetaSequence: "1"}, "meta step"},
+		{"sequence 2^53", map[string]string{MetaSequence: "9007199254740992"}, "meta sequence"},
+		{"negative step", map[string]string{MetaStep: "-1", MetaSequence: "1"}, "meta step"},
+		{"float step", map[string]string{MetaStep: "1.5", MetaSequence: "1"}, "meta step"},
+		{"empty sequence", map[string]string{MetaSequence: ""}, "meta sequence"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, Options{})
+			key := testKey("bad-order")
+			src := t.TempDir()
+			writeTree(t, src, 1)
+			_, _, err := s.Commit(context.Background(), key, src, "n", tc.meta)
+			must.ErrorIs(t, err, ErrInvalid)
+			must.StrContains(t, err.Error(), tc.want)
+			_, err = s.Latest(key)
+			must.ErrorIs(t, err, ErrNoCheckpoint)
+		})
+	}
+	s := openTestStore(t, Options{})
+	src := t.TempDir()
+	writeTree(t, src, 1)
+	_, _, err := s.Commit(context.Background(), testKey("max"), src, "n", meta(MaxOrderValue, MaxOrderValue))
+	must.NoError(t, err, must.Sprint("the bound itself is allowed"))
+}
+
+// TestOutOfBoundsGenerationOrdersNothing: a generation an older driver
+// committed with a step above MaxOrderValue (task meta could set it) no
+// longer holds the key's later checkpoints back, and still restores.
+func TestOutOfBoundsGenerationOrdersNothing(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, Options{Retain: 5})
+	key := testKey("poisoned")
+	key.Shared = true
+	src := t.TempDir()
+	writeTree(t, src, 1)
+	_, _, err := s.Commit(ctx, key, src, "old-driver", meta(1, 1))
+	must.NoError(t, err)
+	setManifestMeta(t, s, key, 1, map[string]string{MetaStep: "18446744073709551615", MetaSequence: "1"})
+
+	_, _, err = s.Commit(ctx, key, src, "n", meta(5, 2))
+	must.NoError(t, err, must.Sprint("a real step after a poisoned generation"))
+	_, _, err = s.Commit(ctx, key, src, "n", meta(3, 3))
+	must.ErrorIs(t, err, ErrStale, must.Sprint("real steps still order"))
+
+	dst := filepath.Join(t.TempDir(), "restore")
+	res, err := s.Restore(ctx, key, dst)
+	must.NoError(t, err)
+	must.Eq(t, uint64(2), res.Manifest.Generation)
+	must.NoError(t, s.DeleteGeneration(key, 2))
+	res, err = s.Restore(ctx, key, filepath.Join(t.TempDir(), "restore"))
+	must.NoError(t, err, must.Sprint("the poisoned generation itself still restores"))
+	must.Eq(t, uint64(1), res.Manifest.Generation)
 }

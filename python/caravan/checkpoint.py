@@ -30,6 +30,10 @@ from dataclasses import dataclass
 from caravan._warn import warn_once
 
 MARKER = "caravan-checkpoint.json"
+# MAX_STEP bounds a marker's step (and sequence): the driver refuses a marker
+# above it (driver/protocol MaxStep, 2^53-1, the largest integer every JSON
+# reader keeps exact).
+MAX_STEP = 2**53 - 1
 STATE_INFO = "caravan-state.json"
 
 ENV_DIR = "CARAVAN_CHECKPOINT_DIR"
@@ -291,6 +295,8 @@ class Checkpointer:
         self._requested = False
         if not self.directory:
             return None
+        if step is not None and not 0 <= int(step) <= MAX_STEP:
+            raise ValueError(f"step: {int(step)} is outside 0..{MAX_STEP} (the driver refuses the marker)")
         if files is not None and step is not None:
             write_state_info(self.directory, step, files)
         doc = {"sequence": self.next_sequence()}

@@ -8,7 +8,7 @@ import unittest
 from contextlib import redirect_stderr
 
 from caravan import _warn
-from caravan.checkpoint import (MARKER, STATE_INFO, Checkpointer, atomic_write, copy_state, read_marker,
+from caravan.checkpoint import (MARKER, MAX_STEP, STATE_INFO, Checkpointer, atomic_write, copy_state, read_marker,
                                 restore_info, state_step, write_state_info)
 
 
@@ -33,6 +33,14 @@ class CheckpointTest(unittest.TestCase):
                          (self.dir, 4, 9, 1200, "client1"))
         self.assertTrue(r.restored)
         self.assertFalse(restore_info({}).restored)
+
+    def test_commit_refuses_step_out_of_bounds(self):
+        ck = Checkpointer(self.env)
+        for step in (-1, MAX_STEP + 1, 2**64 - 1):
+            with self.assertRaisesRegex(ValueError, "step: "):
+                ck.commit(step)
+        self.assertEqual(os.listdir(self.dir), [], "nothing written")
+        self.assertEqual(ck.commit(MAX_STEP), 1)
 
     def test_malformed_variable_warns_once_and_uses_zero(self):
         err = io.StringIO()

@@ -29,6 +29,9 @@ commands:
   list [-json]         keys with their generations, newest step, size and time
   show [-json] KEY     one key's generations and manifest meta
   delete [-gc] KEY     delete every generation of KEY (-gc: free unreferenced chunks now)
+  delete [-gc] -generation N KEY
+                       delete generation N of KEY only: the generation before it becomes
+                       the newest (restored, and ordering the key's next commits)
 
 KEY is printed by list: namespace/job[@incarnation]/group/task/slot.
 -store defaults to $` + EnvStore + `.
@@ -50,6 +53,7 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	root := fs.String("store", getenv(EnvStore), "checkpoint store directory (default $"+EnvStore+")")
 	asJSON := fs.Bool("json", false, "print JSON (list, show)")
 	gc := fs.Bool("gc", false, "after delete, free the chunks no manifest references")
+	gen := fs.Uint64("generation", 0, "delete: only this generation of KEY (as show prints it)")
 	var run func(*store.Store, []string) error
 	switch cmd {
 	case "list":
@@ -57,7 +61,12 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	case "show":
 		run = func(s *store.Store, a []string) error { return show(s, a, stdout, *asJSON) }
 	case "delete":
-		run = func(s *store.Store, a []string) error { return del(s, a, stdout, *gc) }
+		run = func(s *store.Store, a []string) error {
+			if genSet(fs) {
+				return delGeneration(s, a, stdout, *gen, *gc)
+			}
+			return del(s, a, stdout, *gc)
+		}
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -87,6 +96,14 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 }
 
 var errUsage = errors.New("usage")
+
+// genSet reports whether -generation was given (0 is refused by the store
+// as a generation no key has).
+func genSet(fs *flag.FlagSet) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "generation" })
+	return set
+}
 
 // openExisting opens a store that already exists: store.Open would create
 // the store's directories in any writable directory it is given.

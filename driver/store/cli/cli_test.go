@@ -70,6 +70,11 @@ func TestRun(t *testing.T) {
 		{"show without key", nil, []string{"show", "-store", root}, 2, nil, "exactly one KEY"},
 		{"delete unknown key", nil, []string{"delete", "-store", root, "default/train@13/g/t/1"}, 1, nil, "nothing deleted"},
 		{"delete bad slot", nil, []string{"delete", "-store", root, "default/train@12/g/t/x"}, 1, nil, "slot"},
+		{"delete unknown generation", nil, []string{"delete", "-store", root, "-generation", "7", "default/train@12/g/t/1"}, 1, nil,
+			"-generation: no checkpoint: default/train@12/g/t/1 has no generation 7 (it has [1 2]); nothing deleted"},
+		{"delete generation 0", nil, []string{"delete", "-store", root, "-generation", "0", "default/train@12/g/t/1"}, 1, nil, "has no generation 0"},
+		{"delete bad generation", nil, []string{"delete", "-store", root, "-generation", "-1", "default/train@12/g/t/1"}, 2, nil, "-generation"},
+		{"delete generation of unknown key", nil, []string{"delete", "-store", root, "-generation", "1", "default/train@13/g/t/1"}, 1, nil, "nothing deleted"},
 		{"delete two keys", nil, []string{"delete", "-store", root, "default/resnet/g/t/0", "default/dp@40/worker/t/group"}, 2, nil, "exactly one KEY"},
 		{"no store", nil, []string{"list"}, 2, nil, "-store: no store given"},
 		{"not a store", nil, []string{"list", "-store", notAStore}, 1, nil, "not a caravan checkpoint store"},
@@ -140,6 +145,76 @@ func TestRunDelete(t *testing.T) {
 	}
 }
 
+// TestRunDeleteGeneration: a generation whose step holds every later
+// commit back as stale (an older driver let task meta set it) is dropped
+// with delete -generation; the generation before becomes the newest and the
+// key's real checkpoints are committed again.
+func TestRunDeleteGeneration(t *testing.T) {
+	for _, gc := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keep chunks", true: "gc"}[gc], func(t *testing.T) {
+			root := fixture(t)
+			s, err := store.Open(root, store.Options{ChunkSize: 4096})
+			must.NoError(t, err)
+			src := t.TempDir()
+			must.NoError(t, os.WriteFile(filepath.Join(src, "state"), []byte("poisoned"), 0o644))
+			ctx := context.Background()
+			_, _, err = s.Commit(ctx, allocKey, src, "client2", map[string]string{store.MetaStep: "9007199254740991", store.MetaSequence: "5"})
+			must.NoError(t, err)
+			real := map[string]string{store.MetaStep: "300", store.MetaSequence: "6"}
+			_, _, err = s.Commit(ctx, allocKey, src, "client1", real)
+			must.ErrorIs(t, err, store.ErrStale)
+
+			args := []string{"delete", "-store", root, "-generation", "3", allocKey.String()}
+			if gc {
+				args = append(args[:1], append([]string{"-gc"}, args[1:]...)...)
+			}
+			code, out, errOut := run(t, nil, args...)
+			must.Zero(t, code, must.Sprint(errOut))
+			must.StrContains(t, out, "deleted default/train@12/g/t/1 generation 3")
+			must.StrContains(t, out, "newest is now generation 2 (step 200, sequence 2)")
+			_, out, _ = run(t, nil, "show", "-store", root, allocKey.String())
+			must.StrNotContains(t, out, "9007199254740991")
+
+			_, _, err = s.Commit(ctx, allocKey, src, "client1", real)
+			must.NoError(t, err)
+			_, out, _ = run(t, nil, "list", "-store", root)
+			must.StrContains(t, out, "300")
+
+			// The key's last generations, one by one: the key goes.
+			for _, g := range []string{"1", "2"} {
+				code, _, errOut = run(t, nil, "delete", "-store", root, "-generation", g, allocKey.String())
+				must.Zero(t, code, must.Sprint(errOut))
+			}
+			code, out, errOut = run(t, nil, "delete", "-store", root, "-generation", "3", allocKey.String())
+			must.Zero(t, code, must.Sprint(errOut))
+			must.StrContains(t, out, "the key is gone")
+			_, out, _ = run(t, nil, "list", "-store", root)
+			must.StrNotContains(t, out, "default/train@12")
+		})
+	}
+}
+
+// TestRunShowQuotesTaskMeta: meta a task wrote is shown quoted when it
+// holds control characters or spaces, so it cannot send escape sequences to
+// the operator's terminal or forge columns.
+func TestRunShowQuotesTaskMeta(t *testing.T) {
+	root := t.TempDir()
+	s, err := store.Open(root, store.Options{ChunkSize: 4096})
+	must.NoError(t, err)
+	src := t.TempDir()
+	must.NoError(t, os.WriteFile(filepath.Join(src, "state"), []byte("x"), 0o644))
+	_, _, err = s.Commit(context.Background(), namedKey, src, "client1", map[string]string{
+		store.MetaSequence: "1", "loss": "\x1b[2J\x1b[31mowned", "note": "a b", "k\nx": "v",
+	})
+	must.NoError(t, err)
+	code, out, errOut := run(t, nil, "show", "-store", root, namedKey.String())
+	must.Zero(t, code, must.Sprint(errOut))
+	must.StrNotContains(t, out, "\x1b")
+	must.StrContains(t, out, `loss="\x1b[2J\x1b[31mowned"`)
+	must.StrContains(t, out, `note="a b"`)
+	must.StrContains(t, out, `"k\nx"=v`)
+}
+
 // TestRunDeleteBusy holds the key's lock as a commit does: delete refuses
 // and deletes nothing.
 func TestRunDeleteBusy(t *testing.T) {
@@ -152,6 +227,11 @@ func TestRunDeleteBusy(t *testing.T) {
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut, "checkpoint key in use")
 	must.StrContains(t, errOut, "nothing deleted")
+	must.Eq(t, before, tree(t, root))
+
+	code, _, errOut = run(t, nil, "delete", "-store", root, "-generation", "1", groupKey.String())
+	must.Eq(t, 1, code)
+	must.StrContains(t, errOut, "checkpoint key in use")
 	must.Eq(t, before, tree(t, root))
 }
 

@@ -7,9 +7,11 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/caravan-nomad/caravan/driver/store"
 )
@@ -56,8 +58,8 @@ func list(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tGENERATIONS\tNEWEST STEP\tSIZE\tCREATED\tNODE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, gensText(r.Generations), dash(r.Step),
-			store.HumanBytes(r.Bytes), r.Created.Format(time.RFC3339), r.Node)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, gensText(r.Generations), dash(printable(r.Step)),
+			store.HumanBytes(r.Bytes), r.Created.Format(time.RFC3339), printable(r.Node))
 	}
 	return tw.Flush()
 }
@@ -96,8 +98,8 @@ func show(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GENERATION\tCREATED\tNODE\tSTEP\tSEQUENCE\tSIZE\tFILES\tMETA")
 	for _, m := range ms {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Generation, m.Created.Format(time.RFC3339), m.Node,
-			dash(m.Meta[store.MetaStep]), dash(m.Meta[store.MetaSequence]), store.HumanBytes(m.TotalBytes), len(m.Files),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Generation, m.Created.Format(time.RFC3339), printable(m.Node),
+			dash(printable(m.Meta[store.MetaStep])), dash(printable(m.Meta[store.MetaSequence])), store.HumanBytes(m.TotalBytes), len(m.Files),
 			metaText(m.Meta))
 	}
 	return tw.Flush()
@@ -118,6 +120,11 @@ func del(s *store.Store, args []string, w io.Writer, gc bool) error {
 		return err
 	}
 	fmt.Fprintf(w, "deleted %s: %d generation(s)\n", key, n)
+	return freeChunks(s, w, gc)
+}
+
+// freeChunks runs a garbage collection now (gc), or says when one will.
+func freeChunks(s *store.Store, w io.Writer, gc bool) error {
 	if !gc {
 		fmt.Fprintln(w, "its chunks are freed by the next garbage collection (-gc to run one now)")
 		return nil
@@ -129,6 +136,32 @@ func del(s *store.Store, args []string, w io.Writer, gc bool) error {
 	}
 	fmt.Fprintln(w, "unreferenced chunks freed")
 	return nil
+}
+
+// delGeneration deletes one generation of a key.
+func delGeneration(s *store.Store, args []string, w io.Writer, gen uint64, gc bool) error {
+	key, err := oneKey(args)
+	if err != nil {
+		return err
+	}
+	err = s.DeleteGeneration(key, gen)
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return fmt.Errorf("%w; nothing deleted, try again when it is done", err)
+	case errors.Is(err, store.ErrNoCheckpoint):
+		return fmt.Errorf("-generation: %w; nothing deleted (see caravan checkpoint show %s)", err, key)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(w, "deleted %s generation %d\n", key, gen)
+	if ms, err := s.List(key); err == nil && len(ms) > 0 {
+		m := ms[len(ms)-1]
+		fmt.Fprintf(w, "newest is now generation %d (step %s, sequence %s)\n", m.Generation,
+			dash(printable(m.Meta[store.MetaStep])), dash(printable(m.Meta[store.MetaSequence])))
+	} else {
+		fmt.Fprintf(w, "it was the key's last generation: the key is gone\n")
+	}
+	return freeChunks(s, w, gc)
 }
 
 // gensText renders generations compactly: "3 (5..7)" or "1 (4)".
@@ -147,9 +180,21 @@ func metaText(meta map[string]string) string {
 		if k == store.MetaStep || k == store.MetaSequence {
 			continue
 		}
-		parts = append(parts, k+"="+meta[k])
+		parts = append(parts, printable(k)+"="+printable(meta[k]))
 	}
 	return dash(strings.Join(parts, " "))
+}
+
+// printable quotes a string the task wrote (manifest meta) when it holds
+// anything but printable characters without spaces, so it can neither
+// forge columns nor send escape sequences to the operator's terminal.
+func printable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func dash(s string) string {
