@@ -243,20 +243,11 @@ func (a *Adapter) Status(uuid string, sinceMicros uint64) (Status, error) {
 	if err := processErr(ret); err != nil {
 		return Status{}, fmt.Errorf("nvml: %s mps processes: %w", uuid, err)
 	}
-	procs := make([]Process, 0, len(compute)+len(mps))
-	index := make(map[uint32]int, len(compute)+len(mps))
-	add := func(infos []gonvml.ProcessInfo, isMPS bool) {
-		for _, p := range infos {
-			if i, ok := index[p.Pid]; ok {
-				procs[i].UsedMemoryBytes += p.UsedGpuMemory
-				continue
-			}
-			index[p.Pid] = len(procs)
-			procs = append(procs, Process{PID: p.Pid, UsedMemoryBytes: p.UsedGpuMemory, MPS: isMPS})
-		}
+	procs := mergeProcesses(compute, mps)
+	index := make(map[uint32]int, len(procs))
+	for i, p := range procs {
+		index[p.PID] = i
 	}
-	add(compute, false)
-	add(mps, true)
 
 	samples, ret := dev.GetProcessUtilization(sinceMicros)
 	if err := processErr(ret); err != nil {
@@ -272,6 +263,44 @@ func (a *Adapter) Status(uuid string, sinceMicros uint64) (Status, error) {
 	}
 	st.Processes = procs
 	return st, nil
+}
+
+// mergeProcesses lists each process once. Within one list a PID's entries
+// add up (one per instance it uses); across the two lists they are the same
+// process: NVML lists every MPS client in both, each time with its whole
+// memory, so the larger figure counts, and the process is marked MPS.
+func mergeProcesses(compute, mps []gonvml.ProcessInfo) []Process {
+	procs := listProcesses(compute, false)
+	index := make(map[uint32]int, len(procs)+len(mps))
+	for i, p := range procs {
+		index[p.PID] = i
+	}
+	for _, p := range listProcesses(mps, true) {
+		if i, ok := index[p.PID]; ok {
+			procs[i].UsedMemoryBytes = max(procs[i].UsedMemoryBytes, p.UsedMemoryBytes)
+			procs[i].MPS = true
+			continue
+		}
+		index[p.PID] = len(procs)
+		procs = append(procs, p)
+	}
+	return procs
+}
+
+// listProcesses turns one NVML process list into processes, a PID's
+// entries summed.
+func listProcesses(infos []gonvml.ProcessInfo, isMPS bool) []Process {
+	procs := make([]Process, 0, len(infos))
+	index := make(map[uint32]int, len(infos))
+	for _, p := range infos {
+		if i, ok := index[p.Pid]; ok {
+			procs[i].UsedMemoryBytes += p.UsedGpuMemory
+			continue
+		}
+		index[p.Pid] = len(procs)
+		procs = append(procs, Process{PID: p.Pid, UsedMemoryBytes: p.UsedGpuMemory, MPS: isMPS})
+	}
+	return procs
 }
 
 // processErr treats "not found" (no samples) and "not supported" as no

@@ -146,3 +146,53 @@ func TestAdapter_XidOnMIGInstance(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestAdapter_StatusMPSClientListedOnce: on a real H100 (driver 580.159.04,
+// 2026-11-24) NVML lists every MPS client in both the compute and the MPS
+// process lists, each with its full memory (nvidia-smi shows it once, as
+// "M+C"). The client is one process: its memory counts once, and it is
+// marked MPS. The MPS server itself is only in the compute list.
+func TestAdapter_StatusMPSClientListedOnce(t *testing.T) {
+	srv := dgxh100.New()
+	dev := srv.Devices[0].(*server.Device)
+	const mib = uint64(1) << 20
+	dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{
+			{Pid: 1202, UsedGpuMemory: 66 * mib}, // nvidia-cuda-mps-server
+			{Pid: 1213, UsedGpuMemory: 3638 * mib},
+			{Pid: 1214, UsedGpuMemory: 6710 * mib},
+		}, gonvml.SUCCESS
+	}
+	dev.GetMPSComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{
+			{Pid: 1213, UsedGpuMemory: 3638 * mib},
+			{Pid: 1214, UsedGpuMemory: 6710 * mib},
+		}, gonvml.SUCCESS
+	}
+	dev.GetProcessUtilizationFunc = func(uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
+		return nil, gonvml.ERROR_NOT_FOUND
+	}
+	notSupported(dev)
+	a, err := NewAdapter(srv)
+	must.NoError(t, err)
+	gpus, err := a.GPUs()
+	must.NoError(t, err)
+	st, err := a.Status(gpus[0].UUID, 0)
+	must.NoError(t, err)
+	must.Eq(t, []Process{
+		{PID: 1202, UsedMemoryBytes: 66 * mib},
+		{PID: 1213, UsedMemoryBytes: 3638 * mib, MPS: true},
+		{PID: 1214, UsedMemoryBytes: 6710 * mib, MPS: true},
+	}, st.Processes)
+}
+
+// notSupported makes the GPU-wide counters Status reads answer "not
+// supported", for tests about its process list.
+func notSupported(dev *server.Device) {
+	dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) {
+		return 0, gonvml.ERROR_NOT_SUPPORTED
+	}
+}
