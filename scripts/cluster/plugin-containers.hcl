@@ -18,10 +18,7 @@ plugin "docker" {
       image = false
     }
 
-    # The caravan device plugin's MPS pipe and log directories are bind
-    # mounts; the alloc's shared directory is mounted by Nomad itself.
-    volumes {
-      enabled = true
-    }
+    # The device plugin's MPS directories reach the container as device
+    # mounts, which need no `volumes { enabled = true }`.
   }
 }
