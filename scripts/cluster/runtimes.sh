@@ -161,9 +161,25 @@ load_images() {
 
 stop_runtimes() {
   local a
+  # dockerd stops its containers on the way down; podman's service leaves
+  # them to conmon, so stop them first (Nomad normally has already).
+  if alive podman; then
+    timeout 30 podman --remote --url "unix://$podman_sock" stop --all --time 5 >/dev/null 2>&1 || true
+  fi
   for a in podman dockerd; do
     alive "$a" && log "stopping $a"
     stop_agent "$a"
+  done
+  unmount_under "$rt_dir"
+}
+
+# unmount_under DIR unmounts what the runtimes left mounted below DIR (podman
+# keeps its overlay directory bind-mounted on itself), deepest first, so the
+# cluster dir can be removed.
+unmount_under() {
+  local m
+  awk -v d="$1/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
 }
 
