@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -31,6 +32,7 @@ const (
 	vendor       = "caravan"
 	task         = "worker"
 	containerJob = "e2e/containers/testdata/gpu-fraction-container.nomad.hcl"
+	trainerJob   = "e2e/containers/testdata/trainer-container.nomad.hcl"
 	hostJob      = "jobspecs/gpu-fraction.nomad.hcl"
 	probeImage   = "localhost/caravan-envprobe:local"
 	runtimeMeta  = "caravan.container_runtime"
@@ -42,14 +44,14 @@ var runtimes = []struct{ name, client string }{
 	{"podman", "client2"},
 }
 
-// loadImages builds the probe image (cached under build/images) and loads
+// loadImages builds the images (cached under build/images) and loads
 // build/images/ into the cluster's runtimes.
 func loadImages(t *testing.T, c *harness.C) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for _, args := range [][]string{
-		{filepath.Join(c.Root, "scripts", "build-images.sh"), "caravan-envprobe"},
+		{filepath.Join(c.Root, "scripts", "build-images.sh")},
 		{filepath.Join(c.Root, "scripts", "cluster.sh"), "images"},
 	} {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
@@ -259,6 +261,32 @@ func TestContainers_MissingImage(t *testing.T) {
 				must.StrContains(t, joined, "Failed to pull `"+image+"`")
 				c.StopJob(t, jobID)
 			}
+		})
+	}
+}
+
+var finalLine = regexp.MustCompile(`(?m)^final step=\d+ .*params_sha256=[0-9a-f]{64}$`)
+
+// TestContainers_TrainerImage: the FROM scratch trainer image, run to its
+// last step by Nomad under dockerd and under podman, ends with parameters
+// bit for bit equal to the same training run as a host process.
+func TestContainers_TrainerImage(t *testing.T) {
+	c := harness.Cluster(t)
+	loadImages(t, c)
+	args := []string{"trainer", "-steps", "300", "-log-every", "0"}
+	out, err := exec.Command(c.Bin, args...).CombinedOutput()
+	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
+	want := finalLine.FindString(string(out))
+	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
+	argVar := fmt.Sprintf("trainer_args=[%q,%q,%q,%q,%q]", args[0], args[1], args[2], args[3], args[4])
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			requireRuntime(t, c, rt.client, rt.name)
+			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+rt.name, "node="+rt.client, argVar)
+			stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
+			c.WaitAllocStatus(t, stubs[0].ID, "complete", 3*time.Minute)
+			got := finalLine.FindString(c.Logs(t, stubs[0].ID, "trainer", "stdout"))
+			must.Eq(t, want, got, must.Sprintf("the %s container's final line against the host process's", rt.name))
 		})
 	}
 }
