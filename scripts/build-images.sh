@@ -2,9 +2,10 @@
 # Builds caravan's container images here, never pulling anything, into
 # build/images/<name>.tar (a docker-archive that both `docker load` and
 # `podman load` read; scripts/cluster.sh loads every tarball there into the
-# cluster's dockerd and podman). An image whose inputs (its Containerfile and
-# the files copied into it) hash as in build/images/<name>.sha256 is not
-# rebuilt.
+# cluster's dockerd and podman). An image whose inputs hash as in
+# build/images/<name>.sha256 is not rebuilt, nor its binary: the inputs are
+# the Containerfile, the Go version, go.mod and go.sum, and every source and
+# embedded file of the packages the binary is built from (`go list -deps`).
 #
 #   scripts/build-images.sh            all images
 #   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe
@@ -57,34 +58,57 @@ export CONTAINERS_STORAGE_CONF=$store/storage.conf CONTAINERS_REGISTRIES_CONF=$s
 # A pull, were one ever attempted, goes to a closed loopback port.
 export HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=""
 
-# stage NAME CTX writes the image's Containerfile and files into CTX.
-stage() {
-  local name=$1 ctx=$2
-  case "$name" in
-    caravan-trainer)
-      (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/caravan" .)
-      printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' >"$ctx/Containerfile"
-      ;;
-    caravan-envprobe)
-      (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/envprobe" ./e2e/containers/envprobe)
-      printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' >"$ctx/Containerfile"
-      ;;
-    *) echo "build-images: unknown image '$name' (want one of: ${all[*]})" >&2; exit 2 ;;
+# pkg_of NAME prints the Go package of the image's binary; containerfile_of
+# NAME its Containerfile.
+pkg_of() {
+  case "$1" in
+    caravan-trainer) echo . ;;
+    caravan-envprobe) echo ./e2e/containers/envprobe ;;
+    *) echo "build-images: unknown image '$1' (want one of: ${all[*]})" >&2; exit 2 ;;
+  esac
+}
+containerfile_of() {
+  case "$1" in
+    caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
+    caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
   esac
 }
 
+# inputs_key NAME hashes what the image is made from, without building it.
+inputs_key() {
+  local pkg
+  pkg=$(pkg_of "$1")
+  (
+    cd "$root"
+    containerfile_of "$1"
+    go version
+    cat go.mod go.sum
+    CGO_ENABLED=0 go list -deps -f '{{if not .Standard}}{{.Dir}}{{"\t"}}{{join .GoFiles " "}} {{join .EmbedFiles " "}}{{end}}' "$pkg" |
+      while IFS=$'\t' read -r d files; do
+        [[ -n $d ]] || continue
+        echo "$d"
+        # Module cache directories are immutable: their path names them.
+        [[ $d == "$root"* ]] || continue
+        for f in $files; do sha256sum "$d/$f"; done
+      done
+  ) | sha256sum | cut -d' ' -f1
+}
+
+for name in "${names[@]}"; do pkg_of "$name" >/dev/null; done
+
 for name in "${names[@]}"; do
   start=$SECONDS
+  sum=$(inputs_key "$name")
+  if [[ -f $out/$name.tar && $(cat "$out/$name.sha256" 2>/dev/null) == "$sum" ]]; then
+    echo "==> image localhost/$name:local: cached (inputs $sum), $((SECONDS - start))s"
+    continue
+  fi
   ctx=$out/.ctx/$name
   rm -rf "$ctx"
   mkdir -p "$ctx"
-  stage "$name" "$ctx"
-  sum=$(cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-  if [[ -f $out/$name.tar && $(cat "$out/$name.sha256" 2>/dev/null) == "$sum" ]]; then
-    echo "==> image $name:local: cached (inputs $sum), $((SECONDS - start))s"
-    rm -rf "$ctx"
-    continue
-  fi
+  bin=$(containerfile_of "$name" | awk '$1 == "COPY" {print $2}')
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/$bin" "$(pkg_of "$name")")
+  containerfile_of "$name" >"$ctx/Containerfile"
   # --timestamp 0 makes the image's bytes depend on its inputs only.
   podman build -q --timestamp 0 --pull=never -f "$ctx/Containerfile" -t "$name:local" "$ctx" >/dev/null
   rm -f "$out/$name.tar.tmp"
@@ -93,5 +117,6 @@ for name in "${names[@]}"; do
   mv -f "$out/$name.tar.tmp" "$out/$name.tar"
   echo "$sum" >"$out/$name.sha256"
   rm -rf "$ctx"
-  echo "==> image $name:local: built build/images/$name.tar in $((SECONDS - start))s"
+  echo "==> image localhost/$name:local: built build/images/$name.tar in $((SECONDS - start))s"
 done
+rmdir "$out/.ctx" 2>/dev/null || true
