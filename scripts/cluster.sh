@@ -4,7 +4,7 @@
 # all on 127.0.0.1, with the caravan plugins loaded from
 # $CARAVAN_CLUSTER_DIR/plugins.
 #
-#   scripts/cluster.sh up|down|status|env
+#   scripts/cluster.sh up|down|status|env|images
 #
 # Environment:
 #   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
@@ -15,6 +15,13 @@
 #   CARAVAN_CLIENTS      Nomad clients, 1 to 8 (default 2), each with two
 #                        simulated GPUs; `up` on a running cluster with
 #                        another count restarts it.
+#
+# Container runtimes: `up` also starts a loopback-only dockerd (no bridge, no
+# iptables) and podman's API service, each with its state, exec root and
+# socket under the cluster dir (scripts/cluster/runtimes.sh), and loads the
+# images of build/images/ (scripts/build-images.sh) into both. Neither can
+# pull: their proxy is a closed loopback port. CARAVAN_RUNTIMES=none starts
+# neither (the clients then deny the docker driver).
 #
 # Every agent starts with CARAVAN_CLUSTER_MARK=<cluster dir> in its
 # environment, which its plugins, executors, logmon and tasks inherit; `down`
@@ -29,6 +36,7 @@ dir=$(cd "$dir" && pwd)
 base=${CARAVAN_PORT_BASE:-14600}
 bin=$root/build/bin
 nclients=${CARAVAN_CLIENTS:-2}
+runtimes=${CARAVAN_RUNTIMES:-auto}
 
 if ! [[ "$base" =~ ^[0-9]+$ ]] || (( base < 1024 || base > 19900 )); then
   echo "cluster: CARAVAN_PORT_BASE must be a number from 1024 to 19900, got '$base'" >&2
@@ -41,6 +49,8 @@ fi
 clients=()
 for ((i = 1; i <= nclients; i++)); do clients+=("client$i"); done
 agents=(consul server "${clients[@]}")
+# shellcheck source=scripts/cluster/runtimes.sh
+source "$root/scripts/cluster/runtimes.sh"
 
 consul_http=$base
 server_http=$((base + 10))
@@ -87,6 +97,8 @@ render() {
       -e "s|@P_DEVICE_METRICS@|$((chttp + 4))|g" \
       -e "s|@P_DYN_MIN@|$dmin|g" \
       -e "s|@P_DYN_MAX@|$((dmin + span - 1))|g" \
+      -e "s|@DRIVER_DENYLIST@|$(denylist)|g" \
+      -e "s|@CONTAINER_RUNTIME@|$(runtime_of "$node")|g" \
       "$tmpl"
 }
 
@@ -125,6 +137,7 @@ cmd_up() {
   local had
   had=$(cat "$dir/clients" 2>/dev/null || echo 2)
   if (( n == ${#agents[@]} )) && [[ $had == "$nclients" ]]; then
+    start_runtimes
     log "already running (Nomad $NOMAD_ADDR, Consul http://$CONSUL_HTTP_ADDR)"
     return 0
   fi
@@ -138,7 +151,7 @@ cmd_up() {
   fi
 
   mkdir -p "$dir"/{config,logs,pids,plugins,checkpoints,server}
-  for n in "${clients[@]}"; do mkdir -p "$dir/$n"; done
+  for n in "${clients[@]}"; do mkdir -p "$dir/$n" "$dir/mps/$n/pipe" "$dir/mps/$n/log"; done
   echo "$nclients" >"$dir/clients"
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
@@ -154,8 +167,11 @@ cmd_up() {
       render "$root/scripts/cluster/client.hcl" "$n"
       render "$root/scripts/cluster/plugin-device.hcl" "$n"
       render "$root/scripts/cluster/plugin-driver.hcl" "$n"
+      render_runtimes "$n"
     } >"$dir/config/$n.hcl"
   done
+
+  start_runtimes
 
   log "starting Consul (http://$CONSUL_HTTP_ADDR)"
   start consul "$bin/consul" agent -dev -config-file="$dir/config/consul.hcl"
@@ -249,6 +265,7 @@ cmd_down() {
     alive "$a" && log "stopping $a"
     stop_agent "$a"
   done
+  stop_runtimes
   local left
   left=$(owned_pids)
   if [[ -n $left ]]; then
@@ -267,6 +284,7 @@ cmd_status() {
   for a in "${agents[@]}"; do
     if alive "$a"; then echo "$a: running (pid $(pid_of "$a"))"; else echo "$a: stopped"; fi
   done
+  status_runtimes
   echo "Nomad: $NOMAD_ADDR  Consul: http://$CONSUL_HTTP_ADDR  dir: $dir"
 }
 
@@ -280,5 +298,6 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  *) echo "usage: scripts/cluster.sh up|down|status|env" >&2; exit 2 ;;
+  images) load_images ;;
+  *) echo "usage: scripts/cluster.sh up|down|status|env|images" >&2; exit 2 ;;
 esac

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the e2e tests need beyond Go and the
-# agents, if it is missing: chromium (the browser test of the Nomad UI) and
-# python3-torch (the PyTorch jobspec's end-to-end run, on CPU).
+# agents, if it is missing: chromium (the browser test of the Nomad UI),
+# python3-torch (the PyTorch jobspec's end-to-end run, on CPU), and the two
+# container runtimes of the container e2e tests: docker.io (dockerd, which
+# scripts/cluster.sh starts loopback-only) and podman (with runc, which the
+# podman driver uses here: crun fails on cgroups v1 hybrid mode).
 set -euo pipefail
 chromium=${CARAVAN_CHROMIUM:-/usr/bin/chromium}
 missing=()
 [[ -x $chromium ]] || missing+=(chromium)
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
+# A docker client alone (some images ship one) is not enough: the cluster
+# starts Debian's daemon.
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
 (( ${#missing[@]} )) || exit 0
 
 sudo=""
@@ -15,6 +23,9 @@ if [[ $(id -u) != 0 ]]; then
   sudo=sudo
 fi
 echo "==> installing Debian's ${missing[*]} for the e2e tests"
+start=$SECONDS
 $sudo apt-get update -qq
+# docker.io's maintainer scripts try to start the daemon through the init
+# system; there is none to ask here, and scripts/cluster.sh starts its own.
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "==> installed ${missing[*]}"
+echo "==> installed ${missing[*]} in $((SECONDS - start))s"

@@ -26,6 +26,14 @@ plugin "raw_exec" {
   }
 }
 
+# Container tasks (Nomad's docker driver) get the same reservation as host
+# tasks: the GPU env, and the MPS pipe and log directories as bind mounts.
+# Keep the docker driver's default nvidia_runtime = "nvidia" (the NVIDIA
+# container toolkit's runtime, registered with dockerd): the driver switches
+# a task to it whenever the task's device env has NVIDIA_VISIBLE_DEVICES.
+# Only a machine without GPUs (caravan's local cluster, simulated GPUs) sets
+# nvidia_runtime = "runc" in its plugin "docker" block.
+
 # Fractional GPUs through NVML (device/README.md).
 plugin "caravan-gpu" {
   args = ["device"]

@@ -32,13 +32,17 @@ client {
 
   meta {
     "caravan.node" = "@NODE@"
+    # What runs this client's docker-driver tasks: docker, podman or none
+    # (scripts/cluster/runtimes.sh).
+    "caravan.container_runtime" = "@CONTAINER_RUNTIME@"
   }
 
   options {
     # Without this list the client probes cloud metadata addresses.
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-    # No Docker engine, QEMU or Java here: skip their drivers.
-    "driver.denylist" = "docker,qemu,java"
+    # No QEMU or Java here: skip their drivers. Docker is denied too when
+    # the cluster runs no dockerd (scripts/cluster/runtimes.sh).
+    "driver.denylist" = "@DRIVER_DENYLIST@"
   }
 }
 

@@ -20,6 +20,15 @@ plugin "caravan-gpu" {
       recovery_period = "20s"
     }
 
+    # Tasks get the CUDA_MPS_* pipe and log directories, bind-mounted into
+    # containers. No MPS control daemon runs here (the GPUs are simulated):
+    # the directories, which scripts/cluster.sh creates, stand in for its.
+    mps {
+      enabled  = true
+      pipe_dir = "@CLUSTER_DIR@/mps/@NODE@/pipe"
+      log_dir  = "@CLUSTER_DIR@/mps/@NODE@/log"
+    }
+
     simulated {
       seed     = "@CLUSTER_DIR@/@NODE@"
       xid_file = "@CLUSTER_DIR@/xid-@NODE@"

@@ -1,0 +1,292 @@
+// Package containers_test runs container tasks on the real local cluster:
+// Nomad's docker driver, whose containers run under dockerd on client1 and
+// under podman (its Docker-compatible API service) on client2, with images
+// built here (scripts/build-images.sh) and never pulled. The GPUs are the
+// device plugin's simulated ones.
+//
+// A missing runtime fails these tests: `make e2e` installs both
+// (scripts/install-e2e-deps.sh) and scripts/cluster.sh starts them.
+package containers_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+const (
+	vendor       = "caravan"
+	task         = "worker"
+	containerJob = "e2e/containers/testdata/gpu-fraction-container.nomad.hcl"
+	trainerJob   = "e2e/containers/testdata/trainer-container.nomad.hcl"
+	hostJob      = "jobspecs/gpu-fraction.nomad.hcl"
+	probeImage   = "localhost/caravan-envprobe:local"
+	runtimeMeta  = "caravan.container_runtime"
+)
+
+// runtimes are the clients' container runtimes (scripts/cluster/runtimes.sh).
+var runtimes = []struct{ name, client string }{
+	{"docker", "client1"},
+	{"podman", "client2"},
+}
+
+// loadImages builds the images (cached under build/images) and loads
+// build/images/ into the cluster's runtimes.
+func loadImages(t *testing.T, c *harness.C) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{
+		{filepath.Join(c.Root, "scripts", "build-images.sh")},
+		{filepath.Join(c.Root, "scripts", "cluster.sh"), "images"},
+	} {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = c.Root
+		cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+c.Dir)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		must.NoError(t, cmd.Run(), must.Sprintf("%s: %s", strings.Join(args, " "), out.String()))
+	}
+}
+
+// requireRuntime fails (never skips) unless the client's docker driver is
+// detected and healthy and its containers run under the named runtime.
+func requireRuntime(t *testing.T, c *harness.C, client, runtime string) harness.Client {
+	t.Helper()
+	cl := c.Client(t, client)
+	node, _, err := c.Nomad.Nodes().Info(cl.NodeID, nil)
+	must.NoError(t, err)
+	if got := node.Meta[runtimeMeta]; got != runtime {
+		t.Fatalf("%s: node meta %s is %q, want %q: the cluster runs no %s (started with CARAVAN_RUNTIMES=none, "+
+			"or dockerd/podman are missing: make e2e-deps installs them)", client, runtimeMeta, got, runtime, runtime)
+	}
+	harness.Eventually(t, time.Minute, func() error {
+		node, _, err := c.Nomad.Nodes().Info(cl.NodeID, nil)
+		if err != nil {
+			return err
+		}
+		d := node.Drivers["docker"]
+		if d == nil || !d.Detected || !d.Healthy {
+			return fmt.Errorf("%s: the docker driver (runtime %s) is not healthy: %+v", client, runtime, d)
+		}
+		return nil
+	})
+	return cl
+}
+
+// requireQuietGPUs waits until no allocation holds GPU shares on the node:
+// the placement assertions assume idle GPUs.
+func requireQuietGPUs(t *testing.T, c *harness.C, nodeID string) {
+	t.Helper()
+	harness.Eventually(t, time.Minute, func() error {
+		allocs, _, err := c.Nomad.Nodes().Allocations(nodeID, nil)
+		if err != nil {
+			return err
+		}
+		for _, a := range allocs {
+			if a.ClientTerminalStatus() || a.AllocatedResources == nil {
+				continue
+			}
+			for _, tr := range a.AllocatedResources.Tasks {
+				for _, d := range tr.Devices {
+					if d.Vendor == vendor {
+						return fmt.Errorf("allocation %s of job %s holds GPU shares on the node", a.ID, a.JobID)
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// runningAlloc runs a jobspec and waits for its one allocation to run.
+func runningAlloc(t *testing.T, c *harness.C, path string, vars ...string) *nomadapi.Allocation {
+	t.Helper()
+	jobID := c.RunJob(t, path, vars...)
+	stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
+	return c.WaitAllocStatus(t, stubs[0].ID, "running", 2*time.Minute)
+}
+
+// gpuOf returns the single device assignment of the allocation's task.
+func gpuOf(t *testing.T, a *nomadapi.Allocation) *nomadapi.AllocatedDeviceResource {
+	t.Helper()
+	devs := a.AllocatedResources.Tasks[task].Devices
+	must.Len(t, 1, devs, must.Sprintf("allocation %s", a.ID))
+	must.Eq(t, vendor, devs[0].Vendor)
+	return devs[0]
+}
+
+// taskOutput waits for the task's printed environment (the probe ends it
+// with ENVPROBE_DONE=1; the host job's `env` has CARAVAN_GPU_RESERVATION)
+// and parses NAME=value lines; other lines are returned as they are.
+func taskOutput(t *testing.T, c *harness.C, allocID, until string) (map[string]string, []string) {
+	t.Helper()
+	env := map[string]string{}
+	var other []string
+	harness.Eventually(t, time.Minute, func() error {
+		out, err := c.CLI(t, "alloc", "logs", allocID, task)
+		if err != nil {
+			return err
+		}
+		other = other[:0]
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "PATH ") {
+				other = append(other, line)
+			} else if k, v, ok := strings.Cut(line, "="); ok {
+				env[k] = v
+			}
+		}
+		if env[until] == "" {
+			return fmt.Errorf("no %s in the task's output yet", until)
+		}
+		return nil
+	})
+	return env, other
+}
+
+// gpuEnv keeps the variables caravan's device plugin sets.
+func gpuEnv(env map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if strings.HasPrefix(k, "CARAVAN_GPU_") || strings.HasPrefix(k, "CUDA_") || strings.HasPrefix(k, "NVIDIA_") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func keys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// TestContainers_FractionalGPU: two 2-share container tasks on one simulated
+// GPU see what a host task sees: the same variables, the same limits and MPS
+// directories (bind-mounted into the container), and their own GPU and
+// shares; under dockerd and under podman.
+func TestContainers_FractionalGPU(t *testing.T) {
+	c := harness.Cluster(t)
+	loadImages(t, c)
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			cl := requireRuntime(t, c, rt.client, rt.name)
+			requireQuietGPUs(t, c, cl.NodeID)
+			pipeDir := filepath.Join(c.Dir, "mps", rt.client, "pipe")
+			logDir := filepath.Join(c.Dir, "mps", rt.client, "log")
+			paths := fmt.Sprintf(`probe_paths=[%q,%q]`, pipeDir, logDir)
+
+			a := runningAlloc(t, c, containerJob, "job_name=e2e-ctr-"+rt.name+"-a", "node="+rt.client, paths)
+			b := runningAlloc(t, c, containerJob, "job_name=e2e-ctr-"+rt.name+"-b", "node="+rt.client, paths)
+			// GPU 0 is full: the host task gets GPU 1, by the same rules.
+			h := runningAlloc(t, c, hostJob, "job_name=e2e-ctr-"+rt.name+"-host", "node="+rt.client, "shares=2")
+			ga, gb, gh := gpuOf(t, a), gpuOf(t, b), gpuOf(t, h)
+			must.Eq(t, ga.Name, gb.Name, must.Sprint("both container fractions on one GPU"))
+			must.NotEq(t, ga.Name, gh.Name)
+
+			hostEnv, _ := taskOutput(t, c, h.ID, "CARAVAN_GPU_RESERVATION")
+			host := gpuEnv(hostEnv)
+			must.Eq(t, pipeDir, host["CUDA_MPS_PIPE_DIRECTORY"])
+			must.Eq(t, logDir, host["CUDA_MPS_LOG_DIRECTORY"])
+			var tokens []string
+			for _, alloc := range []*nomadapi.Allocation{a, b} {
+				dev := gpuOf(t, alloc)
+				all, lines := taskOutput(t, c, alloc.ID, "ENVPROBE_DONE")
+				env := gpuEnv(all)
+				must.Eq(t, keys(host), keys(env), must.Sprint("a container sees the variables a host task sees"))
+				ids := slices.Clone(dev.DeviceIDs)
+				sort.Strings(ids)
+				must.Eq(t, dev.Name, env["CUDA_VISIBLE_DEVICES"])
+				must.Eq(t, dev.Name, env["NVIDIA_VISIBLE_DEVICES"])
+				must.Eq(t, strings.Join(ids, ","), env["CARAVAN_GPU_SHARE_IDS"])
+				must.NotEq(t, "", env["CARAVAN_GPU_RESERVATION"])
+				tokens = append(tokens, env["CARAVAN_GPU_RESERVATION"])
+				for _, k := range []string{
+					"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+					"CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
+					"CARAVAN_GPU_MEMORY_FRACTION", "CARAVAN_GPU_MEMORY_LIMIT_BYTES",
+					"CARAVAN_GPU_COMPUTE_PERCENT", "CARAVAN_GPU_BACKEND",
+				} {
+					must.Eq(t, host[k], env[k], must.Sprintf("%s in the %s container", k, rt.name))
+				}
+				must.Eq(t, "50", env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
+				must.Eq(t, "0=20480M", env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"])
+				must.Eq(t, "simulated", env["CARAVAN_GPU_BACKEND"])
+				// The MPS directories are mounted, not just named.
+				must.SliceContains(t, lines, fmt.Sprintf("PATH %s dir=true err=<nil>", pipeDir))
+				must.SliceContains(t, lines, fmt.Sprintf("PATH %s dir=true err=<nil>", logDir))
+			}
+			must.NotEq(t, tokens[0], tokens[1])
+		})
+	}
+}
+
+// TestContainers_MissingImage: an image that is not in the runtime's store
+// fails the task at once with an error naming it; the pull it attempts goes
+// to a closed loopback port (the runtimes' proxy), never off the machine.
+func TestContainers_MissingImage(t *testing.T) {
+	c := harness.Cluster(t)
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			requireRuntime(t, c, rt.client, rt.name)
+			for _, image := range []string{"localhost/caravan-missing:local", "caravan-missing:1"} {
+				jobID := c.RunJob(t, containerJob, "job_name=e2e-ctr-missing-"+rt.name, "node="+rt.client,
+					"image="+image, "shares=1")
+				start := time.Now()
+				stubs := c.WaitAllocs(t, jobID, time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
+				alloc := c.WaitAllocStatus(t, stubs[0].ID, "failed", time.Minute)
+				var msgs []string
+				for _, ev := range alloc.TaskStates[task].Events {
+					msgs = append(msgs, ev.Type+": "+ev.DisplayMessage)
+				}
+				joined := strings.Join(msgs, "\n")
+				t.Logf("%s, %s, failed after %s:\n%s", rt.name, image, time.Since(start).Round(time.Millisecond), joined)
+				must.StrContains(t, joined, "Failed to pull `"+image+"`")
+				c.StopJob(t, jobID)
+			}
+		})
+	}
+}
+
+var finalLine = regexp.MustCompile(`(?m)^final step=\d+ .*params_sha256=[0-9a-f]{64}$`)
+
+// TestContainers_TrainerImage: the FROM scratch trainer image, run to its
+// last step by Nomad under dockerd and under podman, ends with parameters
+// bit for bit equal to the same training run as a host process.
+func TestContainers_TrainerImage(t *testing.T) {
+	c := harness.Cluster(t)
+	loadImages(t, c)
+	args := []string{"trainer", "-steps", "300", "-log-every", "0"}
+	out, err := exec.Command(c.Bin, args...).CombinedOutput()
+	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
+	want := finalLine.FindString(string(out))
+	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
+	argVar := fmt.Sprintf("trainer_args=[%q,%q,%q,%q,%q]", args[0], args[1], args[2], args[3], args[4])
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			requireRuntime(t, c, rt.client, rt.name)
+			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+rt.name, "node="+rt.client, argVar)
+			stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
+			c.WaitAllocStatus(t, stubs[0].ID, "complete", 3*time.Minute)
+			got := finalLine.FindString(c.Logs(t, stubs[0].ID, "trainer", "stdout"))
+			must.Eq(t, want, got, must.Sprintf("the %s container's final line against the host process's", rt.name))
+		})
+	}
+}

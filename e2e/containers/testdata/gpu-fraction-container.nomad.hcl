@@ -1,0 +1,88 @@
+# A fraction of one GPU in a container: jobspecs/gpu-fraction.nomad.hcl with
+# Nomad's docker driver and the locally built envprobe image (a FROM scratch
+# image that prints its environment and which of its arguments are
+# directories, then sleeps). The client the job is pinned to decides the
+# runtime: dockerd or podman (node meta caravan.container_runtime).
+
+variable "job_name" {
+  type    = string
+  default = "gpu-fraction-container"
+}
+
+variable "shares" {
+  type    = number
+  default = 2
+}
+
+variable "node" {
+  type = string
+}
+
+variable "image" {
+  description = "A local image (built by scripts/build-images.sh); never pulled."
+  type        = string
+  default     = "localhost/caravan-envprobe:local"
+}
+
+variable "probe_paths" {
+  description = "Paths the probe reports on (the MPS directories)."
+  type        = list(string)
+  default     = []
+}
+
+job "gpu-fraction-container" {
+  id          = var.job_name
+  name        = var.job_name
+  type        = "batch"
+  datacenters = ["dc1"]
+
+  constraint {
+    attribute = "${node.unique.name}"
+    value     = var.node
+  }
+
+  group "train" {
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+
+    task "worker" {
+      driver = "docker"
+
+      config {
+        image        = var.image
+        args         = var.probe_paths
+        network_mode = "none"
+        # A missing image fails at once rather than waiting on a registry.
+        image_pull_timeout = "30s"
+      }
+
+      resources {
+        cpu    = 50
+        memory = 32
+
+        device "caravan/gpushare" {
+          count = var.shares
+
+          constraint {
+            attribute = "${device.attr.shares}"
+            value     = "4"
+          }
+
+          affinity {
+            attribute = "${device.attr.index}"
+            operator  = "<="
+            value     = "0"
+            weight    = 100
+          }
+        }
+      }
+    }
+  }
+}

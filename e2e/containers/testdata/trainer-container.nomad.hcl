@@ -1,0 +1,58 @@
+# caravan's trainer in the locally built FROM scratch image
+# (localhost/caravan-trainer:local, scripts/build-images.sh), run to its
+# last step by Nomad's docker driver on the pinned client; the client decides
+# the runtime (dockerd or podman). No checkpointing: the final line carries
+# the parameters' SHA-256.
+
+variable "job_name" {
+  type    = string
+  default = "trainer-container"
+}
+
+variable "node" {
+  type = string
+}
+
+variable "trainer_args" {
+  type    = list(string)
+  default = ["trainer", "-steps", "300", "-log-every", "0"]
+}
+
+job "trainer-container" {
+  id          = var.job_name
+  name        = var.job_name
+  type        = "batch"
+  datacenters = ["dc1"]
+
+  constraint {
+    attribute = "${node.unique.name}"
+    value     = var.node
+  }
+
+  group "train" {
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+
+    task "trainer" {
+      driver = "docker"
+
+      config {
+        image        = "localhost/caravan-trainer:local"
+        args         = var.trainer_args
+        network_mode = "none"
+      }
+
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+    }
+  }
+}

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Builds caravan's container images here, never pulling anything, into
+# build/images/<name>.tar (a docker-archive that both `docker load` and
+# `podman load` read; scripts/cluster.sh loads every tarball there into the
+# cluster's dockerd and podman). An image whose inputs hash as in
+# build/images/<name>.sha256 is not rebuilt, nor its binary: the inputs are
+# the Containerfile, the Go version, go.mod and go.sum, and every source and
+# embedded file of the packages the binary is built from (`go list -deps`).
+#
+#   scripts/build-images.sh            all images
+#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe
+#
+# Images (every one FROM scratch, with static CGO_ENABLED=0 Go binaries):
+#   localhost/caravan-trainer:local   /caravan, the caravan binary (its trainer runs as
+#                                     `caravan trainer`); ENTRYPOINT /caravan
+#   localhost/caravan-envprobe:local  /envprobe (e2e/containers/envprobe): prints its
+#                                     environment, for the container e2e tests
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$root/build/images
+all=(caravan-trainer caravan-envprobe)
+names=("$@")
+(( ${#names[@]} )) || names=("${all[@]}")
+
+command -v podman >/dev/null || {
+  echo "build-images: podman is missing; run 'make e2e-deps' (scripts/install-e2e-deps.sh)" >&2
+  exit 1
+}
+mkdir -p "$out"
+
+# Builds use a storage of their own under build/, not the cluster's: the
+# tarball is what the cluster loads. No registry is configured, so FROM
+# scratch is the only base there is.
+store=$out/.store
+mkdir -p "$store"/{root,run,tmp}
+cat >"$store/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$store/root"
+runroot = "$store/run"
+EOF
+cat >"$store/registries.conf" <<EOF
+unqualified-search-registries = []
+short-name-mode = "disabled"
+EOF
+cat >"$store/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "none"
+tmp_dir = "$store/tmp"
+EOF
+export CONTAINERS_STORAGE_CONF=$store/storage.conf CONTAINERS_REGISTRIES_CONF=$store/registries.conf \
+  CONTAINERS_CONF=$store/containers.conf
+# A pull, were one ever attempted, goes to a closed loopback port.
+export HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=""
+
+# pkg_of NAME prints the Go package of the image's binary; containerfile_of
+# NAME its Containerfile.
+pkg_of() {
+  case "$1" in
+    caravan-trainer) echo . ;;
+    caravan-envprobe) echo ./e2e/containers/envprobe ;;
+    *) echo "build-images: unknown image '$1' (want one of: ${all[*]})" >&2; exit 2 ;;
+  esac
+}
+containerfile_of() {
+  case "$1" in
+    caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
+    caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
+  esac
+}
+
+# inputs_key NAME hashes what the image is made from, without building it.
+inputs_key() {
+  local pkg
+  pkg=$(pkg_of "$1")
+  (
+    cd "$root"
+    containerfile_of "$1"
+    go version
+    cat go.mod go.sum
+    CGO_ENABLED=0 go list -deps -f '{{if not .Standard}}{{.Dir}}{{"\t"}}{{join .GoFiles " "}} {{join .EmbedFiles " "}}{{end}}' "$pkg" |
+      while IFS=$'\t' read -r d files; do
+        [[ -n $d ]] || continue
+        echo "$d"
+        # Module cache directories are immutable: their path names them.
+        [[ $d == "$root"* ]] || continue
+        for f in $files; do sha256sum "$d/$f"; done
+      done
+  ) | sha256sum | cut -d' ' -f1
+}
+
+for name in "${names[@]}"; do pkg_of "$name" >/dev/null; done
+
+for name in "${names[@]}"; do
+  start=$SECONDS
+  sum=$(inputs_key "$name")
+  if [[ -f $out/$name.tar && $(cat "$out/$name.sha256" 2>/dev/null) == "$sum" ]]; then
+    echo "==> image localhost/$name:local: cached (inputs $sum), $((SECONDS - start))s"
+    continue
+  fi
+  ctx=$out/.ctx/$name
+  rm -rf "$ctx"
+  mkdir -p "$ctx"
+  bin=$(containerfile_of "$name" | awk '$1 == "COPY" {print $2}')
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/$bin" "$(pkg_of "$name")")
+  containerfile_of "$name" >"$ctx/Containerfile"
+  # --timestamp 0 makes the image's bytes depend on its inputs only.
+  podman build -q --timestamp 0 --pull=never -f "$ctx/Containerfile" -t "$name:local" "$ctx" >/dev/null
+  rm -f "$out/$name.tar.tmp"
+  podman save -q --format docker-archive -o "$out/$name.tar.tmp" "localhost/$name:local"
+  podman rmi -f "localhost/$name:local" >/dev/null 2>&1 || true
+  mv -f "$out/$name.tar.tmp" "$out/$name.tar"
+  echo "$sum" >"$out/$name.sha256"
+  rm -rf "$ctx"
+  echo "==> image localhost/$name:local: built build/images/$name.tar in $((SECONDS - start))s"
+done
+rmdir "$out/.ctx" 2>/dev/null || true

@@ -1,0 +1,191 @@
+# The local cluster's container runtimes, sourced by scripts/cluster.sh (which
+# sets root, dir, runtimes, clients and the start/alive/wait_for/log helpers).
+#
+# dockerd: Debian's docker.io, loopback only: no bridge, no iptables, no IP
+# forwarding; its data root, exec root, pid file and socket under the cluster
+# dir, so two clusters (and a system dockerd) never share state.
+#
+# podman: `podman system service`, the API the podman driver talks to, with
+# the settings this kind of machine needs (../shared/notes/containers.md):
+# runc (crun fails on cgroups v1 hybrid mode), the cgroupfs manager, and
+# default ulimits below root's hard limits (root cannot raise them here).
+#
+# Neither may pull: both get a proxy at a closed loopback port, so a missing
+# image fails at once, and names with no registry resolve nowhere else. Every
+# image they run is built here (scripts/build-images.sh) and loaded by
+# load_images.
+
+rt_dir=$dir/runtimes
+docker_sock=$rt_dir/docker/docker.sock
+podman_sock=$rt_dir/podman/podman.sock
+# A closed port on loopback: any pull attempt fails at once, and nothing
+# leaves the machine.
+no_pull_proxy=http://127.0.0.1:9
+
+# have_runtimes says whether this cluster runs the container runtimes.
+have_runtimes() {
+  case "$runtimes" in
+    none) return 1 ;;
+    auto | all) command -v dockerd >/dev/null && command -v podman >/dev/null && command -v runc >/dev/null ;;
+    *) echo "cluster: CARAVAN_RUNTIMES must be auto, all or none, got '$runtimes'" >&2; exit 2 ;;
+  esac
+}
+
+# check_runtimes fails when CARAVAN_RUNTIMES=all and a runtime is missing,
+# and warns when auto finds none.
+check_runtimes() {
+  have_runtimes && return 0
+  [[ $runtimes == none ]] && return 0
+  local m=()
+  command -v dockerd >/dev/null || m+=(dockerd)
+  command -v podman >/dev/null || m+=(podman)
+  command -v runc >/dev/null || m+=(runc)
+  if [[ $runtimes == all ]]; then
+    echo "cluster: missing ${m[*]}; run 'make e2e-deps' (scripts/install-e2e-deps.sh)" >&2
+    exit 1
+  fi
+  log "no container runtimes (missing ${m[*]}; 'make e2e-deps' installs them): the docker driver is off"
+}
+
+# denylist prints the clients' driver.denylist: docker only when it has no
+# daemon.
+denylist() {
+  if have_runtimes; then echo "qemu,java"; else echo "docker,qemu,java"; fi
+}
+
+# runtime_of NODE prints the container runtime behind the client's docker
+# driver: podman for the clients in CARAVAN_PODMAN_CLIENTS (default client2),
+# docker for the others, none without runtimes. Nomad's own podman driver
+# (the external nomad-driver-podman plugin) is not available from the Go
+# module proxy, so podman is reached through its Docker-compatible API.
+runtime_of() {
+  have_runtimes || { echo none; return; }
+  local c
+  for c in ${CARAVAN_PODMAN_CLIENTS-client2}; do
+    [[ $c == "$1" ]] && { echo podman; return; }
+  done
+  echo docker
+}
+
+# render_runtimes NODE prints the client's docker plugin block.
+render_runtimes() {
+  have_runtimes || return 0
+  local sock=$docker_sock
+  [[ $(runtime_of "$1") == podman ]] && sock=$podman_sock
+  sed -e "s|@RUNTIME_SOCK@|$sock|g" -e "s|@RUNTIME@|$(runtime_of "$1")|g" \
+    "$root/scripts/cluster/plugin-containers.hcl"
+}
+
+write_podman_conf() {
+  local p=$rt_dir/podman
+  mkdir -p "$p"/{root,run,tmp}
+  cat >"$p/containers.conf" <<EOF
+# Written by scripts/cluster.sh for this cluster's podman service.
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+log_driver = "k8s-file"
+# The service's (closed) proxy is not the containers' business.
+http_proxy = false
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$p/events.log"
+tmp_dir = "$p/tmp"
+EOF
+  cat >"$p/storage.conf" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$p/root"
+runroot = "$p/run"
+EOF
+  # No search registries: a short name resolves to a local image or nothing.
+  cat >"$p/registries.conf" <<EOF
+unqualified-search-registries = []
+short-name-mode = "disabled"
+EOF
+}
+
+# podman_env points podman at this cluster's configuration and storage.
+podman_env() {
+  local p=$rt_dir/podman
+  export CONTAINERS_CONF="$p/containers.conf" CONTAINERS_STORAGE_CONF="$p/storage.conf" \
+    CONTAINERS_REGISTRIES_CONF="$p/registries.conf"
+}
+
+docker_cli() { docker -H "unix://$docker_sock" "$@"; }
+podman_cli() { podman --remote --url "unix://$podman_sock" "$@"; }
+
+start_runtimes() {
+  check_runtimes
+  have_runtimes || return 0
+  mkdir -p "$rt_dir"/docker/{data,exec}
+  if ! alive dockerd; then
+    log "starting dockerd (unix://$docker_sock, loopback only)"
+    rm -f "$docker_sock" "$rt_dir/docker/dockerd.pid"
+    (
+      export HTTP_PROXY=$no_pull_proxy HTTPS_PROXY=$no_pull_proxy NO_PROXY=""
+      start dockerd dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+        --userland-proxy=false --data-root "$rt_dir/docker/data" --exec-root "$rt_dir/docker/exec" \
+        --pidfile "$rt_dir/docker/dockerd.pid" -H "unix://$docker_sock"
+    )
+  fi
+  if ! alive podman; then
+    log "starting podman's API service (unix://$podman_sock)"
+    write_podman_conf
+    rm -f "$podman_sock"
+    (
+      export HTTP_PROXY=$no_pull_proxy HTTPS_PROXY=$no_pull_proxy NO_PROXY=""
+      podman_env
+      start podman podman --runtime runc --cgroup-manager cgroupfs \
+        system service --time 0 "unix://$podman_sock"
+    )
+  fi
+  wait_for "dockerd (see logs/dockerd.log)" 60 docker_cli info
+  wait_for "podman's API service (see logs/podman.log)" 60 podman_cli info
+  load_images
+}
+
+# load_images loads every image tarball of build/images/ into both runtimes.
+load_images() {
+  have_runtimes || return 0
+  local t
+  for t in "$root"/build/images/*.tar; do
+    [[ -e $t ]] || continue
+    docker_cli load -q -i "$t" >/dev/null
+    podman_cli load -q -i "$t" >/dev/null
+    log "loaded $(basename "$t" .tar) into dockerd and podman"
+  done
+}
+
+stop_runtimes() {
+  local a
+  # dockerd stops its containers on the way down; podman's service leaves
+  # them to conmon, so stop them first (Nomad normally has already).
+  if alive podman; then
+    timeout 30 podman --remote --url "unix://$podman_sock" stop --all --time 5 >/dev/null 2>&1 || true
+  fi
+  for a in podman dockerd; do
+    alive "$a" && log "stopping $a"
+    stop_agent "$a"
+  done
+  unmount_under "$rt_dir"
+}
+
+# unmount_under DIR unmounts what the runtimes left mounted below DIR (podman
+# keeps its overlay directory bind-mounted on itself), deepest first, so the
+# cluster dir can be removed.
+unmount_under() {
+  local m
+  awk -v d="$1/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  done
+}
+
+status_runtimes() {
+  local a
+  for a in dockerd podman; do
+    if alive "$a"; then echo "$a: running (pid $(pid_of "$a"))"; else echo "$a: stopped"; fi
+  done
+}
