@@ -146,3 +146,33 @@ func TestAdapter_XidOnMIGInstance(t *testing.T) {
 	for range ch {
 	}
 }
+
+// TestAdapter_StatusMemoryNeverWraps: a process listed twice, once with
+// NVML_VALUE_NOT_AVAILABLE as its memory, once with more than the rest of
+// uint64, neither wraps the sum to a small number.
+func TestAdapter_StatusMemoryNeverWraps(t *testing.T) {
+	srv := dgxh100.New()
+	dev := srv.Devices[0].(*server.Device)
+	dev.GetUtilizationRatesFunc = func() (gonvml.Utilization, gonvml.Return) { return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetTemperatureFunc = func(gonvml.TemperatureSensors) (uint32, gonvml.Return) { return 0, gonvml.ERROR_NOT_SUPPORTED }
+	dev.GetTotalEccErrorsFunc = func(gonvml.MemoryErrorType, gonvml.EccCounterType) (uint64, gonvml.Return) {
+		return 0, gonvml.ERROR_NOT_SUPPORTED
+	}
+	dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 100}, {Pid: 2, UsedGpuMemory: 1 << 63}}, gonvml.SUCCESS
+	}
+	dev.GetMPSComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{{Pid: 1, UsedGpuMemory: valueNotAvailable}, {Pid: 2, UsedGpuMemory: 1 << 63}}, gonvml.SUCCESS
+	}
+	dev.GetProcessUtilizationFunc = func(uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
+		return nil, gonvml.ERROR_NOT_FOUND
+	}
+	a, err := NewAdapter(srv)
+	must.NoError(t, err)
+	gpus, err := a.GPUs()
+	must.NoError(t, err)
+	st, err := a.Status(gpus[0].UUID, 0)
+	must.NoError(t, err)
+	must.Eq(t, []Process{{PID: 1, UsedMemoryBytes: 100}, {PID: 2, UsedMemoryBytes: valueNotAvailable}}, st.Processes)
+}
