@@ -88,7 +88,7 @@ const fitRounds = 3
 
 // BenchmarkElasticSpeedFit measures the 8 shapes, fits the planner's
 // ps-sync speed model (Optimus: 1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p)
-// to them and fails if any point is off by more than 10%.
+// to them and fails if any point is off by more than 10% (not with -short).
 func BenchmarkElasticSpeedFit(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		c := benchConfig(40)
@@ -99,7 +99,9 @@ func BenchmarkElasticSpeedFit(b *testing.B) {
 		}
 		logFit(b, c, samples, fit)
 		b.ReportMetric(100*fit.Quality.MaxRelErr, "max_err_%")
-		if fit.Quality.MaxRelErr > 0.10 {
+		// -short (`make bench-smoke`, on a shared CI machine) checks that the
+		// measurement and the fit run; the 10% bound is `make bench`'s.
+		if fit.Quality.MaxRelErr > 0.10 && !testing.Short() {
 			b.Errorf("ps-sync fit: a point is %.1f%% off (> 10%%)", 100*fit.Quality.MaxRelErr)
 		}
 	}
