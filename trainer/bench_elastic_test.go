@@ -19,6 +19,9 @@ func benchConfig(steps uint64) Config {
 	c := DefaultConfig()
 	c.Features, c.Hidden, c.Batch, c.MicroShards = 128, 32, 128, 16
 	c.ComputePerSample, c.Steps, c.LogEvery = time.Millisecond, steps, 0
+	if testing.Short() { // `make bench-smoke`: that it runs, not what it measures
+		c.ComputePerSample = 100 * time.Microsecond
+	}
 	return c
 }
 

@@ -1,8 +1,10 @@
 package simulator
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +72,10 @@ func TestFidelityAgainstPublished(t *testing.T) {
 // (hours) next to the wall time.
 func benchReplay(b *testing.B, policyName string) {
 	jobs, apps, _ := loadShared(b)
+	if testing.Short() { // `make bench-smoke`: one workload's first jobs
+		first := slices.Sorted(maps.Keys(jobs))[0]
+		jobs = map[string][]workload.Job{first: jobs[first][:min(len(jobs[first]), replayShortJobs)]}
+	}
 	b.ResetTimer()
 	for b.Loop() {
 		sum := 0.0
@@ -110,6 +116,9 @@ func BenchmarkReplayPhilly(b *testing.B) {
 		b.ReportMetric(rep.AvgJCT/3600, "avg_jct_h")
 	}
 }
+
+// replayShortJobs is how many jobs of one workload a -short replay takes.
+const replayShortJobs = 40
 
 // phillyShortJobs is how much of the Philly trace a -short replay takes.
 const phillyShortJobs = 2000
