@@ -89,6 +89,14 @@ func BenchmarkElastic(b *testing.B) {
 // does not decide a point.
 const fitRounds = 3
 
+// shapeRounds is fitRounds, or 1 with -short (`make bench-smoke`).
+func shapeRounds() int {
+	if testing.Short() {
+		return 1
+	}
+	return fitRounds
+}
+
 // BenchmarkElasticSpeedFit measures the 8 shapes, fits the planner's
 // ps-sync speed model (Optimus: 1/f = t0*M/w + t1 + t2*w/p + t3*w + t4*p)
 // to them and fails if any point is off by more than 10% (not with -short).
@@ -117,7 +125,7 @@ func measureShapes(b *testing.B, c Config) []model.SpeedSample {
 			samples = append(samples, model.SpeedSample{Workers: w, PS: p, Nodes: 1, Batch: float64(c.Batch)})
 		}
 	}
-	for r := 0; r < fitRounds; r++ {
+	for r := 0; r < shapeRounds(); r++ {
 		for k, s := range samples {
 			samples[k].StepsPerSec = max(s.StepsPerSec, measure(b, c, s.Workers, s.PS)/float64(c.Batch))
 		}
@@ -126,7 +134,7 @@ func measureShapes(b *testing.B, c Config) []model.SpeedSample {
 }
 
 func logFit(b *testing.B, c Config, samples []model.SpeedSample, fit model.Speed) {
-	b.Logf("%s batch=%d micro_shards=%d params=%d, best of %d", c.ComputeLabel(), c.Batch, c.MicroShards, ParamCount(c), fitRounds)
+	b.Logf("%s batch=%d micro_shards=%d params=%d, best of %d", c.ComputeLabel(), c.Batch, c.MicroShards, ParamCount(c), shapeRounds())
 	b.Logf("| ps | workers | samples/s | ps-sync fit | error |")
 	for _, s := range samples {
 		pred := fit.StepsPerSecond(s.Workers, s.PS, 1, s.Batch)
