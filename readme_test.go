@@ -47,47 +47,70 @@ func makeTargets(t *testing.T) map[string]bool {
 
 // TestREADMECommandsRunAsWritten: every command the README shows names
 // what exists from the repository root: make targets, caravan
-// subcommands, Go packages and repository files.
+// subcommands, Go packages and repository files; the other Markdown files'
+// make targets and subcommands exist too.
 func TestREADMECommandsRunAsWritten(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	must.NoError(t, err)
+	checked := checkCommands(t, "README.md", readmeCommands(string(readme)), true)
+	must.Greater(t, 20, checked)
+	docs, err := filepath.Glob("*/*.md")
+	must.NoError(t, err)
+	more, err := filepath.Glob("*/*/*.md")
+	must.NoError(t, err)
+	for _, doc := range append(docs, more...) {
+		if strings.HasPrefix(doc, "build/") {
+			continue
+		}
+		text, err := os.ReadFile(doc)
+		must.NoError(t, err)
+		checkCommands(t, doc, readmeCommands(string(text)), false)
+	}
+}
+
+// checkCommands checks the commands of one document and returns how many
+// names it checked; withPaths checks repository paths too (they are
+// relative to the root only in the top README).
+func checkCommands(t *testing.T, doc string, cmds []string, withPaths bool) int {
+	t.Helper()
 	targets := makeTargets(t)
 	repoPath := regexp.MustCompile(`^\.?/?((jobspecs|scripts|docs|device|driver|planner|trainer|progress|python|e2e|demo|testbed|internal)(/[A-Za-z0-9_.*-]+)*/?)$`)
-	cmds := readmeCommands(string(readme))
-	must.SliceNotEmpty(t, cmds)
 	checked := 0
 	for _, cmd := range cmds {
 		f := shellFields(cmd)
+		if len(f) == 0 {
+			continue
+		}
 		switch {
 		case f[0] == "make" && len(f) > 1:
 			for _, a := range f[1:] {
 				if !strings.Contains(a, "=") {
-					must.True(t, targets[a], must.Sprintf("README: %q: no make target %q", cmd, a))
+					must.True(t, targets[a], must.Sprintf("%s: %q: no make target %q", doc, cmd, a))
 					checked++
 				}
 			}
 		case (f[0] == "caravan" || f[0] == "build/caravan") && len(f) > 1:
 			for _, sub := range strings.Split(f[1], "|") {
-				if sub == "executor" || strings.HasPrefix(sub, "-") {
+				if sub == "executor" || strings.HasPrefix(sub, "-") || strings.HasSuffix(sub, ":") {
 					continue // the driver's executor re-exec: not in the table
 				}
 				_, ok := subcommands[sub]
-				must.True(t, ok, must.Sprintf("README: %q: no caravan subcommand %q", cmd, sub))
+				must.True(t, ok, must.Sprintf("%s: %q: no caravan subcommand %q", doc, cmd, sub))
 				checked++
 			}
 		}
-		if f[0] == "make" || f[0] == "go" || f[0] == "caravan" || f[0] == "build/caravan" || f[0] == "scripts/cluster.sh" {
+		if withPaths && (f[0] == "make" || f[0] == "go" || f[0] == "caravan" || f[0] == "build/caravan" || f[0] == "scripts/cluster.sh") {
 			for _, a := range f[1:] {
 				if m := repoPath.FindStringSubmatch(a); m != nil && !strings.Contains(a, "*") {
 					p := strings.TrimSuffix(strings.TrimPrefix(m[1], "./"), "/...")
 					_, err := os.Stat(filepath.FromSlash(p))
-					must.NoError(t, err, must.Sprintf("README: %q names %s", cmd, a))
+					must.NoError(t, err, must.Sprintf("%s: %q names %s", doc, cmd, a))
 					checked++
 				}
 			}
 		}
 	}
-	must.Greater(t, 20, checked)
+	return checked
 }
 
 // shellFields splits a command line into words, a double-quoted part
