@@ -47,6 +47,9 @@ type Config struct {
 	ElasticSteps int
 	// SkipPlanner leaves out the planner part.
 	SkipPlanner bool
+	// Teardown says the cluster is stopped right after the demo
+	// (DEMO_TEARDOWN=1), so the summary prints no addresses.
+	Teardown bool
 	// WhilePlanning, when set, is called once the planner has made room
 	// for the third elastic job, while the jobs run, with the planner's
 	// address (host:port); an error ends the demo. The UI test looks at the
@@ -147,6 +150,7 @@ func Main(args []string) int {
 	fs.IntVar(&cfg.Steps, "steps", 6000, "steps of the checkpointed training run")
 	fs.IntVar(&cfg.ElasticSteps, "elastic-steps", 2000, "steps of each elastic training job in the planner part")
 	fs.BoolVar(&cfg.SkipPlanner, "skip-planner", false, "leave out the planner part")
+	fs.BoolVar(&cfg.Teardown, "teardown", false, "the cluster is stopped after the demo: print no UI addresses")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

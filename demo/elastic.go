@@ -9,13 +9,15 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/caravan-nomad/caravan/internal/jobtime"
 )
 
 const elasticPSTask = "ps"
 
 // ElasticOutcome is how one elastic job ended.
 type ElasticOutcome struct {
-	// JCT is submission to completion, as the demo saw it.
+	// JCT is first submission to the last task's end, from Nomad's records.
 	JCT time.Duration
 	// FinalStep and ParamsHash are from the coordinator's last line.
 	FinalStep  uint64
@@ -63,18 +65,16 @@ func (d *Demo) finishElastic(ctx context.Context, res *PlannerResult) error {
 // coordinator's logs, adding its reported speeds to speeds.
 func (d *Demo) waitElastic(ctx context.Context, job string, speeds map[int][]float64) (ElasticOutcome, error) {
 	var out ElasticOutcome
-	submitted, err := d.submitTime(job)
-	if err != nil {
-		return out, err
-	}
-	err = d.poll(ctx, job+" to finish", 8*time.Minute, func() (bool, error) {
+	err := d.poll(ctx, job+" to finish", 8*time.Minute, func() (bool, error) {
 		j, _, err := d.nomad.Jobs().Info(job, nil)
 		return err == nil && j.Status != nil && *j.Status == "dead", err
 	})
 	if err != nil {
 		return out, err
 	}
-	out.JCT = time.Since(submitted)
+	if out.JCT, err = d.jct(job); err != nil {
+		return out, err
+	}
 	as, err := d.allocs(job)
 	if err != nil {
 		return out, err
@@ -117,15 +117,19 @@ func (o *ElasticOutcome) addLog(log string, speeds map[int][]float64) {
 	}
 }
 
-func (d *Demo) submitTime(job string) (time.Time, error) {
-	j, _, err := d.nomad.Jobs().Info(job, nil)
+// jct is a finished job's completion time as Nomad recorded it: from its
+// first submission to its last task's end. Not the job's SubmitTime, which
+// every planner scale moves (internal/jobtime).
+func (d *Demo) jct(job string) (time.Duration, error) {
+	rec, err := jobtime.Read(d.nomad, job, nil)
 	if err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
-	if j.SubmitTime == nil {
-		return time.Now(), nil
+	jct := rec.JCT()
+	if jct == 0 {
+		return 0, fmt.Errorf("%s: Nomad holds no submission or end time", job)
 	}
-	return time.Unix(0, *j.SubmitTime), nil
+	return jct, nil
 }
 
 // referenceHash runs the same training in one process, uninterrupted.

@@ -36,6 +36,10 @@ func (d *Demo) summary(res *Result) {
 		fmt.Fprintf(d.out, "    elastic jobs' final parameters identical to an uninterrupted single-process run: %t\n", res.Planner.Identical)
 	}
 	fmt.Fprintf(d.out, "    demo took %s\n", time.Since(d.start).Round(time.Second))
+	if d.cfg.Teardown {
+		fmt.Fprintf(d.out, "\n    The cluster is stopped now (DEMO_TEARDOWN=1); `make demo` without it leaves the UIs up.\n")
+		return
+	}
 	fmt.Fprintf(d.out, "\n    Nomad UI:  %s/ui/jobs\n", d.cfg.NomadAddr)
 	fmt.Fprintf(d.out, "    Consul UI: http://%s/ui\n", d.cfg.ConsulAddr)
 	if res.Planner.Instance != "" {

@@ -36,9 +36,9 @@ type TrainingResult struct {
 	// same training, and Identical whether the interrupted run matched it.
 	ReferenceHash string
 	Identical     bool
-	// JCT is submission to completion, suspension included.
-	JCT       time.Duration
-	submitted time.Time
+	// JCT is submission to completion, suspension included, from Nomad's
+	// records.
+	JCT time.Duration
 }
 
 var (
@@ -50,7 +50,7 @@ var (
 // training submits the checkpointed trainer, suspends it by scaling its
 // group to 0 and resumes it by scaling back to 1.
 func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
-	res := TrainingResult{submitted: time.Now()}
+	res := TrainingResult{}
 	if err := d.submit(ctx, "jobspecs/train-checkpointed.nomad.hcl", trainJob,
 		"caravan_bin="+d.cfg.CaravanBin, "steps="+strconv.Itoa(d.cfg.Steps), "step_delay=5ms"); err != nil {
 		return res, err
@@ -158,7 +158,9 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 	if alloc.ClientStatus != nomadapi.AllocClientStatusComplete {
 		return fmt.Errorf("the trainer's allocation %s %s", last[:8], alloc.ClientStatus)
 	}
-	res.JCT = time.Since(res.submitted)
+	if res.JCT, err = d.jct(trainJob); err != nil {
+		return err
+	}
 	out, err := d.logs(ctx, last, trainTask)
 	if err != nil {
 		return err

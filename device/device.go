@@ -129,6 +129,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	p.settings = s
 	p.health = newHealthTracker(s.health)
 	p.meter = newMeter(p.procRoot)
+	s.simulated.Logger = p.logger.Named("simulated")
 	if err := p.serveMetricsLocked(s.metricsAddress); err != nil {
 		return err
 	}

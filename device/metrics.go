@@ -8,6 +8,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/device/nvml"
 	"github.com/caravan-nomad/caravan/internal/metrics"
+	"github.com/caravan-nomad/caravan/internal/satmath"
 )
 
 // gpuFigures are one GPU's numbers from the latest metering pass.
@@ -109,9 +110,9 @@ func (p *Plugin) figures(e *gpuEntry, st nvml.Status, byShare map[string]*usage,
 			continue
 		}
 		seen[u] = true
-		f.memReserved += u.memoryBytes
-		f.smReserved += u.smPercent
-		if u.memoryBytes > uint64(max(len(u.shares), 1))*e.memoryPerShare {
+		f.memReserved = satmath.Add(f.memReserved, u.memoryBytes)
+		f.smReserved = satmath.Add32(f.smReserved, u.smPercent)
+		if u.memoryBytes > satmath.Mul(uint64(max(len(u.shares), 1)), e.memoryPerShare) {
 			f.overLimit++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/caravan-nomad/caravan/device/nvml"
+	"github.com/caravan-nomad/caravan/internal/satmath"
 )
 
 // Stats attribute names of every share instance.
@@ -159,7 +160,7 @@ func (p *Plugin) attribute(m *meter, e *gpuEntry, st nvml.Status) (map[string]*u
 			shares = o.shares[e.gpu.UUID]
 		}
 		if len(shares) == 0 {
-			unattributed += proc.UsedMemoryBytes
+			unattributed = satmath.Add(unattributed, proc.UsedMemoryBytes)
 			continue
 		}
 		if byToken == nil {
@@ -170,8 +171,8 @@ func (p *Plugin) attribute(m *meter, e *gpuEntry, st nvml.Status) (map[string]*u
 			u = &usage{token: o.token, shares: shares}
 			byToken[o.token] = u
 		}
-		u.memoryBytes += proc.UsedMemoryBytes
-		u.smPercent += proc.SMUtilPercent
+		u.memoryBytes = satmath.Add(u.memoryBytes, proc.UsedMemoryBytes)
+		u.smPercent = satmath.Add32(u.smPercent, proc.SMUtilPercent)
 		u.processes++
 	}
 	if len(byToken) == 0 {
@@ -241,7 +242,7 @@ func shareStats(e *gpuEntry, u *usage, gpu *structs.StatObject, now time.Time) *
 		limit = int64(k) * perShare
 		used = int64(u.memoryBytes >> 20)
 		sm = int64(min(u.smPercent, 100))
-		over = u.memoryBytes > uint64(k)*e.memoryPerShare
+		over = u.memoryBytes > satmath.Mul(uint64(k), e.memoryPerShare)
 		procs = int64(u.processes)
 		attrs[StatReservation] = &structs.StatValue{StringVal: &u.token, Desc: "reservation token (CARAVAN_GPU_RESERVATION)"}
 		attrs[StatReservationShares] = &structs.StatValue{IntNumeratorVal: i64(int64(k)), Desc: "shares of this GPU held by the reservation"}

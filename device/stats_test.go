@@ -209,3 +209,29 @@ func TestStats_CachesAttribution(t *testing.T) {
 	p.collectStats()
 	must.MapNotContainsKey(t, p.meter.owners, uint32(9))
 }
+
+// TestStats_UsageSumsSaturate: a reservation whose processes report more
+// memory than uint64 holds reads as over its limit with the most memory,
+// not as an idle share (the sum wrapped to 0 before).
+func TestStats_UsageSumsSaturate(t *testing.T) {
+	f := newFakeGPUs(t)
+	proc := newFakeProc(t)
+	p := newTestPlugin(t, `config {}`, f.srv, proc)
+	p.fingerprintOnce()
+	g0 := f.uuid(0)
+	res, err := p.Reserve([]string{shareID(g0, 0)})
+	must.NoError(t, err)
+	proc.setEnv(t, 100, res.Envs)
+	proc.setEnv(t, 101, res.Envs)
+	f.setProcs(0, []gonvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1 << 63}, {Pid: 101, UsedGpuMemory: 1 << 63}}, nil)
+
+	s := statsFor(t, p.collectStats(), g0)[shareID(g0, 0)]
+	must.Eq(t, int64(^uint64(0)>>20), intStat(t, s, StatMemoryUsed))
+	must.True(t, boolStat(t, s, StatOverLimit))
+	p.metrics.mu.Lock()
+	f0 := p.metrics.gpus[0]
+	p.metrics.mu.Unlock()
+	must.Eq(t, g0, f0.uuid)
+	must.Eq(t, ^uint64(0), f0.memReserved)
+	must.Eq(t, 1, f0.overLimit)
+}

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds a HashiCorp agent (nomad or consul) from the Go module proxy into
 # build/bin/<name>-<version>, and links build/bin/<name> to it. A build that
-# already exists is reused, so a second run takes no time.
+# already exists is reused, so a second run takes no time. It prints one line
+# per stage (and one a minute while a stage runs); the go commands' output,
+# hundreds of "go: downloading" lines, goes to build/logs/build-<name>-<version>.log,
+# and a failure prints that log's other lines.
 #
 #   scripts/build-hashicorp.sh nomad  v1.11.3
 #   scripts/build-hashicorp.sh consul v1.22.3
@@ -42,10 +45,50 @@ case "$name" in
   *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad or consul)" >&2; exit 2 ;;
 esac
 
-echo "==> $name $version: building from the Go module proxy (a few minutes on a cold cache)"
-mkdir -p "$bin_dir" "$root/build/src"
-src_ro=$(go mod download -json "$module@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[[ -d "$src_ro" ]] || { echo "build-hashicorp.sh: go mod download $module@$version gave no directory" >&2; exit 1; }
+log="$root/build/logs/build-$name-$version.log"
+mkdir -p "$bin_dir" "$root/build/src" "$(dirname "$log")"
+: >"$log"
+t_start=$SECONDS
+
+# stage N TEXT: one progress line per stage, with the time so far.
+stage() {
+  local el=$((SECONDS - t_start))
+  printf '==> %s %s [%s] %s (%dm%02ds so far)\n' "$name" "$version" "$1" "$2" $((el / 60)) $((el % 60))
+}
+
+# quietly CMD...: runs CMD with its output (the module downloads' hundreds
+# of "go: downloading" lines) in the log; on failure prints the log's other
+# lines, so the error stays visible. While CMD runs, a line every minute.
+quietly() {
+  "$@" >>"$log" 2>&1 &
+  local pid=$! t0=$SECONDS
+  while ! wait_for "$pid" 60; do
+    local el=$((SECONDS - t0))
+    printf '    ... still at it: %dm%02ds (%d modules fetched; log: %s)\n' $((el / 60)) $((el % 60)) \
+      "$(grep -c '^go: downloading' "$log" || true)" "${log#"$root"/}"
+  done
+  if ! wait "$pid"; then
+    echo "build-hashicorp.sh: $name $version: '$*' failed; the log without its download lines:" >&2
+    grep -v '^go: downloading' "$log" | tail -n 40 >&2
+    exit 1
+  fi
+}
+
+# wait_for PID SECONDS: true once PID has exited, false after SECONDS.
+wait_for() {
+  local i
+  for ((i = 0; i < $2; i++)); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 1
+  done
+  ! kill -0 "$1" 2>/dev/null
+}
+
+stage 1/4 "fetching the $name source from the Go module proxy"
+src_ro=$(go mod download -json "$module@$version" 2>>"$log" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[[ -d "$src_ro" ]] || { echo "build-hashicorp.sh: go mod download $module@$version gave no directory (log: $log)" >&2; tail -n 20 "$log" >&2; exit 1; }
+# The oldest Go the agent's own go.mod accepts, checked before the long part.
+"$root/scripts/check-go.sh" "$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src_ro/go.mod")" "$name $version (its go.mod)"
 
 work="$root/build/src/$name-$version"
 rm -rf "$work"
@@ -59,9 +102,12 @@ for r in "${requires[@]}"; do
   go mod edit -require="$r"
 done
 
+stage 2/4 "fetching its dependencies (a few hundred modules on a cold cache; log: ${log#"$root"/})"
+quietly go list -mod=mod -deps ${tags:+-tags "$tags"} . >/dev/null
+stage 3/4 "compiling (the longest stage: many minutes on 2 cores on a cold build cache)"
 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" \
-  go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" .
+  quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" .
 mv "$out.tmp" "$out"
 ln -sfn "$name-$version" "$bin_dir/$name"
 rm -rf "$work"
-echo "==> $name $version: built build/bin/$name-$version"
+stage 4/4 "built build/bin/$name-$version"

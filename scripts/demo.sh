@@ -13,8 +13,10 @@ eval "$(scripts/cluster.sh env)"
 printf '\n\033[1m==> Starting the local cluster: Consul, a Nomad server, two clients with simulated GPUs\033[0m\n'
 scripts/cluster.sh up
 
+teardown=()
+[[ ${DEMO_TEARDOWN:-0} == 1 ]] && teardown=(-teardown)
 status=0
-build/caravan demo \
+build/caravan demo "${teardown[@]}" \
   -root "$root" \
   -nomad-bin "$root/build/bin/nomad" \
   -caravan-bin "$CARAVAN_CLUSTER_DIR/plugins/caravan" \

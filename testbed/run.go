@@ -12,6 +12,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/demo"
+	"github.com/caravan-nomad/caravan/internal/jobtime"
 )
 
 // Static is the baseline "policy": no planner, each job at its requested
@@ -258,20 +259,20 @@ func mergeEvents(a, b []Event) []Event {
 	return out
 }
 
-// readSubmitTimes reads each job's first submission from its version 0
-// (a planner scaling writes a new version with a new submit time); when
-// Nomad no longer tracks version 0 (it keeps the last six), the time the
-// testbed ran `nomad job run` stands.
+// readSubmitTimes reads each job's first submission from Nomad's records
+// that survive its scales (internal/jobtime: version 0 while Nomad keeps
+// it, else the registration's evaluation or the first allocation; a
+// planner scaling writes a new version with a new submit time, and Nomad
+// keeps the last six); when Nomad holds none, the time the testbed ran
+// `nomad job run` stands.
 func (r *runner) readSubmitTimes() error {
 	for _, j := range r.jobs[:r.submitted] {
-		vs, _, _, err := r.nomad.Jobs().Versions(j.Name, false, nil)
+		rec, err := jobtime.Read(r.nomad, j.Name, nil)
 		if err != nil {
-			return fmt.Errorf("versions of %s: %w", j.Name, err)
+			return err
 		}
-		for _, v := range vs {
-			if v.Version != nil && *v.Version == 0 && v.SubmitTime != nil {
-				r.recs[j.Name].Submitted = time.Unix(0, *v.SubmitTime)
-			}
+		if t := rec.Submitted(); !t.IsZero() {
+			r.recs[j.Name].Submitted = t
 		}
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/caravan-nomad/caravan/internal/satmath"
 )
 
 // xidWaitMillis bounds one blocking NVML event wait so cancellation is
@@ -293,15 +295,23 @@ func listProcesses(infos []gonvml.ProcessInfo, isMPS bool) []Process {
 	procs := make([]Process, 0, len(infos))
 	index := make(map[uint32]int, len(infos))
 	for _, p := range infos {
+		used := p.UsedGpuMemory
+		if used == valueNotAvailable {
+			used = 0
+		}
 		if i, ok := index[p.Pid]; ok {
-			procs[i].UsedMemoryBytes += p.UsedGpuMemory
+			procs[i].UsedMemoryBytes = satmath.Add(procs[i].UsedMemoryBytes, used)
 			continue
 		}
 		index[p.Pid] = len(procs)
-		procs = append(procs, Process{PID: p.Pid, UsedMemoryBytes: p.UsedGpuMemory, MPS: isMPS})
+		procs = append(procs, Process{PID: p.Pid, UsedMemoryBytes: used, MPS: isMPS})
 	}
 	return procs
 }
+
+// valueNotAvailable is NVML_VALUE_NOT_AVAILABLE: what NVML reports as a
+// process's used memory when it cannot tell (WDDM, some MPS set-ups).
+const valueNotAvailable = ^uint64(0)
 
 // processErr treats "not found" (no samples) and "not supported" as no
 // data rather than failures.

@@ -196,3 +196,28 @@ func notSupported(dev *server.Device) {
 		return 0, gonvml.ERROR_NOT_SUPPORTED
 	}
 }
+
+// TestAdapter_StatusMemoryNeverWraps: NVML_VALUE_NOT_AVAILABLE counts as
+// 0, and a process listed twice in one list with more than the rest of
+// uint64 saturates instead of wrapping the sum to a small number.
+func TestAdapter_StatusMemoryNeverWraps(t *testing.T) {
+	srv := dgxh100.New()
+	dev := srv.Devices[0].(*server.Device)
+	notSupported(dev)
+	dev.GetComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{{Pid: 1, UsedGpuMemory: 100}, {Pid: 2, UsedGpuMemory: 1 << 63}, {Pid: 2, UsedGpuMemory: 1 << 63}}, gonvml.SUCCESS
+	}
+	dev.GetMPSComputeRunningProcessesFunc = func() ([]gonvml.ProcessInfo, gonvml.Return) {
+		return []gonvml.ProcessInfo{{Pid: 1, UsedGpuMemory: valueNotAvailable}}, gonvml.SUCCESS
+	}
+	dev.GetProcessUtilizationFunc = func(uint64) ([]gonvml.ProcessUtilizationSample, gonvml.Return) {
+		return nil, gonvml.ERROR_NOT_FOUND
+	}
+	a, err := NewAdapter(srv)
+	must.NoError(t, err)
+	gpus, err := a.GPUs()
+	must.NoError(t, err)
+	st, err := a.Status(gpus[0].UUID, 0)
+	must.NoError(t, err)
+	must.Eq(t, []Process{{PID: 1, UsedMemoryBytes: 100, MPS: true}, {PID: 2, UsedMemoryBytes: valueNotAvailable}}, st.Processes)
+}

@@ -13,8 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/caravan-nomad/caravan/device/nvml"
 	"github.com/caravan-nomad/caravan/device/procenv"
+	"github.com/caravan-nomad/caravan/internal/satmath"
 )
 
 const (
@@ -48,6 +51,9 @@ type Config struct {
 	GPUs    []GPUConfig
 	// ProcRoot is procfs (default /proc); tests point it elsewhere.
 	ProcRoot string
+	// Logger receives warnings about tasks' invalid usage claims (default:
+	// none).
+	Logger hclog.Logger
 }
 
 // GPUConfig is one fake GPU.
@@ -133,6 +139,9 @@ type Client struct {
 	scanned  time.Time
 	tasks    []taskProcess
 	closedCh chan struct{}
+	// warned holds the invalid claims already logged, so each is logged
+	// once, not on every scan.
+	warned map[string]bool
 }
 
 type taskProcess struct {
@@ -148,12 +157,16 @@ func New(cfg Config) *Client {
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = procenv.DefaultRoot
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
 	gpus := Describe(cfg)
 	by := make(map[string]int, len(gpus))
 	for i, g := range gpus {
 		by[g.UUID] = i
 	}
-	return &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now, closedCh: make(chan struct{})}
+	return &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now,
+		closedCh: make(chan struct{}), warned: map[string]bool{}}
 }
 
 // System reports the simulated driver.
@@ -205,14 +218,14 @@ func (c *Client) Status(uuid string, sinceMicros uint64) (nvml.Status, error) {
 		if t.smPercent != nil {
 			p.SMUtilPercent = *t.smPercent
 		}
-		st.MemoryUsedBytes += p.UsedMemoryBytes
-		sm += p.SMUtilPercent
+		st.MemoryUsedBytes = satmath.Add(st.MemoryUsedBytes, p.UsedMemoryBytes)
+		sm = satmath.Add32(sm, p.SMUtilPercent)
 		st.Processes = append(st.Processes, p)
 	}
 	util := min(sm, 100)
 	memUtil := uint32(0)
 	if gpu.MemoryBytes > 0 {
-		memUtil = uint32(min(st.MemoryUsedBytes*100/gpu.MemoryBytes, 100))
+		memUtil = uint32(min(st.MemoryUsedBytes, gpu.MemoryBytes) * 100 / gpu.MemoryBytes)
 	}
 	power := 60_000 + util*3_000
 	temp := 35 + util/4
@@ -259,13 +272,10 @@ func (c *Client) scan() []taskProcess {
 			continue
 		}
 		t := taskProcess{pid: pid, token: tok, visible: strings.Split(env[envVisible], ",")}
-		if v, err := strconv.ParseUint(env[EnvMemoryMiB], 10, 64); err == nil {
-			b := v << 20
-			t.memory = &b
-		}
-		if v, err := strconv.ParseUint(env[EnvSMPercent], 10, 32); err == nil {
-			p := uint32(min(v, 100))
-			t.smPercent = &p
+		var errs []error
+		t.memory, t.smPercent, errs = parseClaims(env)
+		for _, err := range errs {
+			c.warnClaim(pid, tok, err)
 		}
 		byToken[tok] = t
 	}

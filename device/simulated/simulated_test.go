@@ -2,6 +2,7 @@ package simulated
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/device/nvml"
@@ -169,4 +171,57 @@ func appendLine(path, line string) error {
 	defer f.Close()
 	_, err = f.WriteString(line + "\n")
 	return err
+}
+
+// TestClient_MemoryClaimValidated: a task claiming more memory than any
+// simulated GPU has (2^44 MiB, which wrapped to 0 bytes) or a claim that is
+// not a number is refused with a warning naming the variable, and the
+// GPU's configured usage stands; a valid claim still counts.
+func TestClient_MemoryClaimValidated(t *testing.T) {
+	cases := []struct {
+		name, claim string
+		wantBytes   uint64
+		wantWarn    string
+	}{
+		{"valid", "3000", 3000 << 20, ""},
+		{"at the bound", strconv.Itoa(maxMemoryMiB), maxMemoryMiB << 20, ""},
+		{"wraps to zero in bytes", "17592186044416", 1 << 30, EnvMemoryMiB + "=17592186044416"},
+		{"max uint64", "18446744073709551615", 1 << 30, EnvMemoryMiB + "=18446744073709551615"},
+		{"not a number", "lots", 1 << 30, EnvMemoryMiB + `=\"lots\"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs strings.Builder
+			cfg := twoGPUs()
+			cfg.ProcRoot = t.TempDir()
+			cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+			c := New(cfg)
+			g0 := Describe(cfg)[0].UUID
+			writeEnv(t, cfg.ProcRoot, 100, "CARAVAN_GPU_RESERVATION=r1", "CUDA_VISIBLE_DEVICES="+g0, EnvMemoryMiB+"="+tc.claim)
+			st, err := c.Status(g0, 0)
+			must.NoError(t, err)
+			must.Eq(t, tc.wantBytes, st.MemoryUsedBytes)
+			if tc.wantWarn == "" {
+				must.Eq(t, "", logs.String())
+				return
+			}
+			must.StrContains(t, logs.String(), tc.wantWarn)
+		})
+	}
+}
+
+// TestClient_UsedMemorySaturates: processes whose claims together exceed
+// uint64 read as the maximum, never as a small number.
+func TestClient_UsedMemorySaturates(t *testing.T) {
+	cfg := twoGPUs()
+	cfg.ProcRoot = t.TempDir()
+	cfg.GPUs[0].ProcessMemoryBytes = 1 << 63 // beyond any claim, as only Go code can set it
+	c := New(cfg)
+	g0 := Describe(cfg)[0].UUID
+	writeEnv(t, cfg.ProcRoot, 100, "CARAVAN_GPU_RESERVATION=r1", "CUDA_VISIBLE_DEVICES="+g0)
+	writeEnv(t, cfg.ProcRoot, 200, "CARAVAN_GPU_RESERVATION=r2", "CUDA_VISIBLE_DEVICES="+g0)
+	st, err := c.Status(g0, 0)
+	must.NoError(t, err)
+	must.Eq(t, uint64(math.MaxUint64), st.MemoryUsedBytes)
+	must.Eq(t, uint32(100), *st.MemoryUtilPercent)
 }

@@ -81,3 +81,19 @@ func TestLive_SubmittedIsTheFirstKnown(t *testing.T) {
 	must.Eq(t, 100.0, pj.AttainedService)
 	must.Eq(t, 1, pj.Current.Workers)
 }
+
+// TestLive_SubmittedSurvivesMoreScalesThanNomadKeeps: after 8 scales (Nomad
+// keeps 6 versions; the job's SubmitTime is the last scale's) and workers
+// added and removed on the way, the job is still counted from its first
+// allocation, not from its last scale.
+func TestLive_SubmittedSurvivesMoreScalesThanNomadKeeps(t *testing.T) {
+	lastScale := sec(20 + 8*10).UnixNano()
+	allocs := []*nomadapi.AllocationListStub{stub("w", 20, 50, 0)}
+	for i := 1; i <= 8; i++ {
+		allocs = append(allocs, stub("w", float64(20+10*i), 0, 0))
+	}
+	l := Live{ID: "default/a", Group: "w", GPUMilli: 1000, Workers: 2, Job: &nomadapi.Job{SubmitTime: &lastScale}, Allocs: allocs}
+	rec, _ := l.Record(sec(130))
+	must.Eq(t, sec(20), rec.Submitted)
+	must.Eq(t, 110*time.Second, rec.Job().Age)
+}

@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	pol := fs.String("policy", policy.Best, "policy, or a comma-separated list replayed in turn: "+strings.Join(policy.Names(), ", "))
 	out := fs.String("out", "", "with --workload or --sweep: write CSV, JSON and SVG figures into this directory (see planner/README.md)")
-	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size)")
+	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size); a relative path not found in the working directory is looked up in the data directory (workloads/workload-1.csv)")
 	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
 	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
 	all := fs.Bool("all", false, "alias for --table")
@@ -170,9 +170,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	jobs, err := workload.ReadJobs(*wl, Known(apps))
+	wlPath, err := resolveWorkload(*wl, dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	jobs, err := workload.ReadJobs(wlPath, Known(apps))
+	if err != nil {
+		fmt.Fprintf(stderr, "error: --workload %s: %v\n", *wl, err)
 		return 1
 	}
 	cfg.Record = *out != ""

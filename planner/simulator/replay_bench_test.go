@@ -1,8 +1,10 @@
 package simulator
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +72,10 @@ func TestFidelityAgainstPublished(t *testing.T) {
 // (hours) next to the wall time.
 func benchReplay(b *testing.B, policyName string) {
 	jobs, apps, _ := loadShared(b)
+	if testing.Short() { // `make bench-smoke`: one workload's first jobs
+		first := slices.Sorted(maps.Keys(jobs))[0]
+		jobs = map[string][]workload.Job{first: jobs[first][:min(len(jobs[first]), replayShortJobs)]}
+	}
 	b.ResetTimer()
 	for b.Loop() {
 		sum := 0.0
@@ -90,18 +96,41 @@ func BenchmarkReplayGoodput(b *testing.B)  { benchReplay(b, "goodput") }
 func BenchmarkReplayPollux(b *testing.B)   { benchReplay(b, "pollux") }
 
 // BenchmarkReplayPhilly replays the full philly-jobs.csv under the best
-// policy (about a minute) and reports peak resident memory.
+// policy (about a minute) and reports peak resident memory. With -short
+// (`make bench-smoke`) it replays the trace's first phillyShortJobs jobs.
 func BenchmarkReplayPhilly(b *testing.B) {
 	dir, err := FindData("")
 	if err != nil {
 		b.Skip("shared Pollux data not present")
 	}
+	trace := filepath.Join(dir, "philly-jobs.csv")
+	if testing.Short() {
+		trace = traceHead(b, trace, phillyShortJobs)
+	}
 	for b.Loop() {
-		rep, err := ReplayPhilly(Config{Nodes: 128}, "goodput", filepath.Join(dir, "philly-jobs.csv"))
+		rep, err := ReplayPhilly(Config{Nodes: 128}, "goodput", trace)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(rep.PeakRSSBytes)/(1<<20), "peak_rss_MiB")
 		b.ReportMetric(rep.AvgJCT/3600, "avg_jct_h")
 	}
+}
+
+// replayShortJobs is how many jobs of one workload a -short replay takes.
+const replayShortJobs = 40
+
+// phillyShortJobs is how much of the Philly trace a -short replay takes.
+const phillyShortJobs = 2000
+
+// traceHead writes the header and first n jobs of a trace CSV to a
+// temporary file and returns its path.
+func traceHead(tb testing.TB, path string, n int) string {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	must.NoError(tb, err)
+	lines := strings.SplitAfterN(string(data), "\n", n+2)
+	head := filepath.Join(tb.TempDir(), filepath.Base(path))
+	must.NoError(tb, os.WriteFile(head, []byte(strings.Join(lines[:min(len(lines), n+1)], "")), 0o644))
+	return head
 }

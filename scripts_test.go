@@ -1,0 +1,146 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shoenig/test/must"
+)
+
+// fakeGo is a `go` that answers what scripts/check-go.sh and
+// scripts/build-hashicorp.sh ask, as a real one would on a cold cache:
+// FAKE_GO_VERSION is its version, FAKE_AGENT_GO the go line of the agent's
+// go.mod, FAKE_BUILD_FAIL makes the compile fail.
+const fakeGo = `#!/usr/bin/env bash
+case "$1 $2" in
+  "env GOVERSION") echo "$FAKE_GO_VERSION" ;;
+  "env GOTOOLCHAIN") echo local ;;
+  "mod download")
+    mkdir -p "$FAKE_SRC" && printf 'module m\n\ngo %s\n' "$FAKE_AGENT_GO" >"$FAKE_SRC/go.mod"
+    printf '{\n\t"Path": "m",\n\t"Dir": "%s",\n}\n' "$FAKE_SRC" ;;
+  "mod edit") ;;
+  list*) for i in $(seq 300); do echo "go: downloading example.com/m$i v1.0.0" >&2; done ;;
+  build*)
+    echo "go: downloading example.com/late v1.0.0" >&2
+    if [[ -n ${FAKE_BUILD_FAIL:-} ]]; then echo "agent/main.go:3:2: undefined: frobnicate" >&2; exit 1; fi
+    while [[ $1 != -o ]]; do shift; done; echo binary >"$2" && chmod +x "$2" ;;
+  *) echo "fake go: unexpected: $*" >&2; exit 2 ;;
+esac
+`
+
+// scriptRoot lays out a scratch repository with the build scripts, a
+// go.mod needing Go 1.25.8 and the fake go first on PATH.
+func scriptRoot(t *testing.T, goVersion string) (root string, env []string) {
+	t.Helper()
+	root = t.TempDir()
+	must.NoError(t, os.MkdirAll(filepath.Join(root, "scripts"), 0o755))
+	for _, s := range []string{"check-go.sh", "build-hashicorp.sh"} {
+		b, err := os.ReadFile(filepath.Join("scripts", s))
+		must.NoError(t, err)
+		must.NoError(t, os.WriteFile(filepath.Join(root, "scripts", s), b, 0o755))
+	}
+	must.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n\ngo 1.25.8\n"), 0o644))
+	bin := t.TempDir()
+	must.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fakeGo), 0o755))
+	env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "FAKE_GO_VERSION="+goVersion,
+		"FAKE_SRC="+filepath.Join(t.TempDir(), "src"), "FAKE_AGENT_GO=1.25.8")
+	return root, env
+}
+
+func runScript(t *testing.T, root string, env []string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "scripts", args[0]), args[1:]...)
+	cmd.Env = env
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+func TestCheckGo(t *testing.T) {
+	cases := []struct {
+		name, version string
+		args          []string
+		ok            bool
+		want          string
+	}{
+		{"newer", "go1.26.8", nil, true, "go1.26.8 (needs 1.25.8 or newer for caravan (go.mod))"},
+		{"same", "go1.25.8", nil, true, "needs 1.25.8"},
+		{"older patch", "go1.25.7", nil, false, "caravan (go.mod) needs Go 1.25.8 or newer; `go` on PATH"},
+		{"older minor", "go1.24.11", nil, false, "is go1.24.11"},
+		{"release candidate", "go1.26rc1", nil, true, "go1.26rc1"},
+		{"an agent's own", "go1.25.6", []string{"1.25.5", "consul v1.22.3"}, true, "for consul v1.22.3"},
+		{"toolchain hint", "go1.24.0", nil, false, "GOTOOLCHAIN=auto"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, env := scriptRoot(t, tc.version)
+			out, errOut, err := runScript(t, root, env, append([]string{"check-go.sh"}, tc.args...)...)
+			if tc.ok {
+				must.NoError(t, err, must.Sprint(errOut))
+				must.StrContains(t, out, tc.want)
+				return
+			}
+			must.Error(t, err)
+			must.StrContains(t, errOut, tc.want)
+		})
+	}
+	t.Run("no go", func(t *testing.T) {
+		root, env := scriptRoot(t, "go1.26.8")
+		for _, p := range []string{"/usr/bin/go", "/bin/go"} {
+			if _, err := os.Stat(p); err == nil {
+				t.Skip("a go in /usr/bin or /bin")
+			}
+		}
+		env = append(env, "PATH=/usr/bin:/bin")
+		cmd := exec.Command("/bin/bash", filepath.Join(root, "scripts", "check-go.sh"))
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		must.Error(t, err)
+		must.StrContains(t, string(b), "no `go` on PATH")
+	})
+}
+
+// TestBuildHashicorp_Stages: the agent build prints a line per stage and
+// keeps the module downloads' noise in its log.
+func TestBuildHashicorp_Stages(t *testing.T) {
+	root, env := scriptRoot(t, "go1.26.8")
+	out, errOut, err := runScript(t, root, env, "build-hashicorp.sh", "nomad", "v1.11.3")
+	must.NoError(t, err, must.Sprint(errOut))
+	for _, s := range []string{"[1/4] fetching the nomad source", "needs 1.25.8 or newer for nomad v1.11.3 (its go.mod)",
+		"[2/4] fetching its dependencies", "[3/4] compiling", "[4/4] built build/bin/nomad-v1.11.3"} {
+		must.StrContains(t, out, s)
+	}
+	must.StrNotContains(t, out+errOut, "go: downloading")
+	log, err := os.ReadFile(filepath.Join(root, "build", "logs", "build-nomad-v1.11.3.log"))
+	must.NoError(t, err)
+	must.Eq(t, 301, strings.Count(string(log), "go: downloading"))
+	must.FileExists(t, filepath.Join(root, "build", "bin", "nomad-v1.11.3"))
+
+	out, _, err = runScript(t, root, env, "build-hashicorp.sh", "nomad", "v1.11.3")
+	must.NoError(t, err)
+	must.StrContains(t, out, "cached at build/bin/nomad-v1.11.3")
+}
+
+// TestBuildHashicorp_FailureShowsTheError: a failed compile prints the
+// compiler's error, not the download lines.
+func TestBuildHashicorp_FailureShowsTheError(t *testing.T) {
+	root, env := scriptRoot(t, "go1.26.8")
+	_, errOut, err := runScript(t, root, append(env, "FAKE_BUILD_FAIL=1"), "build-hashicorp.sh", "consul", "v1.22.3")
+	must.Error(t, err)
+	must.StrContains(t, errOut, "undefined: frobnicate")
+	must.StrNotContains(t, errOut, "go: downloading")
+}
+
+// TestBuildHashicorp_AgentNeedsNewerGo: an agent whose go.mod needs a newer
+// Go than the one on PATH stops before fetching its dependencies.
+func TestBuildHashicorp_AgentNeedsNewerGo(t *testing.T) {
+	root, env := scriptRoot(t, "go1.25.8")
+	out, errOut, err := runScript(t, root, append(env, "FAKE_AGENT_GO=1.26.1"), "build-hashicorp.sh", "nomad", "v1.11.3")
+	must.Error(t, err)
+	must.StrContains(t, errOut, "nomad v1.11.3 (its go.mod) needs Go 1.26.1 or newer")
+	must.StrNotContains(t, out, "[2/4]")
+}
