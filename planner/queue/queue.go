@@ -159,7 +159,7 @@ func (c *Config) Validate(capacity int) error {
 		}
 	}
 	if c.Default != "" && !names[c.Default] {
-		errs = append(errs, fmt.Errorf("%w: default_queue: no queue named %q", ErrInvalid, c.Default))
+		errs = append(errs, fmt.Errorf("%w: queues.default: no queue named %q", ErrInvalid, c.Default))
 	}
 	if over != "" {
 		bad(over, "guarantee", "the guarantees add up to %s GPUs by this queue (%s in all), more than the cluster's %s",

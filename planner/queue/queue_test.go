@@ -73,7 +73,7 @@ func TestValidate(t *testing.T) {
 		{name: "duplicate name and empty name", cfg: Config{Queues: []Queue{q("a", 0, "x"), q("a", 0, "y"), q("", 0, "z")}},
 			errs: []string{`queue "a": name: defined twice`, `queue "#2": name: must not be empty`}},
 		{name: "unknown default", cfg: Config{Queues: []Queue{q("a", 0, "x")}, Default: "nope"},
-			errs: []string{`default_queue: no queue named "nope"`}},
+			errs: []string{`queues.default: no queue named "nope"`}},
 		{name: "all at once", cfg: Config{Queues: []Queue{q("a", -g), q("b", g, "y", "y")}},
 			errs: []string{`queue "a": namespaces`, `queue "a": guarantee`, `queue "b": namespaces: namespace "y" listed twice`}},
 	}
