@@ -25,6 +25,7 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --policy goodput --workload workloads/workload-1.csv
   caravan planner simulate --table                 # all policies x shared workloads vs published
   caravan planner simulate --scale                 # decision speed at 4,000/8,000 jobs x 16,000 nodes
+  caravan planner simulate --queue-scale           # a planning round with queues: 25k-100k jobs, 1,000 queues, 32,000 nodes
   caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
   caravan planner simulate --philly-queues [--nodes 128] [--out build/queues]   # philly's 15 virtual clusters as team queues, 4 ways of sharing
   caravan planner simulate --generate 160 --seed 7 > w.csv   # a new workload sampled from Philly
@@ -68,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "random seed for --generate")
 	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
 	hours := fs.Int("hours", 8, "hours of the day sampled by --generate")
+	queueScale := fs.Bool("queue-scale", false, "time one planning round with queues: 25k-100k jobs in 1,000 queues on 32,000 nodes (gangs, reclaim)")
 	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -95,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *sweep || *philly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale)) {
+	if err != nil && (*table || *all || *sweep || *philly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -135,6 +137,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "error:", err)
 				return 1
 			}
+		}
+		return 0
+	case *queueScale:
+		if err := PrintQueueScale(stdout, []string{"fifo", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
 		}
 		return 0
 	case *scale:
