@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues || *table || *all || *philly || *generate > 0) {
-		fmt.Fprintln(stderr, "error: --out works with --workload, --sweep or --philly-queues")
+		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues)")
 		return 2
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
