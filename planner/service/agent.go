@@ -170,7 +170,7 @@ func settings(cfg *config.Config) manager.Settings {
 		Policy: p.Name, Interval: p.Interval, Cooldown: p.Cooldown, RestartCost: p.RestartCost,
 		MaxChangesPerRound: p.MaxChangesPerRound, MinGain: p.MinGain, SuspendQuantum: p.SuspendQuantum,
 		DryRun: cfg.DryRun, Device: cfg.Capacity.Device, SharesPerGPU: cfg.Capacity.SharesPerGPU,
-		GPUsPerNode: cfg.Capacity.GPUsPerNode, PlacementAffinity: p.PlacementAffinity,
+		GPUsPerNode: cfg.Capacity.GPUsPerNode, PlacementAffinity: p.PlacementAffinity, Queues: cfg.Queues,
 	}
 }
 

@@ -25,7 +25,9 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --policy goodput --workload workloads/workload-1.csv
   caravan planner simulate --table                 # all policies x shared workloads vs published
   caravan planner simulate --scale                 # decision speed at 4,000/8,000 jobs x 16,000 nodes
+  caravan planner simulate --queue-scale           # a planning round with queues: 25k-100k jobs, 1,000 queues, 32,000 nodes
   caravan planner simulate --philly [--nodes 128]  # full philly-jobs.csv replay
+  caravan planner simulate --philly-queues [--nodes 128] [--out build/queues]   # philly's 15 virtual clusters as team queues, 4 ways of sharing
   caravan planner simulate --generate 160 --seed 7 > w.csv   # a new workload sampled from Philly
   caravan planner simulate --sweep --loads 0.5,1,1.5,2 --seeds 11-15   # generated workloads, every load, several seeds
   caravan planner simulate --list-policies         # name, information class, summary
@@ -57,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
 	workers := fs.Int("workers", 1, "replays run in parallel by --sweep")
 	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
+	phillyQueues := fs.Bool("philly-queues", false, "replay philly-jobs.csv with each virtual cluster as a team queue: strict quotas, one shared pool, borrowing, borrowing with reclaim")
 	nodes := fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
 	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
@@ -66,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "random seed for --generate")
 	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
 	hours := fs.Int("hours", 8, "hours of the day sampled by --generate")
+	queueScale := fs.Bool("queue-scale", false, "time one planning round with queues: 25k-100k jobs in 1,000 queues on 32,000 nodes (gangs, reclaim)")
 	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -81,8 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
 		}
 	}
-	if *out != "" && (*wl == "" && !*sweep || *table || *all || *philly || *generate > 0) {
-		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep")
+	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues || *table || *all || *philly || *generate > 0) {
+		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues)")
 		return 2
 	}
 	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
@@ -93,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *sweep || *philly || *generate > 0 || (*wl == "" && !*scale)) {
+	if err != nil && (*table || *all || *sweep || *philly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -135,12 +139,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return 0
+	case *queueScale:
+		if err := PrintQueueScale(stdout, []string{"fifo", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		return 0
 	case *scale:
 		if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		return 0
+	case *phillyQueues:
+		return runPhillyQueues(cfg, filepath.Join(dir, "philly-jobs.csv"), *out, stdout, stderr)
 	case *philly:
 		if strings.Contains(*pol, ",") {
 			fmt.Fprintf(stderr, "caravan planner simulate: -policy: --philly replays one policy, got %q\n", *pol)

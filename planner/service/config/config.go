@@ -13,6 +13,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 )
 
 // Config is the whole planner service configuration after parsing and
@@ -32,6 +33,8 @@ type Config struct {
 	Capacity Capacity
 	Progress Progress
 	UI       UI
+	// Queues are the team queues (none: one pool, as before queues).
+	Queues queue.Config
 }
 
 // Nomad is how the planner reaches Nomad. Empty fields keep the value from
@@ -280,6 +283,13 @@ func (c *Config) Validate() error {
 		bad("progress.max_samples", "must be in 10..%d, got %d", MaxSamples, c.Progress.MaxSamples)
 	}
 	validateUI(c.UI, bad)
+	if c.Queues.Enabled() || c.Queues.Default != "" {
+		// The cluster's GPUs are discovered at run time: the manager
+		// checks the guarantees against them every round.
+		if err := c.Queues.Validate(0); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

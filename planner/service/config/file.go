@@ -24,6 +24,8 @@ type fileConfig struct {
 	Capacity *fileCapacity `hcl:"capacity,block"`
 	Progress *fileProgress `hcl:"progress,block"`
 	UI       *fileUI       `hcl:"ui,block"`
+	Queue    []fileQueue   `hcl:"queue,block"`
+	Queues   *fileQueues   `hcl:"queues,block"`
 }
 
 type fileUI struct {
@@ -182,6 +184,9 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Enabled, &c.UI.Enabled)
 		set(p.Token, &c.UI.Token)
 		dur("ui.stats_interval", p.StatsInterval, &c.UI.StatsInterval)
+	}
+	if qerr := applyQueues(c, filename, fc.Queue, fc.Queues); qerr != nil && err == nil {
+		err = qerr
 	}
 	return err
 }

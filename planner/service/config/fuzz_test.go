@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/caravan-nomad/caravan/planner/queue"
 )
 
 // FuzzParse feeds arbitrary HCL to the planner's config parser: it must
@@ -23,6 +25,9 @@ nomad { address = "http://127.0.0.1:4646" blocking_wait = "30s" }`,
 		"capacity {\n  gpus_per_node = 9223372036854775807\n  shares_per_gpu = -1\n}\n",
 		"policy {\n  interval = \"-1s\"\n  cooldown = \"2562047h\"\n}\n",
 		"nomad {\n  nomad {\n}\n}\n", `port = "x"`, `}{`,
+		"queue \"a\" {\n  namespaces = [\"x\"]\n  guarantee = 2\n  borrowing_limit = \"0.5\"\n  weight = 2\n}\n",
+		"queue \"a\" {\n  namespaces = [\"x\"]\n}\nqueue \"b\" {\n  namespaces = [\"x\"]\n  guarantee = -1\n}\n",
+		"queues {\n  default = \"a\"\n  reclaim = false\n}\nqueue \"a\" {\n  namespaces = [\"*\"]\n  lending_limit = \"1e400\"\n}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -47,6 +52,12 @@ nomad { address = "http://127.0.0.1:4646" blocking_wait = "30s" }`,
 		if c.Progress.MaxSamples > MaxSamples || c.Capacity.SharesPerGPU > MaxSharesPerGPU ||
 			c.Capacity.GPUsPerNode > MaxGPUsPerNode || p.MaxChangesPerRound > MaxChangesPerRound {
 			t.Fatalf("accepted an absurd count: %+v %+v %+v", c.Progress, c.Capacity, p)
+		}
+		for _, q := range c.Queues.Queues {
+			if q.Guarantee < 0 || q.BorrowLimit < queue.Unlimited || q.LendLimit < queue.Unlimited || len(q.Namespaces) == 0 ||
+				math.IsNaN(q.Weight) || q.Weight <= 0 {
+				t.Fatalf("accepted queue %+v", q)
+			}
 		}
 	})
 }

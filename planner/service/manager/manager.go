@@ -18,6 +18,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -58,6 +59,8 @@ type Settings struct {
 	// nodes the policy placed the job on (Nomad applies it in place: it
 	// steers where new workers land, running ones stay).
 	PlacementAffinity bool
+	// Queues are the team queues; none configured: one pool.
+	Queues queue.Config
 }
 
 // Config wires a Manager.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/failures"
 	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -31,6 +32,8 @@ type JobView struct {
 	History   *History        `json:"history,omitempty"`                     // what the policy is told of its past
 	Plan      *policy.JobPlan `json:"plan,omitempty"`
 	Index     uint64          `json:"job_modify_index"`
+	// Queue is the team queues' verdict (absent without queues).
+	Queue *queue.Decision `json:"queue,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -47,6 +50,8 @@ type Round struct {
 	Candidates []Candidate `json:"candidates"`
 	Skipped    string      `json:"skipped,omitempty"` // why no decision was made
 	Error      string      `json:"error,omitempty"`
+	// Queues is each team queue's standing (absent without queues).
+	Queues []queue.QueueState `json:"queues,omitempty"`
 }
 
 // decide builds the round without side effects on Nomad: each job is
@@ -224,6 +229,17 @@ func (b *roundBuilder) plan() (policy.Plan, pins, error) {
 			p.workers[c.pj.ID] = pin{VerdictCooldown, fmt.Sprintf("in its %s cooldown after the last change", s.Cooldown)}
 		}
 	}
+	qr, err := b.queueRound()
+	if err != nil {
+		return policy.Plan{}, p, err
+	}
+	if qr != nil {
+		for i, c := range b.cands {
+			if !qr.Jobs[i].Admit {
+				delete(p.workers, c.pj.ID) // the queues' verdict overrides a cooldown
+			}
+		}
+	}
 	in := policy.Input{Now: now, Cluster: b.r.Capacity}
 	pjs := make([]policy.Job, len(b.cands))
 	for i, c := range b.cands {
@@ -237,6 +253,9 @@ func (b *roundBuilder) plan() (policy.Plan, pins, error) {
 			pj := c.pj
 			held := p.workers[pj.ID].why != ""
 			guards[i] = guardOf(held, c.quantum)
+			if qr != nil && !qr.Jobs[i].Admit {
+				guards[i] = policy.Free // reclaimed or waiting: the queues decided
+			}
 			// A pinned job keeps its servers too: a cooldown that held the
 			// workers but let the servers move let a job that had just
 			// shrunk go 1 -> 4 servers in the next round.
@@ -247,8 +266,12 @@ func (b *roundBuilder) plan() (policy.Plan, pins, error) {
 			in.Jobs = append(in.Jobs, pj)
 		}
 		in.Jobs = policy.Guarded(in.Jobs, guards)
-		var err error
-		if plan, err = b.pol.Allocate(in); err != nil {
+		if qr != nil {
+			plan, err = queueAllocate(b.pol, in, qr)
+		} else {
+			plan, err = b.pol.Allocate(in)
+		}
+		if err != nil {
 			return plan, p, fmt.Errorf("policy %s: %w", b.pol.Name(), err)
 		}
 		policy.HoldPlan(&plan, pjs, guards)

@@ -70,7 +70,7 @@ func New(s *Server) (*Server, error) {
 		s.Logger = hclog.NewNullLogger()
 	}
 	s.pages = map[string]*template.Template{}
-	for _, p := range []string{"cluster", "jobs", "job", "plan", "login"} {
+	for _, p := range []string{"cluster", "jobs", "job", "plan", "queues", "login"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err
@@ -97,6 +97,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(Prefix+"/jobs", s.jobs)
 	mux.HandleFunc(Prefix+"/jobs/", s.job)
 	mux.HandleFunc(Prefix+"/plan", s.plan)
+	mux.HandleFunc(Prefix+"/queues", s.queues)
 	return s.auth(getOnly(mux))
 }
 

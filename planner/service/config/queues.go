@@ -1,0 +1,59 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/caravan-nomad/caravan/planner/queue"
+)
+
+// fileQueue is one `queue "name" { ... }` block. GPU amounts are strings
+// so that "0.5" and 2 both read, and a typo is an error naming the field.
+type fileQueue struct {
+	Name           string   `hcl:"name,label"`
+	Namespaces     []string `hcl:"namespaces,optional"`
+	Guarantee      *string  `hcl:"guarantee,optional"`
+	BorrowingLimit *string  `hcl:"borrowing_limit,optional"`
+	LendingLimit   *string  `hcl:"lending_limit,optional"`
+	Weight         *float64 `hcl:"weight,optional"`
+	Allow          []string `hcl:"allow_namespaces,optional"`
+}
+
+// fileQueues is the `queues { ... }` block: settings of all queues.
+type fileQueues struct {
+	Default *string `hcl:"default,optional"`
+	Reclaim *bool   `hcl:"reclaim,optional"`
+}
+
+// applyQueues appends the file's queues to c.Queues, reporting every bad
+// GPU amount at once, each naming its queue and field.
+func applyQueues(c *Config, filename string, qs []fileQueue, settings *fileQueues) error {
+	var errs []error
+	amount := func(q, field string, s *string, dst *int) {
+		if s == nil {
+			return
+		}
+		v, err := queue.ParseGPUs(fmt.Sprintf("queue %q: %s", q, field), *s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", filename, err))
+			return
+		}
+		*dst = v
+	}
+	for _, fq := range qs {
+		q := queue.Queue{Name: fq.Name, Namespaces: fq.Namespaces, Allow: fq.Allow,
+			BorrowLimit: queue.Unlimited, LendLimit: queue.Unlimited, Weight: 1}
+		amount(fq.Name, "guarantee", fq.Guarantee, &q.Guarantee)
+		amount(fq.Name, "borrowing_limit", fq.BorrowingLimit, &q.BorrowLimit)
+		amount(fq.Name, "lending_limit", fq.LendingLimit, &q.LendLimit)
+		set(fq.Weight, &q.Weight)
+		c.Queues.Queues = append(c.Queues.Queues, q)
+	}
+	if settings != nil {
+		set(settings.Default, &c.Queues.Default)
+		if settings.Reclaim != nil {
+			c.Queues.NoReclaim = !*settings.Reclaim
+		}
+	}
+	return errors.Join(errs...)
+}

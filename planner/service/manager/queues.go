@@ -1,0 +1,73 @@
+package manager
+
+import (
+	"fmt"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
+)
+
+// queueRound asks the team queues (Settings.Queues) which candidates may
+// run and with how many GPUs at most. Without queues it returns nil: the
+// round is one pool, as before queues.
+func (b *roundBuilder) queueRound() (*queue.Round, error) {
+	if !b.s.Queues.Enabled() {
+		return nil, nil
+	}
+	capacity := 0
+	for _, n := range b.r.Capacity.Nodes {
+		capacity += n.GPUs * policy.MilliGPU
+	}
+	jobs := make([]queue.Job, len(b.cands))
+	for i, c := range b.cands {
+		qj := queue.FromPolicy(&c.pj, c.job.Key.Namespace, c.job.Job.Meta[queue.MetaKey])
+		qj.Priority = nomadPriority(c)
+		qj.NoPreempt = !c.job.Spec.Suspendable
+		if !c.mm.lastResume.IsZero() {
+			qj.SinceCheckpoint = b.now.Sub(c.mm.lastResume)
+		}
+		jobs[i] = qj
+	}
+	r, err := queue.Decide(b.s.Queues, capacity, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
+	}
+	b.r.Queues = r.Queues
+	for i := range b.cands {
+		d := r.Jobs[i]
+		b.cands[i].view.Queue = &d
+	}
+	return &r, nil
+}
+
+// nomadPriority is the job's Nomad priority (50 when unset).
+func nomadPriority(c cand) int {
+	if c.job.Job.Priority != nil {
+		return *c.job.Job.Priority
+	}
+	return 50
+}
+
+// queueAllocate runs the policy on the jobs the queues admitted, each
+// capped by its queue, and spreads the plan back over every job of in:
+// a job the queues hold back is planned at zero (a suspend if it runs),
+// with the queues' reason.
+func queueAllocate(pol policy.Policy, in policy.Input, qr *queue.Round) (policy.Plan, error) {
+	sub, kept := queue.Constrain(in, *qr)
+	plan, err := pol.Allocate(sub)
+	if err != nil {
+		return plan, err
+	}
+	full := make([]policy.JobPlan, len(in.Jobs))
+	for i, j := range in.Jobs {
+		d := qr.Jobs[i]
+		full[i] = policy.JobPlan{ID: j.ID, Changed: j.Current.Workers > 0 || j.Current.PS > 0,
+			Reason: fmt.Sprintf("queue %s: %s", d.Queue, d.Reason)}
+	}
+	for k, jp := range plan.Jobs {
+		jp.Reason = fmt.Sprintf("queue %s: %s", qr.Jobs[kept[k]].Queue, jp.Reason)
+		full[kept[k]] = jp
+	}
+	plan.Jobs = full
+	return plan, nil
+}

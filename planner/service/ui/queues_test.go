@@ -1,0 +1,45 @@
+package ui
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/service/manager"
+)
+
+func TestPages_Queues(t *testing.T) {
+	r := &manager.Round{Leader: true,
+		Queues: []queue.QueueState{
+			{Name: "team-a", Guarantee: 2000, Used: 2000, Reclaims: 1},
+			{Name: evil, Guarantee: 1500, Used: 1500, Borrowed: 500, Waiting: 1},
+		},
+		Jobs: []manager.JobView{
+			{Namespace: "default", ID: "a1", Queue: &queue.Decision{Queue: "team-a", Admit: true, Cap: 2000, Reason: "admitted within queue team-a's guarantee"}},
+			{Namespace: "default", ID: evil, Queue: &queue.Decision{Queue: evil, Suspend: true, ReclaimFor: "team-a", Reason: evil}},
+			{Namespace: "default", ID: "w", Queue: &queue.Decision{Queue: evil, Reason: "queued"}},
+		}}
+	s, err := New(&Server{Planner: &fakePlanner{round: r}, Progress: fakeProgress{}})
+	must.NoError(t, err)
+	resp := get(t, s.Handler(), "/ui/queues", nil)
+	must.Eq(t, http.StatusOK, resp.StatusCode)
+	b := body(t, resp)
+	must.StrContains(t, b, `<tr data-queue="team-a"><td>team-a</td><td class="n">2</td><td class="n">2</td><td class="n">0</td><td class="n">0</td><td class="n">0</td><td class="n">1</td></tr>`)
+	must.StrContains(t, b, `<td class="n">1.5</td>`)
+	must.StrContains(t, b, "suspended</b> for team-a")
+	must.StrContains(t, b, "waiting")
+	must.StrNotContains(t, b, "<script>")
+	must.StrContains(t, b, "&lt;script&gt;")
+	must.StrContains(t, b, `href="/ui/queues" class="on"`)
+}
+
+func TestPages_QueuesNone(t *testing.T) {
+	s, err := New(&Server{Planner: &fakePlanner{round: &manager.Round{}}, Progress: fakeProgress{}})
+	must.NoError(t, err)
+	must.StrContains(t, body(t, get(t, s.Handler(), "/ui/queues", nil)), "No team queues are configured")
+	s, err = New(&Server{Planner: &fakePlanner{}, Progress: fakeProgress{}})
+	must.NoError(t, err)
+	must.StrContains(t, body(t, get(t, s.Handler(), "/ui/queues", nil)), "No decision round yet")
+}
