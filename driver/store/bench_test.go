@@ -89,6 +89,7 @@ func BenchmarkCommit(b *testing.B) {
 			r.baseline("disk", timeDiskWrite(b, r, src, filepath.Join(work, "disk")))
 
 			s := benchStore(b, filepath.Join(work, "store"))
+			r.baseline("hash", timeHash(b, r, src, s.chunkSize, s.workers))
 			var stats CommitStats
 			r.op(r.timed(false, func() {
 				var err error
