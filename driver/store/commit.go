@@ -373,33 +373,23 @@ func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 	return sf, nil
 }
 
-// publishChunks makes each temp file durable and then renames it into
-// place, in parallel: a chunk's rename overlaps the other chunks' syncs, and
-// no chunk is ever renamed before its own data is durable. On error no temp
-// file is left behind (chunks already renamed are complete and durable;
-// without a manifest naming them, GC removes them).
+// publishChunks makes the temp files durable and renames them into place.
+// On error no temp file is left behind.
 func (s *Store) publishChunks(pending []pendingChunk) error {
-	renamed := make([]bool, len(pending))
-	err := parallel(s.workers, len(pending), func(i int) error {
-		pc := pending[i]
-		if err := fdatasyncPath(pc.tmp); err != nil {
-			return fmt.Errorf("fsync chunk: %w", err)
-		}
+	if err := parallel(s.workers, len(pending), func(i int) error {
+		return fdatasyncPath(pending[i].tmp)
+	}); err != nil {
+		removeTemps(pending)
+		return fmt.Errorf("fsync chunks: %w", err)
+	}
+	for i, pc := range pending {
 		if err := os.Rename(pc.tmp, pc.final); err != nil {
+			removeTemps(pending[i:])
 			return fmt.Errorf("publish chunk: %w", err)
 		}
-		renamed[i] = true
 		hook(stepChunkPublished)
-		return nil
-	})
-	if err != nil {
-		for i, pc := range pending {
-			if !renamed[i] {
-				_ = os.Remove(pc.tmp)
-			}
-		}
 	}
-	return err
+	return nil
 }
 
 // syncChunkDirs fsyncs the directory of every chunk the manifest will

@@ -11,10 +11,10 @@ import (
 	"github.com/shoenig/test/must"
 )
 
-// TestPublishChunks checks the parallel sync-and-rename pass: every chunk it
-// returns nil for is under its final name with its contents, and when one
-// chunk fails, the others are either published complete or removed, and no
-// temp file is left.
+// TestPublishChunks checks publishing new chunks: when it returns nil every
+// chunk is under its final name with its contents; when one chunk fails,
+// every chunk under its final name is complete, the failed one is not, and
+// no temp file is left.
 func TestPublishChunks(t *testing.T) {
 	cases := []struct {
 		name    string
