@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha256"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -143,6 +144,12 @@ func (r *rounds) report() {
 	m := median(r.ops)
 	r.b.SetBytes(r.size)
 	r.b.ReportMetric(float64(r.size)/m.wall.Seconds()/1e6, "MB/s")
+	disk, hash := r.baselines["disk"], r.baselines["hash"]
+	if len(disk) > 0 && len(hash) > 0 {
+		// The slower of the two is the least time a commit can take.
+		bound := max(median(disk).wall, median(hash).wall)
+		r.b.ReportMetric(bound.Seconds()/m.wall.Seconds(), "ratio_vs_bound")
+	}
 	for name, base := range r.baselines {
 		bm := median(base)
 		r.b.ReportMetric(bm.wall.Seconds()/m.wall.Seconds(), "ratio_vs_"+name)
@@ -256,5 +263,47 @@ func timeDiskWrite(b *testing.B, r *rounds, src, dst string) sample {
 		must.NoError(b, f.Close())
 	}
 	must.NoError(b, os.RemoveAll(dst))
+	return s
+}
+
+// timeHash hashes every chunk of the regular files of src with SHA-256 from
+// read-only maps, as a commit does, on workers goroutines, and writes
+// nothing: the CPU a commit cannot avoid. A commit cannot beat the slower of
+// this and the disk.
+func timeHash(b *testing.B, r *rounds, src string, chunkSize, workers int) sample {
+	b.Helper()
+	ents, err := os.ReadDir(src)
+	must.NoError(b, err)
+	var files []*os.File
+	var chunks [][]byte
+	var maps [][]byte
+	s := r.timed(false, func() {
+		for _, e := range ents {
+			f, err := os.Open(filepath.Join(src, e.Name()))
+			must.NoError(b, err)
+			files = append(files, f)
+			fi, err := f.Stat()
+			must.NoError(b, err)
+			if fi.Size() == 0 {
+				continue
+			}
+			data, err := mapFile(f, fi.Size())
+			must.NoError(b, err)
+			maps = append(maps, data)
+			for off := 0; off < len(data); off += chunkSize {
+				chunks = append(chunks, data[off:min(off+chunkSize, len(data))])
+			}
+		}
+		must.NoError(b, parallel(workers, len(chunks), func(i int) error {
+			_ = sha256.Sum256(chunks[i])
+			return nil
+		}))
+		for _, m := range maps {
+			unmapFile(m)
+		}
+	})
+	for _, f := range files {
+		must.NoError(b, f.Close())
+	}
 	return s
 }
