@@ -275,19 +275,14 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 			}
 			j.w, j.alloc = jp.Workers, jp.Placement
 		}
-		t := math.Inf(1)
+		nextSubmit := math.Inf(1)
 		if next < len(jobs) {
-			t = grid(jobs[next].submit)
+			nextSubmit = jobs[next].submit
 		}
-		for _, j := range active {
-			if f := j.finishIn(); !math.IsInf(f, 1) {
-				t = math.Min(t, grid(now+f))
-			}
+		t, err := nextPhillyDecision(now, iv, nextSubmit, active, string(mode))
+		if err != nil {
+			return rep, err
 		}
-		if math.IsInf(t, 1) {
-			return rep, fmt.Errorf("%w: %d jobs can never run under %s", ErrStuck, len(active), mode)
-		}
-		t = math.Max(t, now+iv)
 		keep := active[:0]
 		for _, j := range active {
 			before := j.attained

@@ -166,20 +166,14 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 			}
 			j.w, j.alloc = jp.Workers, jp.Placement
 		}
-		// Next decision: the next arrival or the first completion.
-		t := math.Inf(1)
+		nextSubmit := math.Inf(1)
 		if next < len(jobs) {
-			t = grid(jobs[next].submit)
+			nextSubmit = jobs[next].submit
 		}
-		for _, j := range active {
-			if f := j.finishIn(); !math.IsInf(f, 1) {
-				t = math.Min(t, grid(now+f))
-			}
+		t, err := nextPhillyDecision(now, iv, nextSubmit, active, policyName)
+		if err != nil {
+			return rep, err
 		}
-		if math.IsInf(t, 1) {
-			return rep, fmt.Errorf("%w: %d jobs can never run under %s", ErrStuck, len(active), policyName)
-		}
-		t = math.Max(t, now+iv)
 		keep := active[:0]
 		for _, j := range active {
 			j.advance(now, t-now)
@@ -260,4 +254,22 @@ func (r *residualWork) after(a float64) float64 {
 		return math.Max(a, 1) // nothing finished ran this long: as much again as done
 	}
 	return math.Max(r.suffix[i]/float64(n)-a, 1)
+}
+
+// nextPhillyDecision is when a Philly replay decides next: the next arrival
+// (nextSubmit, +Inf when none is left) or the first completion, on the
+// interval grid, and at least one interval after now. It fails with ErrStuck
+// when neither will ever come.
+func nextPhillyDecision[J interface{ finishIn() float64 }](now, iv, nextSubmit float64, active []J, under string) (float64, error) {
+	grid := func(t float64) float64 { return math.Ceil(t/iv-1e-9) * iv }
+	t := grid(nextSubmit)
+	for _, j := range active {
+		if f := j.finishIn(); !math.IsInf(f, 1) {
+			t = math.Min(t, grid(now+f))
+		}
+	}
+	if math.IsInf(t, 1) {
+		return 0, fmt.Errorf("%w: %d jobs can never run under %s", ErrStuck, len(active), under)
+	}
+	return math.Max(t, now+iv), nil
 }
