@@ -148,3 +148,73 @@ func TestPlanner_GangWaitsWhole(t *testing.T) {
 		return nil
 	})
 }
+
+// TestPlanner_PartlyPlacedGangRolledBack forces the race the plan cannot
+// close: the gang is submitted at 4 workers where only client1 (2 GPUs)
+// may run it, so Nomad places half of it on its own. The planner scales it
+// back to 0 a round after it first sees it (a scaling event says why), and
+// it then waits whole. About 40 s.
+func TestPlanner_PartlyPlacedGangRolledBack(t *testing.T) {
+	c := harness.Cluster(t)
+	for _, cl := range []string{"client1", "client2"} {
+		t.Cleanup(func() { setGangMeta(t, c, cl, false) })
+	}
+	setGangMeta(t, c, "client1", true)
+	setGangMeta(t, c, "client2", false)
+	p := startPlanner(t, c, "rollback", "queue \"all\" {\n  namespaces = [\"default\"]\n  guarantee  = 4\n}\n")
+	harness.Eventually(t, 30*time.Second, func() error {
+		h, err := p.health()
+		if err == nil && (!h.Leader || !h.Synced) {
+			err = fmt.Errorf("planner not leading yet: %+v", h)
+		}
+		return err
+	})
+
+	const id = "gang-race"
+	job := gangJob(id)
+	job.TaskGroups[0].Count = ptr(4)
+	_, _, err := c.Nomad.Jobs().Register(job, nil)
+	must.NoError(t, err)
+	t.Cleanup(func() { _, _, _ = c.Nomad.Jobs().Deregister(id, true, nil) })
+
+	var partial time.Time
+	harness.Eventually(t, 30*time.Second, func() error {
+		if n := placed(t, c, id); n != 2 {
+			return fmt.Errorf("%d workers placed, waiting for Nomad to place 2 of 4", n)
+		}
+		partial = time.Now()
+		return nil
+	})
+	harness.Eventually(t, 60*time.Second, func() error {
+		if n := placed(t, c, id); n != 0 {
+			return fmt.Errorf("%d workers still hold GPUs", n)
+		}
+		return nil
+	})
+	held := time.Since(partial)
+	t.Logf("half-placed gang held GPUs for %s after the test saw it (planner interval 3s)", held.Round(100*time.Millisecond))
+	must.Less(t, 15*time.Second, held, must.Sprint("the rollback comes a round after the planner first sees the gang partial"))
+
+	info, _, err := c.Nomad.Jobs().Info(id, nil)
+	must.NoError(t, err)
+	must.Eq(t, 0, *info.TaskGroups[0].Count)
+	evs := events(t, c, id)
+	must.SliceNotEmpty(t, evs)
+	last := evs[len(evs)-1]
+	must.Eq(t, "gang-rollback", action(last))
+	must.StrContains(t, last.Message, "gang rolled back 4 -> 0 (Nomad placed only part of it)")
+	must.StrContains(t, last.Message, "2 of its 4 workers placed")
+
+	// Rolled back, it waits whole: Nomad's plan holds it at 0 until it
+	// fits, then it starts with all 4 workers.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		must.Eq(t, 0, placed(t, c, id), must.Sprint("the rolled-back gang was placed in part again"))
+	}
+	setGangMeta(t, c, "client2", true)
+	harness.Eventually(t, 90*time.Second, func() error {
+		if n := placed(t, c, id); n != 4 {
+			return fmt.Errorf("%d of 4 workers placed", n)
+		}
+		return nil
+	})
+}
