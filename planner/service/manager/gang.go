@@ -70,30 +70,41 @@ func (m *Manager) admits(ctx context.Context, s Settings, r *Round, a *Action) b
 }
 
 // placedAllocs counts the group's allocations Nomad has placed on a node
-// and means to run (pending or running): each holds its GPUs.
-func placedAllocs(j *source.Job, group string) int {
-	n := 0
+// and means to run (pending or running): each holds its GPUs. ended counts
+// those of the job's current version that ran and ended (complete, failed,
+// lost): workers that finish or fail, not a placement race.
+func placedAllocs(j *source.Job, group string) (placed, ended int) {
 	for _, a := range j.Allocs {
-		if a.TaskGroup == group && a.DesiredStatus == "run" && (a.ClientStatus == "running" || a.ClientStatus == "pending") {
-			n++
+		if a.TaskGroup != group || a.DesiredStatus != "run" {
+			continue
+		}
+		switch a.ClientStatus {
+		case "running", "pending":
+			placed++
+		case "complete", "failed", "lost":
+			if j.Job.Version != nil && a.JobVersion == *j.Job.Version {
+				ended++
+			}
 		}
 	}
-	return n
+	return placed, ended
 }
 
 // partialGang is the rollback of a gang (caravan_gang) that Nomad left
 // partly placed for a full round: some workers hold GPUs while others of
 // its minimum wait unplaced, so none of them can train. With team queues
 // configured it is scaled back to zero (nil otherwise, or while it is
-// whole, or for less than a round). mm.partialSince remembers when it was
-// first seen partial.
+// whole, or for less than a round). A gang some of whose workers of this
+// version ended (finished, failed, lost) is left to the failure and
+// finish handling. mm.partialSince remembers when it was first seen partial.
 func partialGang(now time.Time, s Settings, j *source.Job, mm *memory, v *JobView) *Action {
 	if !s.Queues.Enabled() || !j.Spec.Gang || v.State != StateRunning {
 		mm.partialSince = time.Time{}
 		return nil
 	}
-	placed, need := placedAllocs(j, j.Spec.WorkerGroup), min(v.Workers, j.Spec.MinWorkers)
-	if placed == 0 || placed >= need {
+	placed, ended := placedAllocs(j, j.Spec.WorkerGroup)
+	need := min(v.Workers, j.Spec.MinWorkers)
+	if placed == 0 || placed >= need || ended > 0 {
 		mm.partialSince = time.Time{}
 		return nil
 	}

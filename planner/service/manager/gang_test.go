@@ -138,20 +138,32 @@ func TestManager_PartlyPlacedGangRolledBack(t *testing.T) {
 	must.Eq(t, StateSuspended, findJob(t, r, "b").State)
 }
 
-// TestManager_WholeGangNotRolledBack: a gang whose minimum is placed
-// whole (running or pending) is left alone, round after round.
-func TestManager_WholeGangNotRolledBack(t *testing.T) {
-	s := defaultSettings()
-	s.Queues = twoTeamQueues()
-	h := newHarness(t, s, 2)
-	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
-	h.nomad.SetAllocs(running(map[string]int{"b": 4}))
-	for i := 0; i < 3; i++ {
-		r := h.round()
-		for _, a := range r.Actions {
-			must.NotEq(t, KindGangRollback, a.Kind)
-		}
-		h.clk.Advance(s.Interval)
+// TestManager_GangNotRolledBack: a gang whose minimum is placed whole, or
+// some of whose workers of this version ended (finished or failed: not a
+// placement race), is left alone, round after round.
+func TestManager_GangNotRolledBack(t *testing.T) {
+	ended := running(map[string]int{"b": 2})
+	for _, st := range []string{"complete", "failed"} {
+		ended = append(ended, &nomadapi.AllocationListStub{ID: "b-" + st, Namespace: "default", JobID: "b",
+			TaskGroup: "worker", NodeID: "node-1", ClientStatus: st, DesiredStatus: "run"})
 	}
-	must.Eq(t, 4, count(t, h.nomad, "b"))
+	for name, allocs := range map[string][]*nomadapi.AllocationListStub{
+		"whole":         running(map[string]int{"b": 4}),
+		"workers ended": ended,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := defaultSettings()
+			s.Queues = twoTeamQueues()
+			h := newHarness(t, s, 2)
+			h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
+			h.nomad.SetAllocs(allocs)
+			for i := 0; i < 3; i++ {
+				r := h.round()
+				for _, a := range r.Actions {
+					must.NotEq(t, KindGangRollback, a.Kind, must.Sprintf("%+v", a))
+				}
+				h.clk.Advance(s.Interval)
+			}
+		})
+	}
 }
