@@ -27,7 +27,9 @@ func gangJob(id string) *nomadapi.Job {
 	job.Constrain(nomadapi.NewConstraint("${meta."+gangMetaKey+"}", "=", "yes"))
 	tg := nomadapi.NewTaskGroup("worker", 0)
 	tg.Update = &nomadapi.UpdateStrategy{MaxParallel: ptr(0)} // no deployments: they block scaling
-	task := nomadapi.NewTask("sleep", "caravan")
+	// raw_exec, as planner-train-sim.nomad.hcl: the caravan driver refuses
+	// the MPS directories the device plugin mounts (no filesystem isolation).
+	task := nomadapi.NewTask("sleep", "raw_exec")
 	task.Config = map[string]any{"command": "/bin/sleep", "args": []string{"600"}}
 	shares := uint64(4)
 	task.Resources = &nomadapi.Resources{CPU: ptr(20), MemoryMB: ptr(32),
