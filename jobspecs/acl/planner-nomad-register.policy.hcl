@@ -4,7 +4,11 @@
 #   - workers and parameter servers changed together (meta caravan_ps_group),
 #     and stopping such a job whose training ended while stray workers wait;
 #   - stopping a converged job (meta caravan_stop_on_converge = "true");
-#   - policy { placement_affinity = true }.
+#   - policy { placement_affinity = true };
+#   - with team queues, the dry run of a start (PUT /v1/job/:id/plan, Nomad's
+#     job plan): Nomad v1.11.3 checks a plan with submit-job, as it checks a
+#     submission, though a plan writes nothing (read-job is not enough).
+#     Without it, starts are written unchecked.
 # Attach it beside planner-nomad.policy.hcl only when one of them is used:
 #
 #   nomad acl policy apply -description "caravan planner: job versions" \
@@ -17,5 +21,5 @@
 # planner manages.
 
 namespace "*" {
-  capabilities = ["submit-job"] # PUT /v1/jobs with EnforceIndex
+  capabilities = ["submit-job"] # PUT /v1/jobs with EnforceIndex; PUT /v1/job/:id/plan
 }

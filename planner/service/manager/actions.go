@@ -21,6 +21,8 @@ const (
 	KindStop      Kind = "stop"    // stop a converged job
 	KindUserError Kind = "user-error-stop"
 	KindFinish    Kind = "finish" // stop a finished job whose stray workers still run
+	// KindGangRollback scales a gang Nomad left partly placed back to 0.
+	KindGangRollback Kind = "gang-rollback"
 )
 
 // Action is one change the planner wants to make to one job.
@@ -61,7 +63,7 @@ func (a Action) priority() int {
 	switch a.Kind {
 	case KindStop, KindUserError, KindFinish:
 		return 0
-	case KindSuspend:
+	case KindSuspend, KindGangRollback:
 		return 1
 	}
 	if a.To < a.From {
@@ -90,6 +92,8 @@ func (a Action) eventMeta(policyName string) map[string]any {
 	switch a.Kind {
 	case KindSuspend:
 		action = submit.ActionSuspend
+	case KindGangRollback:
+		action = submit.ActionGangRollback
 	case KindResume:
 		action = submit.ActionResume
 	case KindUserError:
@@ -112,6 +116,8 @@ func scaleMessage(a Action) string {
 		return fmt.Sprintf("caravan planner: suspend %d -> 0 (time-slicing under overload): %s", a.From, a.Reason)
 	case KindResume:
 		return fmt.Sprintf("caravan planner: resume 0 -> %d, marginal gain %.3g s per unit share: %s", a.To, a.Gain, a.Reason)
+	case KindGangRollback:
+		return fmt.Sprintf("caravan planner: gang rolled back %d -> 0 (Nomad placed only part of it): %s", a.From, a.Reason)
 	case KindUserError:
 		return fmt.Sprintf("caravan planner: stopped after repeated user errors: %s", a.Reason)
 	case KindFinish:

@@ -70,6 +70,9 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			a.verdict = VerdictSuspendForbidden
 			continue
 		}
+		if !m.admits(ctx, s, r, a) {
+			continue
+		}
 		wctx, cancel := m.fenced(ctx)
 		err := m.write(wctx, r, a, job)
 		cancel()

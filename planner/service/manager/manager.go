@@ -91,6 +91,8 @@ type Manager struct {
 	// forbidden records the kinds of action already reported as beyond
 	// the token's ACL capabilities (logged once each).
 	forbidden map[Kind]bool
+	// planForbidden: the token's refusal of Nomad's plan was logged.
+	planForbidden bool
 }
 
 // Metrics are cumulative counters for /v1/metrics.

@@ -79,6 +79,12 @@ func (w writerFunc) Scale(ctx context.Context, s submit.Scale) (submit.Result, e
 func (w writerFunc) Register(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
 	return w.h.writer.Register(ctx, j, idx, reason)
 }
+func (w writerFunc) PlanCounts(ctx context.Context, j *nomadapi.Job, counts map[string]int) (submit.Fit, error) {
+	if fc, ok := w.h.writer.(FitChecker); ok {
+		return fc.PlanCounts(ctx, j, counts)
+	}
+	return submit.Fit{}, nil
+}
 func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reason string) (submit.Result, error) {
 	return w.h.writer.Stop(ctx, j, idx, reason)
 }

@@ -145,7 +145,11 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
 	v.Running = running
 	m.observe(now, k, j, mm, &v, running, len(nodes), s)
-	if a := stopAction(j, &v, rep); a != nil {
+	a := stopAction(j, &v, rep)
+	if a == nil {
+		a = partialGang(now, s, j, mm, &v)
+	}
+	if a != nil {
 		b.actions = append(b.actions, *a)
 		r.Jobs = append(r.Jobs, v)
 		return

@@ -41,6 +41,9 @@ type memory struct {
 	// running workers stableShape was seen with: a change restarts the
 	// speed window even while the reported shape still lags it.
 	stableCounts [3]int
+	// partialSince is when a gang was first seen partly placed (zero
+	// while it is whole).
+	partialSince time.Time
 
 	// fit caches the last convergence fit and the newest record it saw, so
 	// a round without new reports does not refit.
@@ -132,7 +135,7 @@ func classify(j *source.Job, mm *memory, rep failures.Report) (State, string) {
 	switch eventAction(last) {
 	case submit.ActionUserError:
 		return StateHeld, last.Message
-	case submit.ActionSuspend:
+	case submit.ActionSuspend, submit.ActionGangRollback:
 		return StateSuspended, last.Message
 	case submit.ActionConverged:
 		return StateStopped, last.Message

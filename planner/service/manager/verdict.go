@@ -23,12 +23,13 @@ const (
 	VerdictSuspendForbidden Verdict = "suspend-forbidden" // the job's meta forbids suspension
 	VerdictDryRun           Verdict = "dry-run"           // would apply, but the planner runs in dry-run
 	VerdictNotLeader        Verdict = "not-leader"        // would apply, but this instance does not lead
+	VerdictNoFit            Verdict = "no-fit"            // held at 0: Nomad's plan cannot place the job whole
 )
 
 // Verdicts lists every verdict, for documentation and exhaustive tests.
 var Verdicts = []Verdict{VerdictApplied, VerdictUnchanged, VerdictCooldown, VerdictRestartCost,
 	VerdictRateLimit, VerdictConflict, VerdictNomadRefused, VerdictWriteFailed, VerdictSuspendForbidden,
-	VerdictDryRun, VerdictNotLeader}
+	VerdictDryRun, VerdictNotLeader, VerdictNoFit}
 
 // Taken reports whether the candidate's change went (or would go, in
 // dry-run or on a follower) to Nomad.

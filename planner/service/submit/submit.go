@@ -67,6 +67,10 @@ const (
 	ActionConverged = "converged-stop"
 )
 
+// ActionGangRollback is a gang left partly placed and scaled back to 0: it
+// waits as a suspended job does.
+const ActionGangRollback = "gang-rollback"
+
 // Scale is one count change of one task group.
 type Scale struct {
 	Namespace, JobID, Group string

@@ -35,6 +35,12 @@ type Server struct {
 	Requests map[string]int
 	// Writes records every accepted write ("scale ns/id group count", "register ns/id").
 	Writes []string
+	// planFail is what a dry run (job plan) of a job reports unplaced, by
+	// namespace/id and group; planCode, when set, fails every plan with it.
+	planFail map[string]map[string]*nomadapi.AllocationMetric
+	planCode int
+	// Plans records every dry run ("plan ns/id group=count ...").
+	Plans []string
 }
 
 // New starts a fake Nomad; Close it when done.
@@ -308,6 +314,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, ns, rest strin
 	switch {
 	case sub == "" && r.Method == http.MethodGet:
 		s.reply(w, job)
+	case sub == "plan" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
+		s.servePlan(w, r, k)
 	case sub == "scale" && r.Method == http.MethodGet:
 		resp := nomadapi.JobScaleStatusResponse{JobID: id, Namespace: ns, JobModifyIndex: *job.JobModifyIndex,
 			JobStopped: *job.Stop, TaskGroups: map[string]nomadapi.TaskGroupScaleStatus{}}
@@ -374,6 +382,51 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, ns, rest strin
 	default:
 		s.fail(w, 404, "fake nomad: no route "+r.URL.Path)
 	}
+}
+
+// SetPlanFailures makes dry runs of the job report these groups' allocations
+// unplaced (nil: every plan fits).
+func (s *Server) SetPlanFailures(ns, id string, failed map[string]*nomadapi.AllocationMetric) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.planFail == nil {
+		s.planFail = map[string]map[string]*nomadapi.AllocationMetric{}
+	}
+	s.planFail[key(ns, id)] = failed
+}
+
+// SetPlanStatus fails every dry run with this HTTP status (0: plans answer).
+func (s *Server) SetPlanStatus(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.planCode = code
+}
+
+// PlansSnapshot returns the dry runs so far.
+func (s *Server) PlansSnapshot() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.Plans...)
+}
+
+// servePlan answers a job plan: nothing changes; the groups set by
+// SetPlanFailures are reported unplaced.
+func (s *Server) servePlan(w http.ResponseWriter, r *http.Request, k string) {
+	var req nomadapi.JobPlanRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		s.fail(w, 400, err.Error())
+		return
+	}
+	if s.planCode != 0 {
+		s.fail(w, s.planCode, "Permission denied")
+		return
+	}
+	rec := "plan " + k
+	for _, tg := range req.Job.TaskGroups {
+		rec += fmt.Sprintf(" %s=%d", *tg.Name, *tg.Count)
+	}
+	s.Plans = append(s.Plans, rec)
+	s.reply(w, nomadapi.JobPlanResponse{JobModifyIndex: *s.jobs[k].JobModifyIndex, FailedTGAllocs: s.planFail[k]})
 }
 
 // TrainingJob builds an opted-in job with one worker group of count workers.
