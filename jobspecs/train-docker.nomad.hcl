@@ -96,16 +96,8 @@ job "train-docker" {
 
     task "restore" {
       driver = "caravan"
-      lifecycle {
-        hook = "prestart"
-      }
-      config {
-        checkpoint {
-          role = "restore"
-          task = "trainer"
-          dir  = "checkpoint"
-        }
-      }
+      lifecycle { hook = "prestart" }
+      config { checkpoint = { role = "restore", task = "trainer", dir = "checkpoint" } }
       resources {
         cpu    = 20
         memory = 32
@@ -114,16 +106,8 @@ job "train-docker" {
 
     task "commit" {
       driver = "caravan"
-      lifecycle {
-        hook = "poststop"
-      }
-      config {
-        checkpoint {
-          role = "commit"
-          task = "trainer"
-          dir  = "checkpoint"
-        }
-      }
+      lifecycle { hook = "poststop" }
+      config { checkpoint = { role = "commit", task = "trainer", dir = "checkpoint" } }
       resources {
         cpu    = 20
         memory = 32
