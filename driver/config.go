@@ -164,17 +164,49 @@ type CheckpointConfig struct {
 	// from the job's incarnation: they survive purge and resubmission and
 	// can be shared across job IDs.
 	Key string `codec:"key"`
+	// Role makes the task a lifecycle task that checkpoints another task of
+	// its group, whatever that task's driver (docker, podman): RoleRestore
+	// (a prestart task) or RoleCommit (a poststop task). The task runs no
+	// command. "" is an ordinary checkpointing task.
+	Role string `codec:"role"`
+	// Task (with Role) names the main task whose checkpoints these are: the
+	// store key is that task's, as if it ran under this driver.
+	Task string `codec:"task"`
+	// Dir (with Role) is the checkpoint directory below the allocation's
+	// shared directory (alloc/, mounted at /alloc in docker and podman
+	// containers), e.g. "checkpoint".
+	Dir string `codec:"dir"`
+	// WaitTimeout (RoleRestore) bounds the wait for another allocation of
+	// the same slot that is still running (its poststop commit may not be
+	// written yet).
+	WaitTimeout string `codec:"wait_timeout"`
 
-	interval, timeout time.Duration
+	interval, timeout, waitTimeout time.Duration
 }
+
+// Lifecycle roles (checkpoint.role).
+const (
+	// RoleRestore restores the newest checkpoint of checkpoint.task into
+	// the allocation's checkpoint.dir and exits (lifecycle prestart).
+	RoleRestore = "restore"
+	// RoleCommit commits a marker checkpoint.task wrote into checkpoint.dir,
+	// if newer than the newest generation, and exits (lifecycle poststop).
+	RoleCommit = "commit"
+	// roleSidecar is designed (driver/README.md) but not implemented.
+	roleSidecar = "sidecar"
+)
 
 // validate checks every field and reports every error at once (joined),
 // each naming its field, so a bad config is fixed in one round.
 func (t *TaskConfig) validate() error {
 	var errs []error
 	bad := func(err error) { errs = append(errs, err) }
-	if t.Command == "" {
+	role := t.Checkpoint != nil && t.Checkpoint.Role != ""
+	switch {
+	case t.Command == "" && !role:
 		bad(errors.New("command: must not be empty"))
+	case t.Command != "" && role:
+		bad(fmt.Errorf("command: a task with checkpoint.role = %q runs no command", t.Checkpoint.Role))
 	}
 	if len(t.OverrideCgroupV1) > 0 && t.OverrideCgroupV2 != "" {
 		bad(errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set"))
@@ -226,7 +258,48 @@ func (c *CheckpointConfig) validate() error {
 	if err := validateKeyName(c.Key); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateRole()...)
 	return joinErrors(errs)
+}
+
+// validateRole checks role, task, dir and wait_timeout.
+func (c *CheckpointConfig) validateRole() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var err error
+	if c.waitTimeout, err = parseDuration(c.WaitTimeout); err != nil {
+		bad("checkpoint.wait_timeout: %w", err)
+	}
+	switch c.Role {
+	case "":
+		for field, v := range map[string]string{"task": c.Task, "dir": c.Dir, "wait_timeout": c.WaitTimeout} {
+			if v != "" {
+				bad("checkpoint.%s: only a task with checkpoint.role sets it", field)
+			}
+		}
+		return errs
+	case RoleRestore, RoleCommit:
+	case roleSidecar:
+		bad("checkpoint.role: %q (periodic commits of another task) is designed but not implemented; "+
+			"use %q (prestart) and %q (poststop)", c.Role, RoleRestore, RoleCommit)
+	default:
+		bad("checkpoint.role: %q must be %q or %q", c.Role, RoleRestore, RoleCommit)
+	}
+	if c.Task == "" {
+		bad("checkpoint.task: must name the task whose checkpoints role %q handles", c.Role)
+	}
+	if c.Dir == "" {
+		bad("checkpoint.dir: must name the checkpoint directory below the allocation directory (e.g. \"checkpoint\")")
+	} else if filepath.IsAbs(c.Dir) || !filepath.IsLocal(c.Dir) || filepath.Clean(c.Dir) != c.Dir {
+		bad("checkpoint.dir: %q must be a clean relative path inside the allocation directory", c.Dir)
+	}
+	if c.Interval != "" && c.interval != 0 {
+		bad("checkpoint.interval: periodic checkpoints of another task need the sidecar role, which is not implemented")
+	}
+	if c.Role == RoleCommit && c.WaitTimeout != "" {
+		bad("checkpoint.wait_timeout: only role %q waits", RoleRestore)
+	}
+	return errs
 }
 
 // errorList is every error of a config on one line ("; "), which is how a

@@ -87,7 +87,7 @@ func TestValidateTaskConfig(t *testing.T) {
 		{"interpolations", map[string]any{"command": "${NOMAD_TASK_DIR}/run", "work_dir": "${NOMAD_ALLOC_DIR}",
 			"args":       []any{"-node", "${attr.unique.hostname}", "${node.unique.name}"},
 			"checkpoint": ck("key", "${NOMAD_JOB_ID}-state")}, nil},
-		{"missing command", map[string]any{"args": []any{"x"}}, []string{`The argument "command" is required`}},
+		{"missing command", map[string]any{"args": []any{"x"}}, []string{"command: must not be empty"}},
 		{"every field error", map[string]any{"command": "", "work_dir": "rel", "oom_score_adj": 2000,
 			"checkpoint": ck("signal", "SIGNOPE", "interval", "1ms", "timeout", "soon", "on_restore_error", "retry", "scope", "job")},
 			[]string{"command:", "work_dir:", "oom_score_adj:", "checkpoint.signal:", "checkpoint.interval:", "checkpoint.timeout:",

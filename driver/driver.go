@@ -82,7 +82,7 @@ var (
 
 	// taskConfigSpec is the schema of a task's config block.
 	taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
-		"command":            hclspec.NewAttr("command", "string", true),
+		"command":            hclspec.NewAttr("command", "string", false),
 		"args":               hclspec.NewAttr("args", "list(string)", false),
 		"work_dir":           hclspec.NewAttr("work_dir", "string", false),
 		"oom_score_adj":      hclspec.NewAttr("oom_score_adj", "number", false),
@@ -106,7 +106,11 @@ var (
 				hclspec.NewAttr("scope", "string", false),
 				hclspec.NewLiteral(`"alloc"`),
 			),
-			"key": hclspec.NewAttr("key", "string", false),
+			"key":          hclspec.NewAttr("key", "string", false),
+			"role":         hclspec.NewAttr("role", "string", false),
+			"task":         hclspec.NewAttr("task", "string", false),
+			"dir":          hclspec.NewAttr("dir", "string", false),
+			"wait_timeout": hclspec.NewAttr("wait_timeout", "string", false),
 		})),
 	})
 
@@ -379,6 +383,11 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	if taskState.TaskConfig == nil || taskState.DriverConfig == nil {
 		return errors.New("task state is missing its task config")
 	}
+	if tc := taskState.DriverConfig; tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
+		// A role task did its work in StartTask and exited there.
+		d.tasks.Set(taskState.TaskConfig.ID, newExitedHandle(taskState.TaskConfig, taskState.StartedAt, d.logger))
+		return nil
+	}
 	plugRC, err := pstructs.ReattachConfigToGoPlugin(taskState.ReattachConfig)
 	if err != nil {
 		return fmt.Errorf("failed to build ReattachConfig from task state: %w", err)
@@ -527,6 +536,9 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 
 	logger := d.logger.With("task_name", cfg.Name, "alloc_id", cfg.AllocID)
 	events := newTaskEmitter(d.eventer, cfg)
+	if tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
+		return d.startRoleTask(cfg, &tc, events, logger)
+	}
 
 	// Restore before the process starts, so it finds its checkpoint.
 	var ckptState *CheckpointState
@@ -633,13 +645,21 @@ func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *drivers.E
 func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *drivers.ExitResult) {
 	defer close(ch)
 	var result *drivers.ExitResult
-	ps, err := handle.exec.Wait(ctx)
-	if err != nil {
+	var ps *executor.ProcessState
+	var err error
+	if handle.exec == nil {
+		result = handle.TaskStatus().ExitResult
+	} else {
+		ps, err = handle.exec.Wait(ctx)
+	}
+	switch {
+	case result != nil:
+	case err != nil:
 		result = &drivers.ExitResult{Err: fmt.Errorf("executor: error waiting on process: %w", err)}
 		if ps == nil {
 			result.ExitCode = -1
 		}
-	} else {
+	default:
 		result = &drivers.ExitResult{ExitCode: ps.ExitCode, Signal: ps.Signal, OOMKilled: ps.OOMKilled}
 	}
 	select {
@@ -661,6 +681,9 @@ func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) e
 	h, ok := d.tasks.Get(taskID)
 	if !ok {
 		return drivers.ErrTaskNotFound
+	}
+	if h.exec == nil {
+		return nil // a role task: it exited in StartTask
 	}
 	start := time.Now()
 	tenth := timeout / 10
@@ -714,7 +737,7 @@ func (d *Driver) DestroyTask(taskID string, force bool) error {
 	if h.IsRunning() && !force {
 		return errors.New("cannot destroy running task")
 	}
-	if !h.pluginClient.Exited() {
+	if h.exec != nil && !h.pluginClient.Exited() {
 		if err := h.exec.Shutdown("", 0); err != nil {
 			h.logger.Error("destroying executor failed", "error", err)
 		}
@@ -737,6 +760,9 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 	if !ok {
 		return nil, drivers.ErrTaskNotFound
 	}
+	if h.exec == nil {
+		return nil, errRoleExited
+	}
 	return h.exec.Stats(ctx, interval)
 }
 
@@ -757,6 +783,9 @@ func (d *Driver) SignalTask(taskID string, signal string) error {
 	if !ok {
 		return fmt.Errorf("unknown signal %q", signal)
 	}
+	if h.exec == nil {
+		return errRoleExited
+	}
 	if h.ckpt != nil && signal == h.ckpt.cfg.Signal {
 		if !h.IsRunning() {
 			return errors.New("task is not running")
@@ -775,6 +804,9 @@ func (d *Driver) ExecTask(taskID string, cmd []string, timeout time.Duration) (*
 	if !ok {
 		return nil, drivers.ErrTaskNotFound
 	}
+	if h.exec == nil {
+		return nil, errRoleExited
+	}
 	out, exitCode, err := h.exec.Exec(time.Now().Add(timeout), cmd[0], cmd[1:])
 	if err != nil {
 		return nil, err
@@ -791,6 +823,9 @@ func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, comman
 	h, ok := d.tasks.Get(taskID)
 	if !ok {
 		return drivers.ErrTaskNotFound
+	}
+	if h.exec == nil {
+		return errRoleExited
 	}
 	return h.exec.ExecStreaming(ctx, command, tty, stream)
 }

@@ -70,6 +70,8 @@ type fakeNomad struct {
 	index atomic.Uint64
 	down  atomic.Bool
 	token string // required X-Nomad-Token, if set
+	// allocs is what GET /v1/job/train/allocations lists (nil: none).
+	allocs atomic.Pointer[[]map[string]any]
 }
 
 func newFakeNomad(t *testing.T) *fakeNomad {
@@ -83,6 +85,12 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 			http.Error(w, "no cluster leader", http.StatusInternalServerError)
 		case f.token != "" && r.Header.Get("X-Nomad-Token") != f.token:
 			http.Error(w, "Permission denied", http.StatusForbidden)
+		case r.URL.Path == "/v1/job/train/allocations" && r.URL.Query().Get("namespace") == "default":
+			list := []map[string]any{}
+			if p := f.allocs.Load(); p != nil {
+				list = *p
+			}
+			_ = json.NewEncoder(w).Encode(list)
 		case !ok || r.URL.Query().Get("namespace") != "default":
 			http.NotFound(w, r)
 		default:

@@ -43,6 +43,14 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 			return nil, fmt.Errorf("checkpoint dir: look up user %q: %w", cfg.User, err)
 		}
 	}
+	return d.restoreInto(cfg, tc.Checkpoint, cd, key, uid, gid, events)
+}
+
+// restoreInto makes cd a real directory owned by uid:gid (uid >= 0) and
+// restores the newest verifying checkpoint of key into it, or empties it
+// when there is none.
+func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, uid, gid int, events *taskEmitter) (*restored, error) {
+	dir := cd.path()
 	parent, base, err := cd.prepare(uid, gid)
 	if err != nil {
 		return nil, err
@@ -51,13 +59,13 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	r := &restored{state: CheckpointState{Dir: dir, Key: key}}
 	r.env = map[string]string{
 		protocol.EnvDir:        dir,
-		protocol.EnvSignal:     tc.Checkpoint.Signal,
+		protocol.EnvSignal:     cc.Signal,
 		protocol.EnvGeneration: "0",
 		protocol.EnvSequence:   "0",
 	}
 
 	restoreErr := func(err error) (*restored, error) {
-		if tc.Checkpoint.OnRestoreError == OnRestoreErrorStartFresh {
+		if cc.OnRestoreError == OnRestoreErrorStartFresh {
 			d.metrics.restore(outcomeStartFresh)
 			events.emit(map[string]string{annotationReason: "restore"},
 				"Checkpoint restore failed, starting fresh (on_restore_error = %q): %v", OnRestoreErrorStartFresh, err)

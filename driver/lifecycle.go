@@ -1,0 +1,259 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+	"github.com/hashicorp/nomad/plugins/drivers"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// Lifecycle role tasks (checkpoint.role) checkpoint another task of their
+// group through the allocation's shared directory, whatever that task's
+// driver: a prestart "restore" task restores into it, a poststop "commit"
+// task commits what the main task left there when it stopped. Both do their
+// work in StartTask and exit; they run no process.
+
+// defaultRoleWait is checkpoint.wait_timeout's default: how long a restore
+// waits for another running allocation of the same slot to finish.
+const defaultRoleWait = 5 * time.Minute
+
+// predecessorPoll is how often a restore asks Nomad about that allocation.
+const predecessorPoll = time.Second
+
+// errRoleExited answers requests to a role task, which has exited.
+var errRoleExited = errors.New("a checkpoint.role task runs no process: it exited when its work was done")
+
+// allocLister lists a job's allocations (Nomad's api.Jobs).
+type allocLister interface {
+	Allocations(jobID string, allAllocs bool, q *api.QueryOptions) ([]*api.AllocationListStub, *api.QueryMeta, error)
+}
+
+// newExitedHandle is the handle of a role task that exited successfully.
+func newExitedHandle(cfg *drivers.TaskConfig, started time.Time, logger hclog.Logger) *taskHandle {
+	done := make(chan struct{})
+	close(done)
+	return &taskHandle{
+		taskConfig:  cfg,
+		procState:   drivers.TaskStateExited,
+		startedAt:   started,
+		completedAt: time.Now(),
+		exitResult:  &drivers.ExitResult{},
+		logger:      logger,
+		doneCh:      done,
+	}
+}
+
+// startRoleTask runs a restore or commit role task to its end.
+func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *taskEmitter, logger hclog.Logger) (*drivers.TaskHandle, *drivers.DriverNetwork, error) {
+	cc := tc.Checkpoint
+	started := time.Now().Round(time.Millisecond)
+	if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
+		return nil, nil, fmt.Errorf("checkpoint.role = %q but %w (plugin config)", cc.Role, errNoStore)
+	}
+	if jobs := d.jobReader(); jobs != nil {
+		ctx, cancel := context.WithTimeout(d.ctx, policyCheckTimeout)
+		job, _, err := jobs.Info(cfg.JobID, (&api.QueryOptions{Namespace: taskNamespace(cfg)}).WithContext(ctx))
+		cancel()
+		if err != nil {
+			logger.Info("cannot read the job to check the checkpoint role's lifecycle", "job_id", cfg.JobID, "error", err)
+		} else if err := checkRole(job, cfg.TaskGroupName, cfg.Name, cc); err != nil {
+			return nil, nil, err
+		}
+	}
+	shared := cfg.TaskDir().SharedAllocDir
+	cd, err := newCkptDir(shared, filepath.Join(shared, cc.Dir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint.dir: %w", err)
+	}
+	main := *cfg
+	main.Name = cc.Task
+	key, err := d.checkpointIdentity(&main, cc, events)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch cc.Role {
+	case RoleRestore:
+		err = d.roleRestore(cfg, cc, cd, key, events, logger)
+	case RoleCommit:
+		err = d.roleCommit(cfg, cc, cd, key, events, logger)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	h := newExitedHandle(cfg, started, logger)
+	handle := drivers.NewTaskHandle(taskHandleVersion)
+	handle.Config = cfg
+	if err := handle.SetDriverState(&TaskState{TaskConfig: cfg, DriverConfig: tc, StartedAt: started}); err != nil {
+		return nil, nil, fmt.Errorf("failed to set driver state: %w", err)
+	}
+	d.tasks.Set(cfg.ID, h)
+	return handle, nil, nil
+}
+
+// checkRole refuses a role its task cannot honour: restore must be a
+// prestart task that is not a sidecar, commit a poststop task, and
+// checkpoint.task must be a main task of the same group.
+func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
+	var tg *api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if g.Name != nil && *g.Name == group {
+			tg = g
+		}
+	}
+	if tg == nil {
+		return fmt.Errorf("checkpoint.role: group %q not found in job", group)
+	}
+	var self, target *api.Task
+	for _, t := range tg.Tasks {
+		switch t.Name {
+		case name:
+			self = t
+		case cc.Task:
+			target = t
+		}
+	}
+	switch {
+	case cc.Task == name:
+		return fmt.Errorf("checkpoint.task: %q is this task; name the main task whose checkpoints it handles", cc.Task)
+	case target == nil:
+		return fmt.Errorf("checkpoint.task: no task %q in group %q", cc.Task, group)
+	case target.Lifecycle != nil && target.Lifecycle.Hook != "":
+		return fmt.Errorf("checkpoint.task: %q is a %s lifecycle task, not a main task", cc.Task, target.Lifecycle.Hook)
+	}
+	hook, sidecar := "", false
+	if self != nil && self.Lifecycle != nil {
+		hook, sidecar = self.Lifecycle.Hook, self.Lifecycle.Sidecar
+	}
+	want := map[string]string{RoleRestore: api.TaskLifecycleHookPrestart, RoleCommit: api.TaskLifecycleHookPoststop}[cc.Role]
+	if hook != want || sidecar {
+		got := "a main task"
+		if hook != "" {
+			got = fmt.Sprintf("lifecycle hook %q (sidecar %t)", hook, sidecar)
+		}
+		return fmt.Errorf("checkpoint.role: %q needs lifecycle { hook = %q } without sidecar; this task has %s", cc.Role, want, got)
+	}
+	return nil
+}
+
+// roleRestore waits until no other allocation of the same slot runs (its
+// poststop commit may still be writing a newer generation), then restores
+// the newest verifying generation into the shared directory.
+func (d *Driver) roleRestore(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, events *taskEmitter, logger hclog.Logger) error {
+	wait := cc.waitTimeout
+	if wait == 0 {
+		wait = defaultRoleWait
+	}
+	if err := d.waitPredecessors(cfg, cc, wait, events, logger); err != nil {
+		return err
+	}
+	_, err := d.restoreInto(cfg, cc, cd, key, -1, -1, events)
+	return err
+}
+
+// waitPredecessors polls Nomad until no other allocation of this slot (the
+// same allocation name; with scope "group", the same group) is running.
+// Without the Nomad API it cannot tell, and says so in an event.
+func (d *Driver) waitPredecessors(cfg *drivers.TaskConfig, cc *CheckpointConfig, wait time.Duration, events *taskEmitter, logger hclog.Logger) error {
+	client, err := d.nomadClient()
+	if err != nil {
+		events.emit(map[string]string{annotationReason: "restore"},
+			"Cannot ask Nomad whether an older allocation is still committing (%v); restoring the newest generation now", err)
+		return nil
+	}
+	return waitAllocs(d.ctx, client.Jobs(), cfg, cc, wait, events, logger)
+}
+
+func waitAllocs(ctx context.Context, jobs allocLister, cfg *drivers.TaskConfig, cc *CheckpointConfig, wait time.Duration, events *taskEmitter, logger hclog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	announced := false
+	for {
+		stubs, _, err := jobs.Allocations(cfg.JobID, true, (&api.QueryOptions{Namespace: taskNamespace(cfg)}).WithContext(ctx))
+		var busy []string
+		if err == nil {
+			busy = busyPredecessors(stubs, cfg, cc.Scope)
+			if len(busy) == 0 {
+				return nil
+			}
+			if !announced {
+				announced = true
+				events.emit(map[string]string{annotationReason: "restore"},
+					"Waiting for allocation %s to finish (its checkpoint commit may be in flight)", strings.Join(busy, ", "))
+			}
+		} else {
+			logger.Warn("cannot list the job's allocations", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("allocation %s still running", strings.Join(busy, ", "))
+			}
+			return fmt.Errorf("checkpoint.wait_timeout: not restoring while an older allocation may still commit: %w", err)
+		case <-time.After(predecessorPoll):
+		}
+	}
+}
+
+// busyPredecessors are the IDs of the other allocations of the task's slot
+// that Nomad reports running.
+func busyPredecessors(stubs []*api.AllocationListStub, cfg *drivers.TaskConfig, scope string) []string {
+	var busy []string
+	for _, s := range stubs {
+		if s.ID == cfg.AllocID || s.ClientStatus != api.AllocClientStatusRunning || s.TaskGroup != cfg.TaskGroupName {
+			continue
+		}
+		if scope == ScopeGroup || s.Name == cfg.Env["NOMAD_ALLOC_NAME"] {
+			busy = append(busy, s.ID)
+		}
+	}
+	return busy
+}
+
+// roleCommit commits the marker the main task left in the shared directory
+// if it is newer than the key's newest generation.
+func (d *Driver) roleCommit(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, events *taskEmitter, logger hclog.Logger) error {
+	c := &checkpointer{
+		logger:  logger.Named("checkpoint"),
+		store:   d.checkpointStore,
+		key:     key,
+		dir:     cd.path(),
+		cdir:    cd,
+		node:    nodeName(cfg),
+		allocID: cfg.AllocID,
+		cfg:     cc,
+		events:  events,
+		metrics: d.metrics,
+		onSaved: d.noteCommit,
+	}
+	st, err := d.checkpointStore()
+	if err != nil {
+		c.failed(reasonExit, err)
+		return fmt.Errorf("commit checkpoint %s: %w", key, err)
+	}
+	if m, err := st.Latest(key); err == nil {
+		c.lastGen.Store(m.Generation)
+		if seq, ok := parseSeq(m.Meta); ok {
+			c.lastSeq.Store(seq)
+		}
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
+	defer cancel()
+	err = c.commitIfNew(ctx, reasonExit)
+	if errors.Is(err, errNoNewMarker) {
+		events.emit(map[string]string{annotationReason: reasonExit},
+			"No new checkpoint of task %q to commit (generation %d stays the newest)", cc.Task, c.lastGen.Load())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("commit checkpoint %s: %w", key, err)
+	}
+	return nil
+}

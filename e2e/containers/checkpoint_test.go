@@ -1,0 +1,117 @@
+package containers_test
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
+)
+
+const (
+	dockerTrainJob = "jobspecs/train-docker.nomad.hcl"
+	trainGroup     = "train"
+	ckptSteps      = 15000
+)
+
+var progressLine = regexp.MustCompile(`(?m)^step=\d+ `)
+
+// TestContainers_SuspendResume: the FROM scratch trainer under Nomad's
+// docker driver (dockerd on client1, podman on client2), checkpointed by
+// caravan's lifecycle tasks (jobspecs/train-docker.nomad.hcl), is suspended
+// mid-training (scale 0: SIGTERM, the trainer saves and exits, the poststop
+// task commits) and resumed (scale 1: the prestart task restores), and ends
+// with parameters bit for bit equal to an uninterrupted host process's.
+func TestContainers_SuspendResume(t *testing.T) {
+	c := harness.Cluster(t)
+	loadImages(t, c)
+	out, err := exec.Command(c.Bin, "trainer", "-steps", strconv.Itoa(ckptSteps), "-log-every", "0").CombinedOutput()
+	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
+	want := finalLine.FindString(string(out))
+	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			requireRuntime(t, c, rt.client, rt.name)
+			jobID := c.RunJob(t, dockerTrainJob, "job_name=e2e-ctr-ckpt-"+rt.name, "node="+rt.client,
+				"steps="+strconv.Itoa(ckptSteps), "step_delay=2ms")
+			a1 := liveAlloc(t, c, jobID, nil)
+			roleEvent(t, c, a1, "restore", "No checkpoint under")
+			harness.Eventually(t, 2*time.Minute, func() error {
+				if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
+					return fmt.Errorf("no training progress in %s yet", a1)
+				}
+				return nil
+			})
+
+			// Suspend: the kill signal makes the trainer save; the poststop
+			// task commits.
+			_, err := c.CLI(t, "job", "scale", jobID, trainGroup, "0")
+			must.NoError(t, err)
+			saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
+			c.WaitAllocStatus(t, a1, "complete", 2*time.Minute)
+			step, err := strconv.Atoi(saved.Details["step"])
+			must.NoError(t, err, must.Sprintf("saved event %q has no step", saved.DriverMessage))
+			must.Less(t, ckptSteps, step, must.Sprint("suspended after training ended; the test proves nothing"))
+
+			// Resume: the prestart task restores that generation.
+			_, err = c.CLI(t, "job", "scale", jobID, trainGroup, "1")
+			must.NoError(t, err)
+			a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
+			restored := roleEvent(t, c, a2, "restore", "Checkpoint restored")
+			must.Eq(t, saved.Details["generation"], restored.Details["generation"])
+			var got, log string
+			harness.Eventually(t, 3*time.Minute, func() error {
+				log = c.Logs(t, a2, "trainer", "stdout")
+				if got = finalLine.FindString(log); got == "" {
+					return fmt.Errorf("no final line in the %s container's log yet", rt.name)
+				}
+				return nil
+			})
+			must.StrContains(t, log, "resumed step="+saved.Details["step"]+" ")
+			t.Logf("%s: suspended at step %d (generation %s), restored in %s, final line equal to the host run's",
+				rt.name, step, saved.Details["generation"], restored.Details["duration"])
+			must.Eq(t, want, got, must.Sprintf("the resumed %s container's final line against the host process's", rt.name))
+		})
+	}
+}
+
+// liveAlloc waits for a running allocation of the job not in exclude.
+func liveAlloc(t *testing.T, c *harness.C, jobID string, exclude map[string]bool) string {
+	t.Helper()
+	var id string
+	c.WaitAllocs(t, jobID, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if !exclude[a.ID] && a.DesiredStatus == "run" && a.ClientStatus == "running" {
+				id = a.ID
+				return true
+			}
+		}
+		return false
+	})
+	return id
+}
+
+// roleEvent waits for a driver event of a lifecycle task containing substr.
+func roleEvent(t *testing.T, c *harness.C, allocID, task, substr string) *nomadapi.TaskEvent {
+	t.Helper()
+	var ev *nomadapi.TaskEvent
+	harness.Eventually(t, 2*time.Minute, func() error {
+		var seen []string
+		for _, e := range c.TaskEvents(t, allocID, task) {
+			seen = append(seen, e.Type+": "+e.DriverMessage)
+			if e.Type == nomadapi.TaskDriverMessage && strings.Contains(e.DriverMessage, substr) {
+				ev = e
+				return nil
+			}
+		}
+		return fmt.Errorf("no %q event of task %s on %s; events: %q", substr, task, allocID, seen)
+	})
+	return ev
+}

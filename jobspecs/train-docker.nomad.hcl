@@ -1,0 +1,117 @@
+# The reference trainer as a container image under Nomad's docker driver,
+# checkpointed by caravan lifecycle tasks (driver/README.md, "Containers"):
+# a prestart "restore" task restores the newest checkpoint into the
+# allocation's shared directory (mounted at /alloc in the container), the
+# container trains with -checkpoint-dir /alloc/checkpoint and, on its kill
+# signal (SIGTERM, sent on job stop, scale-down, alloc stop and drains),
+# saves and exits; a poststop "commit" task commits that checkpoint to
+# caravan's store. Suspend with `nomad job scale train-docker train 0`,
+# resume with `... 1`: training continues from the saved step.
+#
+# The image is built here, never pulled (scripts/build-images.sh,
+# localhost/caravan-trainer:local). To use your own image: keep its
+# checkpoint protocol (driver/protocol: save into the directory, write the
+# marker, exit on the kill signal), and add the kill_* lines, the
+# checkpoint-dir argument and the two caravan tasks below (README.md shows
+# the diff).
+#
+#   nomad job run -var node=client1 jobspecs/train-docker.nomad.hcl
+
+variable "job_name" {
+  type    = string
+  default = "train-docker"
+}
+
+variable "node" {
+  description = "Name of the client that runs the container (a docker or podman runtime)."
+  type        = string
+  default     = "client1"
+}
+
+variable "image" {
+  type    = string
+  default = "localhost/caravan-trainer:local"
+}
+
+variable "steps" {
+  type    = number
+  default = 20000
+}
+
+variable "step_delay" {
+  type    = string
+  default = "2ms"
+}
+
+job "train-docker" {
+  id          = var.job_name
+  name        = var.job_name
+  type        = "service"
+  datacenters = ["dc1"]
+
+  group "train" {
+    count = 1
+
+    constraint {
+      attribute = "${node.unique.name}"
+      value     = var.node
+    }
+
+    constraint {
+      attribute = "${attr.driver.caravan.checkpoint_store}"
+      value     = "true"
+    }
+
+    update {
+      max_parallel = 0
+    }
+
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+
+    task "trainer" {
+      driver       = "docker"
+      kill_signal  = "SIGTERM"
+      kill_timeout = "30s"
+
+      config {
+        image        = var.image
+        network_mode = "none"
+        args = ["trainer", "-steps", "${var.steps}", "-step-delay", var.step_delay, "-log-every", "1000", "-hold",
+        "-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"]
+      }
+
+      resources {
+        cpu    = 200
+        memory = 128
+      }
+    }
+
+    task "restore" {
+      driver = "caravan"
+      lifecycle { hook = "prestart" }
+      config { checkpoint = { role = "restore", task = "trainer", dir = "checkpoint" } }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+
+    task "commit" {
+      driver = "caravan"
+      lifecycle { hook = "poststop" }
+      config { checkpoint = { role = "commit", task = "trainer", dir = "checkpoint" } }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+  }
+}
