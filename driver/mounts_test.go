@@ -10,7 +10,7 @@ import (
 // TestCheckMounts: a device plugin's identity mounts (the GPU plugin's MPS
 // directories, host path = task path) are already visible to a task
 // without filesystem isolation and are accepted; a volume at another path
-// is refused, naming it.
+// or read-only (it would be writable) is refused, naming it.
 func TestCheckMounts(t *testing.T) {
 	mps := []*drivers.MountConfig{
 		{TaskPath: "/run/mps/pipe", HostPath: "/run/mps/pipe"},
@@ -24,6 +24,7 @@ func TestCheckMounts(t *testing.T) {
 		{"none", nil, ""},
 		{"device identity mounts", mps, ""},
 		{"volume elsewhere", append(mps, &drivers.MountConfig{TaskPath: "/data", HostPath: "/srv/vol"}), `host "/srv/vol" at task path "/data"`},
+		{"read-only identity", []*drivers.MountConfig{{TaskPath: "/srv/ro", HostPath: "/srv/ro", Readonly: true}}, `host "/srv/ro" at task path "/srv/ro" read-only`},
 		{"nil", []*drivers.MountConfig{nil}, "an empty mount"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
