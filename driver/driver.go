@@ -521,8 +521,8 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err := config.checkHostIDs(cfg.User); err != nil {
 		return nil, nil, fmt.Errorf("task refused: %w", err)
 	}
-	if err := checkMounts(cfg.Mounts); err != nil {
-		return nil, nil, err
+	if len(cfg.Mounts) > 0 {
+		return nil, nil, errors.New("the caravan driver has no filesystem isolation and cannot mount volumes")
 	}
 
 	logger := d.logger.With("task_name", cfg.Name, "alloc_id", cfg.AllocID)
