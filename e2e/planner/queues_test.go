@@ -190,7 +190,7 @@ func (j *nsJob) plannerEvents() []nomadapi.ScalingEvent {
 
 // TestPlanner_QueueReclaim: team queues on the real cluster. Two namespaces
 // with a 2-GPU guarantee each on 4 SIMULATED GPUs; team B's elastic job
-// grows past its guarantee into A's idle GPUs; team A submits a 2-GPU gang;
+// grows past its guarantee into A's idle GPUs; team A submits a 2-worker job (minimum 2);
 // the planner shrinks B back to its guarantee (a scale: workers hold no
 // state, the coordinator keeps the model) and A starts. Reclaim time (A's
 // submit to A's first step) is logged beside a plain start on the idle
@@ -247,7 +247,7 @@ func TestPlanner_QueueReclaim(t *testing.T) {
 	grown := b.waitWorkers("more than its 2-GPU guarantee", 2*time.Minute, func(n int) bool { return n > 2 })
 	t.Logf("team B's job grew to %d workers (GPUs), past its guarantee of 2", grown)
 
-	// Team A submits a 2-GPU gang: B's borrowed GPUs are reclaimed.
+	// Team A submits a 2-worker job (minimum 2): B's borrowed GPUs are reclaimed.
 	a := submitElastic(t, c, "team-a", fmt.Sprintf("qa-%d", run), 200, 2, 2, logEvery1)
 	tA := time.Now()
 	coA := a.coordinator(2 * time.Minute)
