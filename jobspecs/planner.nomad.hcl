@@ -20,6 +20,23 @@
 #
 #   nomad job run -var caravan_bin=$PWD/build/caravan \
 #     -var nomad_addr=$NOMAD_ADDR -var consul_addr=$CONSUL_HTTP_ADDR jobspecs/planner.nomad.hcl
+#
+# Team queues (planner/README.md, "Team queues"): pass the blocks as the
+# variable queues, e.g. -var-file with
+#
+#   queues = <<-Q
+#     queue "team-a" {
+#       namespaces = ["team-a"]
+#       guarantee  = 2
+#     }
+#     queue "team-b" {
+#       namespaces = ["team-b"]
+#       guarantee  = 2
+#     }
+#   Q
+#
+# The shipped ACL policies grant their capabilities on namespace "*", so they
+# already reach every namespace a queue lists.
 
 variable "caravan_bin" {
   description = "Absolute path of the caravan binary on the clients."
@@ -75,6 +92,12 @@ variable "suspend_quantum" {
   description = "Time slice under overload (Gandiva): a job that runs is not suspended for a waiting one before this."
   type        = string
   default     = "10m"
+}
+
+variable "queues" {
+  description = "Team queues: the planner config's queues and queue blocks (planner/README.md, \"Team queues\"), inserted verbatim; \"\" for one pool."
+  type        = string
+  default     = ""
 }
 
 variable "dry_run" {
@@ -146,6 +169,7 @@ job "caravan-planner" {
           capacity {
             device = "${var.device}"
           }
+          ${var.queues}
         EOT
       }
 

@@ -40,6 +40,15 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 	return &r, nil
 }
 
+// overCap reports whether an admitted job holds more GPUs than its queue
+// cap (another queue reclaims what it borrowed): the shrink to the cap
+// overrides its cooldown, as a suspend does, or the reclaim would wait
+// the cooldown out.
+func overCap(j *policy.Job, d queue.Decision) bool {
+	_, _, held := queue.Demand(j)
+	return d.Admit && held > d.Cap
+}
+
 // nomadPriority is the job's Nomad priority (50 when unset).
 func nomadPriority(c cand) int {
 	if c.job.Job.Priority != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
 // twoTeamQueues: team b owns the default namespace, team a another one
@@ -93,4 +94,24 @@ func TestManager_QueuesInvalidForCluster(t *testing.T) {
 	_, err := h.mgr.RunRound(t.Context())
 	must.ErrorContains(t, err, `queue "team-b": guarantee`)
 	must.Eq(t, 0, count(t, h.nomad, "a"))
+}
+
+// TestManager_QueuesReclaimShrinksInCooldown: team b's elastic job grew
+// to both GPUs (one borrowed) and is in its cooldown when team a submits a
+// job within its guarantee. The queues cap b at its guarantee; the round
+// shrinks b at once and starts a, as the queues' suspend of a borrower
+// does, instead of holding b past its cap until the cooldown ends (the
+// live e2e waited the cooldown out before team a's first step).
+func TestManager_QueuesReclaimShrinksInCooldown(t *testing.T) {
+	s := defaultSettings()
+	s.Queues = twoTeamQueues()
+	h := newHarness(t, s, 2) // 2 GPUs: 4 half-GPU workers
+	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, map[string]string{"caravan_min_workers": "1", "caravan_max_workers": "4"}))
+	h.nomad.SetAllocs(running(map[string]int{"b": 4}))
+	h.sync()
+	h.mgr.memFor(source.JobKey{Namespace: "default", ID: "b"}).lastChange = h.clk.Now() // just grew
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, gangMeta("2", map[string]string{queue.MetaKey: "team-a"})))
+	r := h.round()
+	must.Eq(t, 2, count(t, h.nomad, "b"), must.Sprintf("actions %+v", r.Actions))
+	must.Eq(t, 2, count(t, h.nomad, "a"), must.Sprintf("actions %+v", r.Actions))
 }

@@ -239,7 +239,7 @@ func (b *roundBuilder) plan() (policy.Plan, pins, error) {
 	}
 	if qr != nil {
 		for i, c := range b.cands {
-			if !qr.Jobs[i].Admit {
+			if !qr.Jobs[i].Admit || overCap(&c.pj, qr.Jobs[i]) {
 				delete(p.workers, c.pj.ID) // the queues' verdict overrides a cooldown
 			}
 		}
