@@ -15,7 +15,8 @@ var errMount = errors.New("the caravan driver has no filesystem isolation and ca
 // a host path offered at that same path, as a device plugin's reservation
 // does for the MPS pipe and log directories. A task process sees the
 // host's filesystem, so such a mount is already in place; any other mount
-// (a volume, a host path at another task path) is refused, naming it.
+// (a volume, a host path at another task path, a read-only one, which the
+// task would find writable) is refused, naming it.
 func checkMounts(mounts []*drivers.MountConfig) error {
 	for _, m := range mounts {
 		if m == nil {
@@ -23,6 +24,10 @@ func checkMounts(mounts []*drivers.MountConfig) error {
 		}
 		if !filepath.IsAbs(m.TaskPath) || filepath.Clean(m.TaskPath) != filepath.Clean(m.HostPath) {
 			return fmt.Errorf("%w: mount of %q at %q", errMount, m.HostPath, m.TaskPath)
+		}
+		if m.Readonly {
+			// Without isolation the task would find the path writable.
+			return fmt.Errorf("%w: read-only mount of %q (the task would see it writable)", errMount, m.HostPath)
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ func TestCheckMounts(t *testing.T) {
 		}, true},
 		{"host path elsewhere", []*drivers.MountConfig{{TaskPath: "/data", HostPath: "/srv/data"}}, false},
 		{"volume at a relative task path", []*drivers.MountConfig{{TaskPath: "data", HostPath: "data"}}, false},
+		{"read-only at its own path", []*drivers.MountConfig{{TaskPath: "/srv/ro", HostPath: "/srv/ro", Readonly: true}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
