@@ -88,39 +88,6 @@ func requireRuntime(t *testing.T, c *harness.C, client, runtime string) harness.
 	return cl
 }
 
-// requireQuietGPUs waits until no allocation holds GPU shares on the node:
-// the placement assertions assume idle GPUs.
-func requireQuietGPUs(t *testing.T, c *harness.C, nodeID string) {
-	t.Helper()
-	harness.Eventually(t, time.Minute, func() error {
-		allocs, _, err := c.Nomad.Nodes().Allocations(nodeID, nil)
-		if err != nil {
-			return err
-		}
-		for _, a := range allocs {
-			if a.ClientTerminalStatus() || a.AllocatedResources == nil {
-				continue
-			}
-			for _, tr := range a.AllocatedResources.Tasks {
-				for _, d := range tr.Devices {
-					if d.Vendor == vendor {
-						return fmt.Errorf("allocation %s of job %s holds GPU shares on the node", a.ID, a.JobID)
-					}
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// runningAlloc runs a jobspec and waits for its one allocation to run.
-func runningAlloc(t *testing.T, c *harness.C, path string, vars ...string) *nomadapi.Allocation {
-	t.Helper()
-	jobID := c.RunJob(t, path, vars...)
-	stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
-	return c.WaitAllocStatus(t, stubs[0].ID, "running", 2*time.Minute)
-}
-
 // gpuOf returns the single device assignment of the allocation's task.
 func gpuOf(t *testing.T, a *nomadapi.Allocation) *nomadapi.AllocatedDeviceResource {
 	t.Helper()
@@ -188,15 +155,15 @@ func TestContainers_FractionalGPU(t *testing.T) {
 	for _, rt := range runtimes {
 		t.Run(rt.name, func(t *testing.T) {
 			cl := requireRuntime(t, c, rt.client, rt.name)
-			requireQuietGPUs(t, c, cl.NodeID)
+			c.RequireQuietGPUs(t, cl.NodeID, vendor)
 			pipeDir := filepath.Join(c.Dir, "mps", rt.client, "pipe")
 			logDir := filepath.Join(c.Dir, "mps", rt.client, "log")
 			paths := fmt.Sprintf(`probe_paths=[%q,%q]`, pipeDir, logDir)
 
-			a := runningAlloc(t, c, containerJob, "job_name=e2e-ctr-"+rt.name+"-a", "node="+rt.client, paths)
-			b := runningAlloc(t, c, containerJob, "job_name=e2e-ctr-"+rt.name+"-b", "node="+rt.client, paths)
+			a := c.RunningAlloc(t, containerJob, "job_name=e2e-ctr-"+rt.name+"-a", "node="+rt.client, paths)
+			b := c.RunningAlloc(t, containerJob, "job_name=e2e-ctr-"+rt.name+"-b", "node="+rt.client, paths)
 			// GPU 0 is full: the host task gets GPU 1, by the same rules.
-			h := runningAlloc(t, c, hostJob, "job_name=e2e-ctr-"+rt.name+"-host", "node="+rt.client, "shares=2")
+			h := c.RunningAlloc(t, hostJob, "job_name=e2e-ctr-"+rt.name+"-host", "node="+rt.client, "shares=2")
 			ga, gb, gh := gpuOf(t, a), gpuOf(t, b), gpuOf(t, h)
 			must.Eq(t, ga.Name, gb.Name, must.Sprint("both container fractions on one GPU"))
 			must.NotEq(t, ga.Name, gh.Name)

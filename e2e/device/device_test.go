@@ -46,39 +46,6 @@ func shareGroups(t *testing.T, c *harness.C, nodeID string) []*nomadapi.NodeDevi
 	return out
 }
 
-// requireQuietGPUs fails early, with a clear message, when another job
-// holds GPU shares on the node: the placement assertions assume idle GPUs.
-func requireQuietGPUs(t *testing.T, c *harness.C, nodeID string) {
-	t.Helper()
-	harness.Eventually(t, time.Minute, func() error {
-		allocs, _, err := c.Nomad.Nodes().Allocations(nodeID, nil)
-		if err != nil {
-			return err
-		}
-		for _, a := range allocs {
-			if a.ClientTerminalStatus() || a.AllocatedResources == nil {
-				continue
-			}
-			for _, tr := range a.AllocatedResources.Tasks {
-				for _, d := range tr.Devices {
-					if d.Vendor == vendor {
-						return fmt.Errorf("allocation %s of job %s holds GPU shares on the node", a.ID, a.JobID)
-					}
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// runningAlloc runs a jobspec and waits for its one allocation to run.
-func runningAlloc(t *testing.T, c *harness.C, path string, vars ...string) *nomadapi.Allocation {
-	t.Helper()
-	jobID := c.RunJob(t, path, vars...)
-	stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
-	return c.WaitAllocStatus(t, stubs[0].ID, "running", 2*time.Minute)
-}
-
 // gpuOf returns the single device assignment of the allocation's task.
 func gpuOf(t *testing.T, a *nomadapi.Allocation) *nomadapi.AllocatedDeviceResource {
 	t.Helper()
@@ -150,12 +117,12 @@ func TestDevice_NodesAdvertiseShares(t *testing.T) {
 func TestDevice_FractionsPackOntoOneGPU(t *testing.T) {
 	c := harness.Cluster(t)
 	client1 := c.Client(t, "client1")
-	requireQuietGPUs(t, c, client1.NodeID)
+	c.RequireQuietGPUs(t, client1.NodeID, vendor)
 	groups := shareGroups(t, c, client1.NodeID)
 	must.Len(t, 2, groups)
 
-	a := runningAlloc(t, c, fractionJob, "job_name=e2e-frac-a", "node=client1", "shares=2", "simulated_memory_mib=3000")
-	b := runningAlloc(t, c, fractionJob, "job_name=e2e-frac-b", "node=client1", "shares=2")
+	a := c.RunningAlloc(t, fractionJob, "job_name=e2e-frac-a", "node=client1", "shares=2", "simulated_memory_mib=3000")
+	b := c.RunningAlloc(t, fractionJob, "job_name=e2e-frac-b", "node=client1", "shares=2")
 	ga, gb := gpuOf(t, a), gpuOf(t, b)
 	must.Eq(t, client1.NodeID, a.NodeID)
 	must.Eq(t, client1.NodeID, b.NodeID)
@@ -186,7 +153,7 @@ func TestDevice_FractionsPackOntoOneGPU(t *testing.T) {
 	must.NotEq(t, taskEnv(t, c, a.ID)["CARAVAN_GPU_RESERVATION"], taskEnv(t, c, b.ID)["CARAVAN_GPU_RESERVATION"])
 
 	// A whole GPU: all four shares of the other GPU, not a mix.
-	w := runningAlloc(t, c, wholeJob, "job_name=e2e-whole-1", "node=client1")
+	w := c.RunningAlloc(t, wholeJob, "job_name=e2e-whole-1", "node=client1")
 	gw := gpuOf(t, w)
 	must.Eq(t, groups[1].Name, gw.Name)
 	must.Len(t, 4, gw.DeviceIDs)
@@ -218,7 +185,7 @@ func TestDevice_FractionsPackOntoOneGPU(t *testing.T) {
 	must.SliceEmpty(t, stubs)
 
 	// Without the pin the same request goes to the other client.
-	elsewhere := runningAlloc(t, c, wholeJob, "job_name=e2e-whole-elsewhere")
+	elsewhere := c.RunningAlloc(t, wholeJob, "job_name=e2e-whole-elsewhere")
 	must.Eq(t, c.Client(t, "client2").NodeID, elsewhere.NodeID)
 	must.Len(t, 4, gpuOf(t, elsewhere).DeviceIDs)
 }
@@ -254,8 +221,8 @@ func TestDevice_TooManySharesForOneGPU(t *testing.T) {
 // over-limit flag, SM utilisation.
 func TestDevice_AllocationStats(t *testing.T) {
 	c := harness.Cluster(t)
-	within := runningAlloc(t, c, modelJob, "job_name=e2e-model-stats", "shares=2")
-	over := runningAlloc(t, c, fractionJob, "job_name=e2e-frac-over", "shares=1", "simulated_memory_mib=12000")
+	within := c.RunningAlloc(t, modelJob, "job_name=e2e-model-stats", "shares=2")
+	over := c.RunningAlloc(t, fractionJob, "job_name=e2e-frac-over", "shares=1", "simulated_memory_mib=12000")
 
 	check := func(alloc *nomadapi.Allocation, usedMiB, limitMiB int64, overLimit bool) {
 		t.Helper()
