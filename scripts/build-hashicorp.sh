@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds a HashiCorp agent (nomad or consul) from the Go module proxy into
+# Builds a server binary (Nomad, Consul, or SeaweedFS for the S3 checkpoint
+# store) from the Go module proxy into
 # build/bin/<name>-<version>, and links build/bin/<name> to it. A build that
 # already exists is reused, so a second run takes no time. It prints one line
 # per stage (and one a minute while a stage runs); the go commands' output,
@@ -8,10 +9,15 @@
 #
 #   scripts/build-hashicorp.sh nomad  v1.11.3
 #   scripts/build-hashicorp.sh consul v1.22.3
+#   scripts/build-hashicorp.sh seaweedfs v0.0.0-20261109003541-7506e5f91cd6
+#
+# SeaweedFS (Apache-2.0) is not HashiCorp's, but it builds the same way:
+# `go install` refuses it because its go.mod has replace directives, so it is
+# built from the downloaded module source.
 set -euo pipefail
 
-name=${1:?usage: build-hashicorp.sh nomad|consul VERSION}
-version=${2:?usage: build-hashicorp.sh nomad|consul VERSION}
+name=${1:?usage: build-hashicorp.sh nomad|consul|seaweedfs VERSION}
+version=${2:?usage: build-hashicorp.sh nomad|consul|seaweedfs VERSION}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir="$root/build/bin"
 out="$bin_dir/$name-$version"
@@ -22,6 +28,7 @@ if [[ -x "$out" ]]; then
   exit 0
 fi
 
+pkg=.
 case "$name" in
   nomad)
     module=github.com/hashicorp/nomad
@@ -42,7 +49,14 @@ case "$name" in
     )
     requires=()
     ;;
-  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad or consul)" >&2; exit 2 ;;
+  seaweedfs)
+    module=github.com/seaweedfs/seaweedfs
+    tags=""
+    pkg=./weed
+    drop_replaces=()
+    requires=()
+    ;;
+  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad, consul or seaweedfs)" >&2; exit 2 ;;
 esac
 
 log="$root/build/logs/build-$name-$version.log"
@@ -95,18 +109,18 @@ rm -rf "$work"
 cp -r "$src_ro" "$work"
 chmod -R u+w "$work"
 cd "$work"
-for r in "${drop_replaces[@]}"; do
+for r in ${drop_replaces[@]+"${drop_replaces[@]}"}; do
   go mod edit -dropreplace="$r"
 done
-for r in "${requires[@]}"; do
+for r in ${requires[@]+"${requires[@]}"}; do
   go mod edit -require="$r"
 done
 
 stage 2/4 "fetching its dependencies (a few hundred modules on a cold cache; log: ${log#"$root"/})"
-quietly go list -mod=mod -deps ${tags:+-tags "$tags"} . >/dev/null
+quietly go list -mod=mod -deps ${tags:+-tags "$tags"} "$pkg" >/dev/null
 stage 3/4 "compiling (the longest stage: many minutes on 2 cores on a cold build cache)"
 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" \
-  quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" .
+  quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" "$pkg"
 mv "$out.tmp" "$out"
 ln -sfn "$name-$version" "$bin_dir/$name"
 rm -rf "$work"
