@@ -2,21 +2,16 @@ package device
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	log "github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/plugins"
+
+	"github.com/caravan-nomad/caravan/internal/pluginmain"
 )
 
 // Main serves the device plugin to a Nomad client over go-plugin.
 func Main(args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintf(os.Stderr, "caravan device: takes no arguments, got %q; a Nomad client starts it from a plugin block with args = [\"device\"] (see README.md)\n", args)
-		return 2
-	}
-	plugins.Serve(func(logger log.Logger) interface{} {
+	return pluginmain.Run("device", args, os.Stderr, func(logger log.Logger) interface{} {
 		return NewPlugin(context.Background(), logger)
 	})
-	return 0
 }
