@@ -32,7 +32,7 @@ func QueueScaleInput(jobs, queues, nodes int) (policy.Input, queue.Config, []que
 	qjobs := make([]queue.Job, len(in.Jobs))
 	for i := range in.Jobs {
 		qjobs[i] = queue.FromPolicy(&in.Jobs[i], fmt.Sprintf("team-%04d", i%queues), "")
-		qjobs[i].SinceCheckpoint = time.Duration(i%600) * time.Second
+		qjobs[i].SinceResume = time.Duration(i%600) * time.Second
 	}
 	return in, c, qjobs, capacity
 }
