@@ -41,7 +41,7 @@ func TestReplayPhilly_Queues(t *testing.T) {
 	cfg.Queues = twoTeams(false)
 	rc, err := ReplayPhilly(cfg, "fifo", path)
 	must.NoError(t, err)
-	must.Eq(t, 1, rc.Restarts)                                    // b's borrower resumed once
+	must.Eq(t, 1, rc.Restarts)                                  // b's borrower resumed once
 	must.Between(t, (36000+3600+39600)/3, rc.AvgJCT, 27000+600) // a: 1 h; b's second: 10 h + 1 h suspended
 	cfg.Queues = twoTeams(true)
 	strict, err := ReplayPhilly(cfg, "fifo", path)
