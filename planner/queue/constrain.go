@@ -16,7 +16,8 @@ func Demand(j *policy.Job) (lo, hi, held int) {
 }
 
 // FromPolicy is the queue view of a policy job in namespace with MetaKey
-// value requested; the caller adds NoPreempt and SinceCheckpoint.
+// value requested; the caller adds NoPreempt, SinceResume and, when it
+// knows the job's last checkpoint, SinceCheckpoint and CheckpointKnown.
 func FromPolicy(j *policy.Job, namespace, requested string) Job {
 	lo, hi, held := Demand(j)
 	return Job{ID: j.ID, Namespace: namespace, Requested: requested, Priority: j.Priority,

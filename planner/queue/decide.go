@@ -15,7 +15,8 @@ type Job struct {
 	Requested string
 	Priority  int // Nomad job priority: higher first inside a queue
 	// Rank is the active allocation policy's order among jobs of equal
-	// priority (lower first; 0 for all: submission order).
+	// priority (lower first; 0 for all: submission order). SetRanks fills
+	// it from a policy.Ranker.
 	Rank      float64
 	Submitted time.Time
 	// Min is the gang minimum (all of it or nothing); Max the most the
@@ -25,10 +26,27 @@ type Job struct {
 	Held int
 	// NoPreempt: the job may never be suspended, so it never borrows.
 	NoPreempt bool
-	// SinceCheckpoint is the progress a suspension would lose (time since
-	// the job's last checkpoint); among borrowers of equal priority the
-	// least first.
+	// SinceResume is how long the job has run since it last started or
+	// resumed: the progress a suspension loses when no checkpoint of it is
+	// known (ProgressLost).
+	SinceResume time.Duration
+	// SinceCheckpoint is the time since the job's last committed
+	// checkpoint, read only when CheckpointKnown: the live planner may pass
+	// it from the driver, the simulator models it.
 	SinceCheckpoint time.Duration
+	CheckpointKnown bool
+}
+
+// ProgressLost is the progress a suspension of the job would lose: the
+// time since its last checkpoint when known, else since it last started
+// or resumed (at most that either way: a checkpoint older than the resume
+// is the one it resumed from). Reclaim suspends, among borrowers of equal
+// priority, the least first.
+func (j *Job) ProgressLost() time.Duration {
+	if j.CheckpointKnown {
+		return max(min(j.SinceCheckpoint, j.SinceResume), 0)
+	}
+	return max(j.SinceResume, 0)
 }
 
 // Decision is one job's verdict for a round.
@@ -217,8 +235,8 @@ func (r *round) borrowers() []int {
 		if ja.Priority != jb.Priority {
 			return ja.Priority < jb.Priority
 		}
-		if ja.SinceCheckpoint != jb.SinceCheckpoint {
-			return ja.SinceCheckpoint < jb.SinceCheckpoint
+		if la, lb := ja.ProgressLost(), jb.ProgressLost(); la != lb {
+			return la < lb
 		}
 		return before(jb, ja)
 	})

@@ -124,12 +124,38 @@ func TestDecide(t *testing.T) {
 			name: "reclaim takes the least progress lost among equal priorities",
 			cfg:  Config{Queues: []Queue{q("a", 2*g, "team-a"), q("b", 0, "team-b")}}, capacity: 3 * g,
 			jobs: []Job{
-				{ID: "old", Namespace: "team-b", Min: g, Held: g, SinceCheckpoint: 20 * time.Minute},
-				{ID: "fresh", Namespace: "team-b", Min: g, Held: g, SinceCheckpoint: time.Minute, Submitted: t0.Add(time.Minute)},
-				{ID: "mid", Namespace: "team-b", Min: g, Held: g, SinceCheckpoint: 5 * time.Minute, Submitted: t0.Add(2 * time.Minute)},
+				{ID: "old", Namespace: "team-b", Min: g, Held: g, SinceResume: 20 * time.Minute},
+				{ID: "fresh", Namespace: "team-b", Min: g, Held: g, SinceResume: time.Minute, Submitted: t0.Add(time.Minute)},
+				{ID: "mid", Namespace: "team-b", Min: g, Held: g, SinceResume: 5 * time.Minute, Submitted: t0.Add(2 * time.Minute)},
 				job("a1", "team-a", 1, 3)},
 			want: map[string]want{"old": {admit: true, borrowing: true, cap: g}, "mid": {admit: true, borrowing: true, cap: g},
 				"fresh": {suspend: true, reclaimFor: "a"}, "a1": {admit: true, cap: g}},
+		},
+		{
+			// "old" resumed 20 min ago but committed a checkpoint 30 s ago:
+			// it loses least, so it goes, not "fresh" (1 min since resume,
+			// no checkpoint known).
+			name: "reclaim reads the last checkpoint when known",
+			cfg:  Config{Queues: []Queue{q("a", 2*g, "team-a"), q("b", 0, "team-b")}}, capacity: 3 * g,
+			jobs: []Job{
+				{ID: "old", Namespace: "team-b", Min: g, Held: g, SinceResume: 20 * time.Minute, SinceCheckpoint: 30 * time.Second, CheckpointKnown: true},
+				{ID: "fresh", Namespace: "team-b", Min: g, Held: g, SinceResume: time.Minute, Submitted: t0.Add(time.Minute)},
+				{ID: "mid", Namespace: "team-b", Min: g, Held: g, SinceResume: 5 * time.Minute, Submitted: t0.Add(2 * time.Minute)},
+				job("a1", "team-a", 1, 3)},
+			want: map[string]want{"fresh": {admit: true, borrowing: true, cap: g}, "mid": {admit: true, borrowing: true, cap: g},
+				"old": {suspend: true, reclaimFor: "a"}, "a1": {admit: true, cap: g}},
+		},
+		{
+			// Lowest priority goes first even when it has lost more.
+			name: "reclaim: priority before progress lost",
+			cfg:  Config{Queues: []Queue{q("a", 2*g, "team-a"), q("b", 0, "team-b")}}, capacity: 3 * g,
+			jobs: []Job{
+				{ID: "lo", Namespace: "team-b", Priority: 10, Min: g, Held: g, SinceResume: 3 * time.Hour},
+				{ID: "fresh", Namespace: "team-b", Priority: 50, Min: g, Held: g, SinceResume: time.Second, Submitted: t0.Add(time.Minute)},
+				{ID: "mid", Namespace: "team-b", Priority: 50, Min: g, Held: g, SinceResume: time.Minute, Submitted: t0.Add(2 * time.Minute)},
+				job("a1", "team-a", 1, 3)},
+			want: map[string]want{"fresh": {admit: true, borrowing: true, cap: g}, "mid": {admit: true, borrowing: true, cap: g},
+				"lo": {suspend: true, reclaimFor: "a"}, "a1": {admit: true, cap: g}},
 		},
 		{
 			name: "a job that opts out of preemption never borrows",

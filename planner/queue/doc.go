@@ -14,6 +14,10 @@
 // policy's rank, then submission): a job that does not fit does not block a
 // smaller one behind it.
 //
+// Plan is one whole round as the live planner and the simulator engines
+// run it: SetRanks (the active policy's order, a policy.Ranker), Decide,
+// then Allocate (the policy on the admitted jobs, capped by Constrain).
+//
 // Decide admits whole gang minimums (a job that cannot get its whole
 // minimum gets none), caps every admitted job's GPUs so that no queue
 // exceeds what it is entitled to, and names the borrowers to suspend. The

@@ -41,7 +41,8 @@ func FuzzDecide(f *testing.F) {
 			lo := (r.IntN(4) + 1) * g / (1 + r.IntN(2))
 			j := Job{ID: fmt.Sprintf("j%d", i), Namespace: fmt.Sprintf("ns%d", r.IntN(len(c.Queues)+1)), Priority: r.IntN(3),
 				Submitted: t0.Add(time.Duration(r.IntN(100)) * time.Minute), Min: lo, Max: lo * (1 + r.IntN(3)),
-				NoPreempt: r.IntN(5) == 0, SinceCheckpoint: time.Duration(r.IntN(600)) * time.Second}
+				NoPreempt: r.IntN(5) == 0, SinceResume: time.Duration(r.IntN(600)) * time.Second,
+				SinceCheckpoint: time.Duration(r.IntN(600)) * time.Second, CheckpointKnown: r.IntN(2) == 0}
 			if r.IntN(2) == 0 && held+lo <= capacity {
 				j.Held = lo
 				held += lo

@@ -67,12 +67,7 @@ func Main(args []string) int {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				next, err := config.Load(flags)
-				if err != nil {
-					log.Error("reload failed; keeping the running config", "error", err)
-					continue
-				}
-				a.Reload(next)
+				_ = reload(flags, a.Reload, log)
 			}
 		}
 	}()
@@ -82,4 +77,17 @@ func Main(args []string) int {
 	}
 	log.Info("planner stopped")
 	return 0
+}
+
+// reload loads the config files again (SIGHUP) and applies them; a config
+// that fails to load (a bad queue, say) is logged and returned, and the
+// running one is kept.
+func reload(flags *config.Flags, apply func(*config.Config), log hclog.Logger) error {
+	next, err := config.Load(flags)
+	if err != nil {
+		log.Error("reload failed; keeping the running config", "error", err)
+		return err
+	}
+	apply(next)
+	return nil
 }

@@ -50,6 +50,7 @@ type simJob struct {
 	attained   float64 // GPU-seconds
 	restarts   int     // -1 before the first allocation
 	gpuSeconds float64
+	resumed    float64 // when it last got GPUs after holding none
 
 	// What the job has observed and reported (for fitted models).
 	profile          map[profileKey][2]float64 // step, sync

@@ -159,7 +159,6 @@ func queueConfig(mode QueueMode, vcs []string, quota map[string]int, capacity in
 // qjob is a job of the queue replay.
 type qjob struct {
 	phillyJob
-	vc        string
 	started   float64 // last start, for progress lost
 	ran       float64 // seconds holding GPUs
 	suspended bool
@@ -195,7 +194,7 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 			return rep, fmt.Errorf("job %d asks %d GPUs, the cluster has %d", i, r.GPUs, capacity)
 		}
 		jobs[i] = &qjob{phillyJob: phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: r.GPUs, submit: r.Submit.Sub(base).Seconds(),
-			work: math.Max(r.Duration, 1), completion: -1}, vc: r.Cluster}
+			work: math.Max(r.Duration, 1), completion: -1, vc: r.Cluster}}
 		if mode != ModeShared && r.GPUs > quota[r.Cluster] {
 			rep.Oversize++
 		}
@@ -218,7 +217,7 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 		for _, j := range active {
 			qj := queue.Job{ID: j.id, Namespace: j.vc, Submitted: epoch.Add(time.Duration(j.submit * float64(time.Second))),
 				Min: j.gpus * policy.MilliGPU, Max: j.gpus * policy.MilliGPU,
-				SinceCheckpoint: time.Duration((now - j.started) * float64(time.Second))}
+				SinceResume: time.Duration((now - j.started) * float64(time.Second))}
 			if mode == ModeStrict && j.gpus > quota[j.vc] {
 				qj.Min, qj.Max = quota[j.vc]*policy.MilliGPU, quota[j.vc]*policy.MilliGPU // runs alone in its VC
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -51,6 +52,8 @@ type phillyJob struct {
 	attained   float64
 	restarts   int
 	completion float64
+	vc         string  // its virtual cluster (the namespace with queues)
+	resumed    float64 // when it last got GPUs after holding none
 }
 
 func (j *phillyJob) rate(w int) float64 { return float64(min(w, j.gpus)) / float64(j.gpus) }
@@ -117,7 +120,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 			return PhillyReport{}, fmt.Errorf("%s: job %d asks %d GPUs, the cluster has %d", path, i, r.GPUs, capacity)
 		}
 		jobs = append(jobs, &phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: r.GPUs, submit: r.Submit.Sub(base).Seconds(),
-			work: math.Max(r.Duration, 1), completion: -1})
+			work: math.Max(r.Duration, 1), completion: -1, vc: r.Cluster})
 	}
 	rep := PhillyReport{Policy: policyName, Jobs: len(jobs), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode}
 	iv := cfg.Interval
@@ -128,6 +131,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 	finished := 0
 	in := policy.Input{Cluster: cluster}
 	var hist residualWork
+	var qjobs []queue.Job
 	for finished < len(jobs) {
 		// Admit arrivals up to now.
 		for next < len(jobs) && jobs[next].submit <= now {
@@ -146,8 +150,14 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 			phillyLimits(info, j, &pj, &hist)
 			in.Jobs = append(in.Jobs, pj)
 		}
+		qjobs = qjobs[:0]
+		if cfg.Queues.Enabled() {
+			for i, j := range active {
+				qjobs = append(qjobs, queueView(&in.Jobs[i], j.vc, now, j.resumed))
+			}
+		}
 		t0 := time.Now()
-		plan, err := pol.Allocate(in)
+		plan, _, err := PlanWithQueues(pol, cfg.Queues, in, qjobs)
 		rep.PolicyTime += time.Since(t0)
 		rep.Rounds++
 		if err != nil {
@@ -162,6 +172,9 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 				j.rescale = restartPenalty
 				if j.w > 0 || j.attained > 0 {
 					j.restarts++
+				}
+				if j.w == 0 {
+					j.resumed = now
 				}
 			}
 			j.w, j.alloc = jp.Workers, jp.Placement

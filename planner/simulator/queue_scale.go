@@ -32,32 +32,31 @@ func QueueScaleInput(jobs, queues, nodes int) (policy.Input, queue.Config, []que
 	qjobs := make([]queue.Job, len(in.Jobs))
 	for i := range in.Jobs {
 		qjobs[i] = queue.FromPolicy(&in.Jobs[i], fmt.Sprintf("team-%04d", i%queues), "")
-		qjobs[i].SinceCheckpoint = time.Duration(i%600) * time.Second
+		qjobs[i].SinceResume = time.Duration(i%600) * time.Second
 	}
 	return in, c, qjobs, capacity
 }
 
-// queueRound is one planning round with queues: the queues decide, the
-// policy sizes and places what they admitted.
-func queueRound(p policy.Policy, c queue.Config, capacity int, in policy.Input, qjobs []queue.Job) (queue.Round, policy.Plan, []int, error) {
-	r, err := queue.Decide(c, capacity, qjobs)
-	if err != nil {
-		return r, policy.Plan{}, nil, err
-	}
-	sub, kept := queue.Constrain(in, r)
-	plan, err := p.Allocate(sub)
-	return r, plan, kept, err
+// QueueScaleRound is one planning round with queues at scale, ready to
+// run: Run is the round the live planner runs (queue.Plan: the policy's
+// rank, the queues' admission and reclaim, the policy on what they
+// admitted), on a steady state.
+type QueueScaleRound struct {
+	policy   string
+	c        queue.Config
+	in       policy.Input
+	qjobs    []queue.Job
+	capacity int
 }
 
-// TimeQueueRound measures one planning round with queues on a steady
-// state (the previous round's admitted jobs hold their plan, except the
-// late queues'): the median of runs of the queue decision alone and of the
-// whole round, and the jobs the round reclaimed.
-func TimeQueueRound(name string, jobs, queues, nodes, runs int) (decide, whole time.Duration, reclaimed int, err error) {
+// NewQueueScaleRound builds QueueScaleInput's steady state: the previous
+// round's admitted jobs hold their plan, except the late queues' (every
+// tenth), whose jobs are new, so the round reclaims for them.
+func NewQueueScaleRound(name string, jobs, queues, nodes int) (*QueueScaleRound, error) {
 	in, c, qjobs, capacity := QueueScaleInput(jobs, queues, nodes)
 	p, err := policy.New(name)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
 	early := make([]int, 0, len(in.Jobs))
 	for i := range in.Jobs {
@@ -71,32 +70,59 @@ func TimeQueueRound(name string, jobs, queues, nodes, runs int) (decide, whole t
 		warm.Jobs = append(warm.Jobs, in.Jobs[i])
 		wq = append(wq, qjobs[i])
 	}
-	_, plan, kept, err := queueRound(p, c, capacity, warm, wq)
+	_, plan, err := queue.Plan(p, c, warm, wq)
 	if err != nil {
-		return 0, 0, 0, err
+		return nil, err
 	}
 	for k, jp := range plan.Jobs {
-		i := early[kept[k]]
+		i := early[k]
 		in.Jobs[i].Current = jp.Allocation
 		_, _, qjobs[i].Held = queue.Demand(&in.Jobs[i])
+	}
+	return &QueueScaleRound{policy: name, c: c, in: in, qjobs: qjobs, capacity: capacity}, nil
+}
+
+// Decide runs the queue decision alone and returns how many jobs it
+// reclaimed.
+func (r *QueueScaleRound) Decide() (int, error) {
+	d, err := queue.Decide(r.c, r.capacity, r.qjobs)
+	n := 0
+	for _, j := range d.Jobs {
+		if j.ReclaimFor != "" {
+			n++
+		}
+	}
+	return n, err
+}
+
+// Run runs the whole round with a fresh policy (a policy may keep state
+// between rounds).
+func (r *QueueScaleRound) Run() error {
+	p, err := policy.New(r.policy)
+	if err != nil {
+		return err
+	}
+	_, _, err = queue.Plan(p, r.c, r.in, r.qjobs)
+	return err
+}
+
+// TimeQueueRound measures one planning round with queues on
+// NewQueueScaleRound's steady state: the median of runs of the queue
+// decision alone and of the whole round, and the jobs the round reclaimed.
+func TimeQueueRound(name string, jobs, queues, nodes, runs int) (decide, whole time.Duration, reclaimed int, err error) {
+	r, err := NewQueueScaleRound(name, jobs, queues, nodes)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	var ds, ws []time.Duration
 	for k := 0; k < runs; k++ {
 		t0 := time.Now()
-		r, err := queue.Decide(c, capacity, qjobs)
-		ds = append(ds, time.Since(t0))
-		if err != nil {
+		if reclaimed, err = r.Decide(); err != nil {
 			return 0, 0, 0, err
 		}
-		reclaimed = 0
-		for _, d := range r.Jobs {
-			if d.ReclaimFor != "" {
-				reclaimed++
-			}
-		}
-		p, _ := policy.New(name)
+		ds = append(ds, time.Since(t0))
 		t0 = time.Now()
-		if _, _, _, err := queueRound(p, c, capacity, in, qjobs); err != nil {
+		if err := r.Run(); err != nil {
 			return 0, 0, 0, err
 		}
 		ws = append(ws, time.Since(t0))

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -16,10 +17,29 @@ func TestTimeQueueRound(t *testing.T) {
 	must.Positive(t, reclaimed)
 }
 
-func BenchmarkQueueRound100k(b *testing.B) {
-	for range b.N {
-		if _, _, _, err := TimeQueueRound("fifo", 100000, 1000, 32000, 1); err != nil {
-			b.Fatal(err)
+// BenchmarkQueueRound is one planning round with queues (gangs and reclaim
+// on, 1,000 queues on 32,000 nodes x 4 GPUs) at 25k, 50k and 100k jobs
+// under fifo and goodput (the goal: under 1 s at 100k, growing
+// linearly). With -short (make bench-smoke) one small size only.
+func BenchmarkQueueRound(b *testing.B) {
+	type size struct{ jobs, queues, nodes int }
+	sizes := []size{{25000, 1000, 32000}, {50000, 1000, 32000}, {100000, 1000, 32000}}
+	if testing.Short() {
+		sizes = []size{{2000, 20, 640}}
+	}
+	for _, p := range []string{"fifo", "goodput"} {
+		for _, sz := range sizes {
+			b.Run(fmt.Sprintf("%s/jobs=%d", p, sz.jobs), func(b *testing.B) {
+				r, err := NewQueueScaleRound(p, sz.jobs, sz.queues, sz.nodes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if err := r.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -28,6 +29,13 @@ type Config struct {
 	Interference float64
 	// Record keeps every round's allocation in Result.Trace (for --out).
 	Record bool
+	// Queues, when it names any queue, runs every round through the team
+	// queues (PlanWithQueues, the live planner's code); Namespaces maps a
+	// workload job's name to its Nomad namespace (unlisted: "default").
+	// Simulate and ReplayPhilly read them (ReplayPhilly: a job's namespace
+	// is its trace row's virtual cluster).
+	Queues     queue.Config
+	Namespaces map[string]string
 }
 
 func (c Config) withDefaults() Config {
@@ -170,8 +178,9 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		for i, j := range active {
 			in.Jobs[i] = jobFor(info, j, now, pool, kinds, cfg.GPUsPerNode)
 		}
+		qjobs := simQueueJobs(cfg, in.Jobs, active, now)
 		t0 := time.Now()
-		plan, err := pol.Allocate(in)
+		plan, _, err := PlanWithQueues(pol, cfg.Queues, in, qjobs)
 		res.DecideTime += time.Since(t0)
 		res.Rounds++
 		if err != nil {
@@ -183,6 +192,9 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			if !sameAlloc(alloc, j.alloc) {
 				if len(alloc) > 0 {
 					lastProgress = now
+					if len(j.alloc) == 0 {
+						j.resumed = now
+					}
 				}
 				j.reallocate(pl, alloc)
 			}
@@ -205,6 +217,22 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 		res.GPUUtil = gpuSeconds / (float64(cfg.Nodes*cfg.GPUsPerNode) * math.Max(now-first, 1))
 	}
 	return res, nil
+}
+
+// simQueueJobs is the queue view of a round's jobs (nil without queues).
+func simQueueJobs(cfg Config, pjs []policy.Job, active []*simJob, now float64) []queue.Job {
+	if !cfg.Queues.Enabled() {
+		return nil
+	}
+	out := make([]queue.Job, len(pjs))
+	for i, j := range active {
+		ns := cfg.Namespaces[j.spec.Name]
+		if ns == "" {
+			ns = "default"
+		}
+		out[i] = queueView(&pjs[i], ns, now, j.resumed)
+	}
+	return out
 }
 
 func fromPlacement(pl []policy.NodeAlloc, nodeIndex map[string]int) ([]int, []string) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/queue"
 )
 
 // StepJob is a job of a fixed number of SGD steps whose step time is a
@@ -27,6 +28,10 @@ type StepJob struct {
 	// Batch and MicroShards are the trainer's (64 and 8 by default).
 	Batch, MicroShards int
 	ComputePerSample   float64 // seconds
+	// Namespace is the job's Nomad namespace and Priority its Nomad job
+	// priority (0: Nomad's default 50), read with StepConfig.Queues.
+	Namespace string
+	Priority  int
 }
 
 // StepTime is the modelled seconds per step with w workers (0 for none):
@@ -78,6 +83,10 @@ type StepConfig struct {
 	SuspendQuantum float64
 	// Tick is the simulation step (seconds); default 1.
 	Tick float64
+	// Queues, when it names any queue, puts every round through the team
+	// queues as the live planner does (queue.SetRanks, queue.Decide,
+	// queue.Allocate); without, rounds are as before queues.
+	Queues queue.Config
 }
 
 // stepState is one job: desired is its worker group's count (the request,
@@ -249,13 +258,26 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 	for i, s := range active {
 		pinned[i] = s.desired > 0 && now-s.lastChange < cfg.Cooldown
 	}
+	at := epoch.Add(time.Duration(now * float64(time.Second)))
+	qr, err := stepQueues(cfg, pol, policy.Input{Now: at, Cluster: cluster, Jobs: base}, active, now)
+	if err != nil {
+		return err
+	}
+	if qr != nil {
+		for i := range active {
+			if _, _, held := queue.Demand(&base[i]); !qr.Jobs[i].Admit || held > qr.Jobs[i].Cap {
+				pinned[i] = false // the queues' verdict overrides a cooldown
+			}
+		}
+	}
 	var plan policy.Plan
 	guards := make([]policy.Guard, len(active))
 	for pass := 0; ; pass++ {
-		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+		in := policy.Input{Now: at, Cluster: cluster}
 		for i, s := range active {
 			guards[i] = policy.Free
 			switch {
+			case qr != nil && !qr.Jobs[i].Admit: // reclaimed or waiting: the queues decided
 			case pinned[i]:
 				guards[i] = policy.Keep
 			case s.workers > 0 && now < s.lastResume+cfg.SuspendQuantum:
@@ -264,7 +286,12 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 		}
 		in.Jobs = policy.Guarded(base, guards)
 		var err error
-		if plan, err = pol.Allocate(in); err != nil {
+		if qr != nil {
+			plan, err = queue.Allocate(pol, in, *qr)
+		} else {
+			plan, err = pol.Allocate(in)
+		}
+		if err != nil {
 			return err
 		}
 		policy.HoldPlan(&plan, base, guards)
@@ -278,6 +305,32 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 		}
 	}
 	return nil
+}
+
+// stepQueues is the team queues' verdict on a round's jobs (in.Jobs, of
+// active), as the live planner asks for it (nil without queues).
+func stepQueues(cfg StepConfig, pol policy.Policy, in policy.Input, active []*stepState, now float64) (*queue.Round, error) {
+	if !cfg.Queues.Enabled() {
+		return nil, nil
+	}
+	qjobs := make([]queue.Job, len(active))
+	for i, s := range active {
+		ns := s.spec.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		qjobs[i] = queueView(&in.Jobs[i], ns, now, s.lastResume)
+		qjobs[i].Priority = s.spec.Priority
+		if qjobs[i].Priority == 0 {
+			qjobs[i].Priority = 50
+		}
+	}
+	queue.SetRanks(pol, in, qjobs)
+	r, err := queue.Decide(cfg.Queues, queue.Capacity(in.Cluster), qjobs)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // pinGrowth pins the running jobs whose planned growth saves less than

@@ -19,15 +19,18 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 		capacity += n.GPUs * policy.MilliGPU
 	}
 	jobs := make([]queue.Job, len(b.cands))
+	pjs := make([]policy.Job, len(b.cands))
 	for i, c := range b.cands {
+		pjs[i] = c.pj
 		qj := queue.FromPolicy(&c.pj, c.job.Key.Namespace, c.job.Job.Meta[queue.MetaKey])
 		qj.Priority = nomadPriority(c)
 		qj.NoPreempt = !c.job.Spec.Suspendable
 		if !c.mm.lastResume.IsZero() {
-			qj.SinceCheckpoint = b.now.Sub(c.mm.lastResume)
+			qj.SinceResume = b.now.Sub(c.mm.lastResume)
 		}
 		jobs[i] = qj
 	}
+	queue.SetRanks(b.pol, policy.Input{Now: b.now, Cluster: b.r.Capacity, Jobs: pjs}, jobs)
 	r, err := queue.Decide(b.s.Queues, capacity, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("queues: %w", err)
@@ -58,25 +61,8 @@ func nomadPriority(c cand) int {
 }
 
 // queueAllocate runs the policy on the jobs the queues admitted, each
-// capped by its queue, and spreads the plan back over every job of in:
-// a job the queues hold back is planned at zero (a suspend if it runs),
-// with the queues' reason.
+// capped by its queue, and spreads the plan back over every job of in
+// (queue.Allocate, the code every simulator engine runs).
 func queueAllocate(pol policy.Policy, in policy.Input, qr *queue.Round) (policy.Plan, error) {
-	sub, kept := queue.Constrain(in, *qr)
-	plan, err := pol.Allocate(sub)
-	if err != nil {
-		return plan, err
-	}
-	full := make([]policy.JobPlan, len(in.Jobs))
-	for i, j := range in.Jobs {
-		d := qr.Jobs[i]
-		full[i] = policy.JobPlan{ID: j.ID, Changed: j.Current.Workers > 0 || j.Current.PS > 0,
-			Reason: fmt.Sprintf("queue %s: %s", d.Queue, d.Reason)}
-	}
-	for k, jp := range plan.Jobs {
-		jp.Reason = fmt.Sprintf("queue %s: %s", qr.Jobs[kept[k]].Queue, jp.Reason)
-		full[kept[k]] = jp
-	}
-	plan.Jobs = full
-	return plan, nil
+	return queue.Allocate(pol, in, *qr)
 }
