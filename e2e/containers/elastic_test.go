@@ -30,27 +30,41 @@ func setEligible(t *testing.T, c *harness.C, client string, on bool) {
 }
 
 // TestContainers_Elastic: the distributed trainer as containers
-// (jobspecs/train-elastic-docker.nomad.hcl), started under dockerd
-// (client1): workers 1->3->2, servers 1->2, a suspension (both groups to
-// 0: the coordinator saves on SIGTERM, the commit task commits, the other
-// server's commit finds a skip marker) and a resume with 2 and 2 (the
-// restore task restores), servers 2->1, and a migration of the coordinating
-// server (alloc stop with client1 ineligible) to podman (client2), where
-// more workers join; the final parameters bit for bit those of one
-// uninterrupted process. Compute is MODELLED (1 ms per sample sleeps).
+// (jobspecs/train-elastic-docker.nomad.hcl), started under one runtime
+// (dockerd on client1, or podman on client2): workers 1->3->2, servers
+// 1->2, a suspension (both groups to 0: the coordinator saves on SIGTERM,
+// the commit task commits, the other server's commit finds a skip marker)
+// and a resume with 2 and 2 (the restore task restores), servers 2->1, and a
+// migration of the coordinating server (alloc stop with its node
+// ineligible) to the other runtime, where more workers join; the final
+// parameters bit for bit those of one uninterrupted process. Compute is
+// MODELLED (1 ms per sample sleeps).
 func TestContainers_Elastic(t *testing.T) {
 	c := harness.Cluster(t)
 	loadImages(t, c)
-	requireRuntime(t, c, "client1", "docker")
-	requireRuntime(t, c, "client2", "podman")
-	const jobID = "e2e-ctr-elastic"
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) {
+			other := runtimes[0]
+			if other.name == rt.name {
+				other = runtimes[1]
+			}
+			requireRuntime(t, c, rt.client, rt.name)
+			requireRuntime(t, c, other.client, other.name)
+			elasticRun(t, c, "e2e-ctr-elastic-"+rt.name, rt.client, other.client)
+		})
+	}
+}
+
+// elasticRun runs the scenario of TestContainers_Elastic, starting on the
+// client from and migrating to the client to.
+func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", jobID))
 	want := harness.ElasticReference(t, elasticSteps)
 
-	setEligible(t, c, "client2", false)
+	setEligible(t, c, to, false)
 	t.Cleanup(func() {
-		setEligible(t, c, "client1", true)
-		setEligible(t, c, "client2", true)
+		setEligible(t, c, from, true)
+		setEligible(t, c, to, true)
 	})
 	j := &harness.Elastic{T: t, C: c, ID: jobID}
 	c.RunJob(t, elasticJob, "name="+jobID, "workers=1", "ps=1",
@@ -97,19 +111,19 @@ func TestContainers_Elastic(t *testing.T) {
 	j.WaitShape(co, 2, 1)
 	must.StrContains(t, j.Log(co), "leaving: taking its slice")
 
-	t.Log("migrate the coordinating server from dockerd (client1) to podman (client2)")
-	setEligible(t, c, "client2", true)
-	setEligible(t, c, "client1", false)
+	t.Logf("migrate the coordinating server from %s to %s", from, to)
+	setEligible(t, c, to, true)
+	setEligible(t, c, from, false)
 	_, err := c.CLI(t, "alloc", "stop", "-detach", co)
 	must.NoError(t, err)
 	old[co] = true
 	co = j.Coordinator(old)
 	a, _, err := c.Nomad.Allocations().Info(co, nil)
 	must.NoError(t, err)
-	must.Eq(t, "client2", a.NodeName, must.Sprint("the replacement coordinator runs under podman"))
+	must.Eq(t, to, a.NodeName, must.Sprint("the replacement coordinator runs on the other runtime"))
 	roleEvent(t, c, co, "restore", "Checkpoint restored")
 	j.WaitLog(co, "resumed", func(log string) bool { return strings.Contains(log, "resumed step=") })
-	j.Scale("worker", 4) // finish sooner; the new workers run under podman
+	j.Scale("worker", 4) // finish sooner; the new workers run on the other runtime
 
 	step, hash, log := j.Final(co)
 	must.Eq(t, strconv.Itoa(elasticSteps), step)
