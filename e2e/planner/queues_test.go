@@ -52,13 +52,22 @@ type nsJob struct {
 // registers it. It is stopped and purged when the test ends.
 func submitElastic(t *testing.T, c *harness.C, ns, id string, steps, lo, hi int, vars ...string) *nsJob {
 	t.Helper()
-	args := []string{"job", "run", "-output", "-var", "name=" + id, "-var", "caravan_bin=" + c.Bin,
+	vars = append([]string{"caravan_bin=" + c.Bin, "checkpoint_interval="}, vars...)
+	return submitSpec(t, c, "train-elastic.nomad.hcl", ns, id, steps, lo, hi, vars...)
+}
+
+// submitSpec is submitElastic for another train-elastic jobspec of
+// jobspecs/ (train-elastic-docker.nomad.hcl), with only the variables all
+// of them declare.
+func submitSpec(t *testing.T, c *harness.C, spec, ns, id string, steps, lo, hi int, vars ...string) *nsJob {
+	t.Helper()
+	args := []string{"job", "run", "-output", "-var", "name=" + id,
 		"-var", fmt.Sprintf("workers=%d", lo), "-var", fmt.Sprintf("steps=%d", steps),
-		"-var", "compute_per_sample=1ms", "-var", "checkpoint_interval=", "-var", "shares=4"}
+		"-var", "compute_per_sample=1ms", "-var", "shares=4"}
 	for _, v := range vars {
 		args = append(args, "-var", v)
 	}
-	out, err := c.CLI(t, append(args, filepath.Join(c.Root, "jobspecs", "train-elastic.nomad.hcl"))...)
+	out, err := c.CLI(t, append(args, filepath.Join(c.Root, "jobspecs", spec))...)
 	must.NoError(t, err)
 	var doc struct{ Job nomadapi.Job }
 	must.NoError(t, json.Unmarshal([]byte(out), &doc))
