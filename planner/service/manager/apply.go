@@ -181,6 +181,9 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		}
 		res, err := m.cfg.Writer.Register(ctx, cp, a.jobModifyIndex, a.Message)
 		a.EvalID = res.EvalID
+		if err == nil && a.ReclaimedBy != "" {
+			m.recordReclaim(ctx, r, a)
+		}
 		return err
 	}
 	index := a.jobModifyIndex
@@ -239,4 +242,19 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		a.EvalID = res.EvalID
 	}
 	return nil
+}
+
+// recordReclaim makes a reclaim applied through a registration visible in
+// Nomad: a registration leaves no scaling event, so a count-less one (a
+// scale-job write that changes nothing) names the queue that asked, in its
+// message and meta. Putting the queue in the job's meta instead would
+// change every task's meta, which Nomad treats as a destructive update:
+// every running allocation of the job would restart.
+func (m *Manager) recordReclaim(ctx context.Context, r *Round, a *Action) {
+	if _, err := m.cfg.Writer.Scale(ctx, submit.Scale{
+		Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group,
+		EventOnly: true, Message: a.Message, Meta: a.eventMeta(r.Policy),
+	}); err != nil {
+		m.log.Warn("recording the reclaim event failed (the job is changed)", "job", a.Job, "reclaimed_by", a.ReclaimedBy, "error", err)
+	}
 }
