@@ -65,6 +65,12 @@ type Action struct {
 	verdict        Verdict     // set by apply when the status alone does not say why
 }
 
+// registers reports whether write applies a as one registration: workers
+// and parameter servers change together, neither to or from zero.
+func (a *Action) registers() bool {
+	return a.PSGroup != "" && a.From != a.To && a.PSFrom != a.PSTo && a.From > 0 && a.To > 0
+}
+
 func (a Action) priority() int {
 	switch a.Kind {
 	case KindStop, KindUserError, KindFinish:

@@ -39,6 +39,9 @@ func TestManager_QueuesReclaimEventNamesTheQueue(t *testing.T) {
 	must.Eq(t, submit.ActionSuspend, ev.Meta[submit.EventMetaAction])
 	must.StrContains(t, ev.Message, "reclaimed by queue team-a")
 	must.StrNotContains(t, ev.Message, "time-slicing")
+	must.SliceLen(t, 1, r.Reclaims)
+	must.Eq(t, Reclaim{Time: r.Time, Job: "default/b", Kind: KindSuspend, From: 4, To: 0, Queue: "team-a", Via: "scale"}, r.Reclaims[0])
+	must.Eq(t, r.Reclaims, h.mgr.Last().Reclaims)
 }
 
 // TestManager_QueuesShrinkReclaimNamesTheQueue: an elastic borrower
@@ -88,6 +91,8 @@ func TestManager_ReclaimByRegistrationRecorded(t *testing.T) {
 	must.Nil(t, evs[0].Count)
 	must.Eq(t, "team-a", evs[0].Meta[submit.MetaReclaimedBy])
 	must.StrContains(t, evs[0].Message, "reclaimed by queue team-a")
+	h.mgr.noteReclaimLocked(&Round{}, &a)
+	must.Eq(t, "registration", h.mgr.reclaims[0].Via)
 }
 
 func driverEvent(at time.Time, details map[string]string) *nomadapi.TaskEvent {

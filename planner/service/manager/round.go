@@ -57,6 +57,9 @@ type Round struct {
 	Error      string      `json:"error,omitempty"`
 	// Queues is each team queue's standing (absent without queues).
 	Queues []queue.QueueState `json:"queues,omitempty"`
+	// Reclaims are the newest reclaims this planner applied (at most
+	// keptReclaims, oldest first, this round's included).
+	Reclaims []Reclaim `json:"reclaims,omitempty"`
 }
 
 // decide builds the round without side effects on Nomad: each job is
