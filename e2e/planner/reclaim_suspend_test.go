@@ -29,6 +29,10 @@ func (j *nsJob) driverEvents(group, prefix string) []string {
 			}
 			for _, ev := range ts.Events {
 				if ev.Type == nomadapi.TaskDriverMessage && strings.HasPrefix(ev.DisplayMessage, prefix) {
+					if strings.HasPrefix(ev.DisplayMessage, "Checkpoint saved") || strings.HasPrefix(ev.DisplayMessage, "Checkpoint restored") {
+						// The planner's "progress lost" reads these details.
+						must.MapContainsKeys(j.t, ev.Details, []string{"generation", "duration"})
+					}
 					out = append(out, fmt.Sprintf("%s/%s: %s", stub.Name, task, ev.DisplayMessage))
 				}
 			}
