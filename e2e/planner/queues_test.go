@@ -275,6 +275,7 @@ func TestPlanner_QueueReclaim(t *testing.T) {
 		}
 	}
 	must.SliceNotEmpty(t, reasons, must.Sprint("no planner scaling event on team B's job after A's submit"))
+	must.SliceNotEmpty(t, b.reclaimEvents("worker", "team-a"), must.Sprint("team B's shrink does not name team-a (meta caravan_reclaimed_by)"))
 	t.Logf("reclaim: team A's submit to its first step %s (team B shrunk to %d workers: %s); plain start on the idle cluster %s",
 		reclaim.Round(100*time.Millisecond), shrunk, strings.Join(reasons, "; "), plainStart.Round(100*time.Millisecond))
 

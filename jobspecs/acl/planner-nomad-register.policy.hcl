@@ -18,7 +18,8 @@
 #
 # submit-job lets a token register any job in these namespaces, which is
 # most of what an operator can do to them: narrow "*" to the namespaces the
-# planner manages.
+# planner manages (with team queues, those the queues list), one block per
+# namespace, as planner-nomad.policy.hcl shows.
 
 namespace "*" {
   capabilities = ["submit-job"] # PUT /v1/jobs with EnforceIndex; PUT /v1/job/:id/plan

@@ -28,12 +28,28 @@
 #   nomad acl policy apply -namespace default -job caravan-planner \
 #     caravan-planner jobspecs/acl/planner-nomad.policy.hcl
 
+# Team queues: the planner needs these capabilities in every namespace a
+# queue lists (and in those whose jobs fall into the default queue), and in
+# no other. "*" covers them all; to grant no more, replace the block below
+# with one block per managed namespace, the same capabilities in each:
+#
+#   namespace "team-a" { capabilities = ["list-jobs", "read-job", "scale-job"] }
+#   namespace "team-b" { capabilities = ["list-jobs", "read-job", "scale-job"] }
+#
+# (and narrow planner-nomad-register.policy.hcl the same way). Jobs of other
+# namespaces are then invisible to the planner: it neither plans nor counts
+# them. e2e/planner's TestPlanner_QueuesUnderACL runs the planner with
+# exactly that narrowing of both files, on an ACL-enabled Nomad: it reads
+# both teams' jobs, suspends one team's borrower for the other's queue and
+# starts the other's job after Nomad's plan, and is refused nothing.
+
+# GET /v1/job/:id/scale (the planner's own scaling events) accepts read-job
+# or read-job-scaling (Nomad v1.11.3), so read-job-scaling is not granted.
 namespace "*" {
   capabilities = [
-    "list-jobs",        # GET /v1/jobs (long-polled)
-    "read-job",         # GET /v1/job/:id, /v1/allocations
-    "read-job-scaling", # GET /v1/job/:id/scale (the planner's own events)
-    "scale-job",        # POST /v1/job/:id/scale (count changes, suspend, resume)
+    "list-jobs", # GET /v1/jobs (long-polled)
+    "read-job",  # GET /v1/job/:id, /v1/allocations, /v1/job/:id/scale
+    "scale-job", # POST /v1/job/:id/scale (count changes, suspend, resume, reclaim)
   ]
 }
 

@@ -47,6 +47,12 @@ type Action struct {
 	Saving     float64 `json:"saving_seconds,omitempty"`
 	Reason     string  `json:"reason"`
 	Message    string  `json:"message"`
+	// ReclaimedBy names the team queue (or queues, comma-separated) that
+	// this suspend or shrink gives its GPUs back to: a reclaim of
+	// borrowed GPUs. It is in the scaling event's meta and, when the
+	// change is a registration, in the new job version's meta
+	// (submit.MetaReclaimedBy).
+	ReclaimedBy string `json:"reclaimed_by,omitempty"`
 	// Status: planned (dry-run or follower), applied, deferred (rate
 	// limit), conflict (the job changed: decided again next round), failed.
 	Status string `json:"status"`
@@ -57,6 +63,12 @@ type Action struct {
 	jobModifyIndex uint64
 	job            *source.Job // the version the decision was made on
 	verdict        Verdict     // set by apply when the status alone does not say why
+}
+
+// registers reports whether write applies a as one registration: workers
+// and parameter servers change together, neither to or from zero.
+func (a *Action) registers() bool {
+	return a.PSGroup != "" && a.From != a.To && a.PSFrom != a.PSTo && a.From > 0 && a.To > 0
 }
 
 func (a Action) priority() int {
@@ -102,6 +114,9 @@ func (a Action) eventMeta(policyName string) map[string]any {
 		action = submit.ActionConverged
 	}
 	m := map[string]any{submit.EventMetaAction: action, submit.EventMetaPolicy: policyName}
+	if a.ReclaimedBy != "" {
+		m[submit.MetaReclaimedBy] = a.ReclaimedBy
+	}
 	if a.Gain != 0 && !math.IsInf(a.Gain, 0) && !math.IsNaN(a.Gain) {
 		m[submit.EventMetaGain] = fmt.Sprintf("%.4g", a.Gain)
 	}
@@ -113,6 +128,9 @@ func (a Action) eventMeta(policyName string) map[string]any {
 func scaleMessage(a Action) string {
 	switch a.Kind {
 	case KindSuspend:
+		if a.ReclaimedBy != "" {
+			return fmt.Sprintf("caravan planner: suspend %d -> 0 (reclaimed by queue %s; the driver checkpoints on stop): %s", a.From, a.ReclaimedBy, a.Reason)
+		}
 		return fmt.Sprintf("caravan planner: suspend %d -> 0 (time-slicing under overload): %s", a.From, a.Reason)
 	case KindResume:
 		return fmt.Sprintf("caravan planner: resume 0 -> %d, marginal gain %.3g s per unit share: %s", a.To, a.Gain, a.Reason)
@@ -131,6 +149,9 @@ func scaleMessage(a Action) string {
 	if a.PSGroup != "" {
 		msg = fmt.Sprintf("caravan planner: %s workers %d -> %d, parameter servers %d -> %d, %s",
 			a.Kind, a.From, a.To, a.PSFrom, a.PSTo, gain)
+	}
+	if a.ReclaimedBy != "" {
+		msg = strings.Replace(msg, ", ", fmt.Sprintf(" (reclaimed by queue %s), ", a.ReclaimedBy), 1)
 	}
 	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
 		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)

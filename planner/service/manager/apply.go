@@ -89,6 +89,9 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			} else if a.From == 0 {
 				mm.lastResume, mm.waitingSince = r.Time, time.Time{}
 			}
+			if a.ReclaimedBy != "" {
+				m.noteReclaimLocked(r, a)
+			}
 		case errors.Is(err, submit.ErrConflict):
 			// The job changed (a user's edit, or our own earlier write we
 			// have not seen yet): decide again on the new version.
@@ -171,7 +174,7 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 	if a.PSGroup != "" {
 		counts[a.PSGroup] = a.PSTo
 	}
-	if workers && ps && a.From > 0 && a.To > 0 {
+	if a.registers() {
 		cp, err := submit.SetCounts(job.Job, counts)
 		if err == nil && len(a.Nodes) > 0 {
 			cp, err = submit.SetPlacement(cp, a.Group, a.Nodes)
@@ -181,6 +184,9 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		}
 		res, err := m.cfg.Writer.Register(ctx, cp, a.jobModifyIndex, a.Message)
 		a.EvalID = res.EvalID
+		if err == nil && a.ReclaimedBy != "" {
+			m.recordReclaim(ctx, r, a)
+		}
 		return err
 	}
 	index := a.jobModifyIndex
@@ -239,4 +245,58 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		a.EvalID = res.EvalID
 	}
 	return nil
+}
+
+// recordReclaim makes a reclaim applied through a registration visible in
+// Nomad: a registration leaves no scaling event, so a count-less one (a
+// scale-job write that changes nothing) names the queue that asked, in its
+// message and meta. Putting the queue in the job's meta instead would
+// change every task's meta, which Nomad treats as a destructive update:
+// every running allocation of the job would restart.
+func (m *Manager) recordReclaim(ctx context.Context, r *Round, a *Action) {
+	if _, err := m.cfg.Writer.Scale(ctx, submit.Scale{
+		Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group,
+		EventOnly: true, Message: a.Message, Meta: a.eventMeta(r.Policy),
+	}); err != nil {
+		m.log.Warn("recording the reclaim event failed (the job is changed)", "job", a.Job, "reclaimed_by", a.ReclaimedBy, "error", err)
+	}
+}
+
+// keptReclaims is how many applied reclaims the planner page lists.
+const keptReclaims = 20
+
+// Reclaim is one reclaim the planner applied: a borrower suspended or
+// shrunk so that another queue gets its GPUs back.
+type Reclaim struct {
+	Time time.Time `json:"time"`
+	Job  string    `json:"job"`
+	Kind Kind      `json:"kind"`
+	From int       `json:"from"`
+	To   int       `json:"to"`
+	// PSFrom and PSTo: the parameter servers, when they changed too.
+	PSFrom int `json:"ps_from,omitempty"`
+	PSTo   int `json:"ps_to,omitempty"`
+	// Queue is the queue (or queues) that asked for the GPUs.
+	Queue string `json:"queue"`
+	// Via says how Nomad records it: "scale" (the count changes'
+	// scaling events) or "registration" (a new job version, recorded by
+	// a count-less scaling event).
+	Via string `json:"via"`
+}
+
+// noteReclaimLocked keeps an applied reclaim for the planner page. m.mu
+// must be held.
+func (m *Manager) noteReclaimLocked(r *Round, a *Action) {
+	via := "scale"
+	if a.registers() {
+		via = "registration"
+	}
+	rc := Reclaim{Time: r.Time, Job: a.Job, Kind: a.Kind, From: a.From, To: a.To, Queue: a.ReclaimedBy, Via: via}
+	if a.PSGroup != "" {
+		rc.PSFrom, rc.PSTo = a.PSFrom, a.PSTo
+	}
+	m.reclaims = append(m.reclaims, rc)
+	if n := len(m.reclaims); n > keptReclaims {
+		m.reclaims = slices.Clone(m.reclaims[n-keptReclaims:])
+	}
 }

@@ -93,6 +93,8 @@ type Manager struct {
 	forbidden map[Kind]bool
 	// planForbidden: the token's refusal of Nomad's plan was logged.
 	planForbidden bool
+	// reclaims are the newest reclaims applied, oldest first.
+	reclaims []Reclaim
 }
 
 // Metrics are cumulative counters for /v1/metrics.
@@ -276,6 +278,9 @@ func (m *Manager) RunRound(ctx context.Context) (*Round, error) {
 	m.mu.Lock()
 	if err == nil && r.Skipped == "" {
 		m.settle(r)
+	}
+	if len(m.reclaims) > 0 {
+		r.Reclaims = slices.Clone(m.reclaims)
 	}
 	m.last = r
 	m.metrics.Rounds++

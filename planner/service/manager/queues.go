@@ -2,6 +2,9 @@ package manager
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
@@ -25,8 +28,21 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 		qj := queue.FromPolicy(&c.pj, c.job.Key.Namespace, c.job.Job.Meta[queue.MetaKey])
 		qj.Priority = nomadPriority(c)
 		qj.NoPreempt = !c.job.Spec.Suspendable
+		if unplacedNewcomer(c) {
+			// Submitted with workers Nomad could not place: it holds
+			// nothing and waits, so the queues admit it (reclaiming
+			// borrowed GPUs for it) or hold it, instead of counting
+			// it as running ahead of jobs that do run.
+			qj.Held = 0
+		}
 		if !c.mm.lastResume.IsZero() {
 			qj.SinceResume = b.now.Sub(c.mm.lastResume)
+		}
+		if at := durableSince(c.job, time.Time{}); !at.IsZero() {
+			qj.SinceCheckpoint, qj.CheckpointKnown = max(b.now.Sub(at), 0), true
+		}
+		if lost := qj.ProgressLost(); lost > 0 {
+			c.view.SinceCheckpoint = lost.Round(time.Second).Seconds()
 		}
 		jobs[i] = qj
 	}
@@ -36,6 +52,7 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 		return nil, fmt.Errorf("queues: %w", err)
 	}
 	b.r.Queues = r.Queues
+	b.gaining = gaining(jobs, r)
 	for i := range b.cands {
 		d := r.Jobs[i]
 		b.cands[i].view.Queue = &d
@@ -65,4 +82,51 @@ func nomadPriority(c cand) int {
 // (queue.Allocate, the code every simulator engine runs).
 func queueAllocate(pol policy.Policy, in policy.Input, qr *queue.Round) (policy.Plan, error) {
 	return queue.Allocate(pol, in, *qr)
+}
+
+// gaining names the queues that may use more GPUs this round than their
+// jobs hold now: those a borrower's shrink to its cap gives GPUs back to
+// (queue.Decide names the asker only for the borrowers it suspends).
+func gaining(jobs []queue.Job, r queue.Round) []string {
+	held := map[string]int{}
+	for i, j := range jobs {
+		held[r.Jobs[i].Queue] += j.Held
+	}
+	var out []string
+	for _, q := range r.Queues {
+		if q.Used > held[q.Name] {
+			out = append(out, q.Name)
+		}
+	}
+	return out
+}
+
+// reclaimedBy is the queue (or queues, comma-separated) a change of job c
+// from->to gives GPUs back to, "" when it is no reclaim: the queue the
+// suspend was decided for, or, for a shrink to the queue cap, the other
+// queues that gain GPUs this round.
+func (b *roundBuilder) reclaimedBy(c cand, from, to int) string {
+	d := c.view.Queue
+	if d == nil || to >= from {
+		return ""
+	}
+	if d.ReclaimFor != "" {
+		return d.ReclaimFor
+	}
+	if !d.Admit || !overCap(&c.pj, *d) {
+		return ""
+	}
+	others := slices.DeleteFunc(slices.Clone(b.gaining), func(q string) bool { return q == d.Queue })
+	return strings.Join(others, ",")
+}
+
+// unplacedNewcomer reports whether c was submitted with workers (not by
+// the planner: no scaling event of its own) none of which Nomad has
+// placed.
+func unplacedNewcomer(c cand) bool {
+	if c.pj.Current.Workers == 0 || c.mm.lastOurs != nil {
+		return false
+	}
+	placed, _ := placedAllocs(c.job, c.job.Spec.WorkerGroup)
+	return placed == 0
 }

@@ -34,6 +34,11 @@ type JobView struct {
 	Index     uint64          `json:"job_modify_index"`
 	// Queue is the team queues' verdict (absent without queues).
 	Queue *queue.Decision `json:"queue,omitempty"`
+	// SinceCheckpoint is the progress a suspension would lose now, in
+	// seconds (with queues): the time since the job's newest durable state
+	// (a checkpoint the caravan driver saved or restored, from its task
+	// events), else since the planner last resumed it.
+	SinceCheckpoint float64 `json:"since_checkpoint_seconds,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -52,6 +57,9 @@ type Round struct {
 	Error      string      `json:"error,omitempty"`
 	// Queues is each team queue's standing (absent without queues).
 	Queues []queue.QueueState `json:"queues,omitempty"`
+	// Reclaims are the newest reclaims this planner applied (at most
+	// keptReclaims, oldest first, this round's included).
+	Reclaims []Reclaim `json:"reclaims,omitempty"`
 }
 
 // decide builds the round without side effects on Nomad: each job is
@@ -115,6 +123,8 @@ type roundBuilder struct {
 	cands   []cand
 	actions []Action
 	errs    []error
+	// gaining are the queues that gain GPUs this round (with queues).
+	gaining []string
 }
 
 // triage classifies one job and refits its models: it becomes an action
@@ -347,6 +357,7 @@ func (b *roundBuilder) action(c cand, jp policy.JobPlan, psChange bool) Action {
 	if psChange {
 		a.PSGroup, a.PSFrom, a.PSTo = c.job.Spec.PSGroup, c.pj.Current.PS, jp.PS
 	}
+	a.ReclaimedBy = b.reclaimedBy(c, from, to)
 	if b.s.PlacementAffinity && to > 0 {
 		for _, na := range jp.Placement {
 			if na.Workers > 0 {

@@ -56,6 +56,9 @@ const (
 	EventMetaAction = "caravan_action"
 	EventMetaGain   = "caravan_gain"
 	EventMetaPolicy = "caravan_policy"
+	// MetaReclaimedBy names the team queue a suspend or shrink gave its
+	// GPUs back to (a reclaim of borrowed GPUs).
+	MetaReclaimedBy = "caravan_reclaimed_by"
 )
 
 // Actions recorded in EventMetaAction.

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -19,7 +20,12 @@ func TestPages_Queues(t *testing.T) {
 		Jobs: []manager.JobView{
 			{Namespace: "default", ID: "a1", Queue: &queue.Decision{Queue: "team-a", Admit: true, Cap: 2000, Reason: "admitted within queue team-a's guarantee"}},
 			{Namespace: "default", ID: evil, Queue: &queue.Decision{Queue: evil, Suspend: true, ReclaimFor: "team-a", Reason: evil}},
-			{Namespace: "default", ID: "w", Queue: &queue.Decision{Queue: evil, Reason: "queued"}},
+			{Namespace: "default", ID: "w", Queue: &queue.Decision{Queue: evil, Reason: "queued"}, SinceCheckpoint: 42},
+		},
+		Reclaims: []manager.Reclaim{
+			{Time: time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC), Job: "team-b/ps-job", Kind: manager.KindScale, From: 4, To: 2,
+				PSFrom: 2, PSTo: 1, Queue: "team-a", Via: "registration"},
+			{Time: time.Date(2026, 11, 25, 1, 2, 4, 0, time.UTC), Job: "team-b/" + evil, Kind: manager.KindSuspend, From: 2, Queue: evil, Via: "scale"},
 		}}
 	s, err := New(&Server{Planner: &fakePlanner{round: r}, Progress: fakeProgress{}})
 	must.NoError(t, err)
@@ -30,6 +36,9 @@ func TestPages_Queues(t *testing.T) {
 	must.StrContains(t, b, `<td class="n">1.5</td>`)
 	must.StrContains(t, b, "suspended</b> for team-a")
 	must.StrContains(t, b, "waiting")
+	must.StrContains(t, b, `<td class="n">42 s</td>`)
+	must.StrContains(t, b, `<tr data-reclaim="team-b/ps-job"><td>01:02:03</td><td>team-b/ps-job</td><td>scale 4 &rarr; 2, servers 2 &rarr; 1</td><td>team-a</td><td>new job version + count-less scaling event</td></tr>`)
+	must.StrContains(t, b, "<td>suspend 2 &rarr; 0</td>")
 	must.StrNotContains(t, b, "<script>")
 	must.StrContains(t, b, "&lt;script&gt;")
 	must.StrContains(t, b, `href="/ui/queues" class="on"`)
