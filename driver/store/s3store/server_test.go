@@ -46,7 +46,7 @@ var (
 
 // requireServer returns the package's server, starting it on first use; it
 // skips unless CARAVAN_S3_TESTS=1 and fails when the binary is missing.
-func requireServer(t *testing.T) *server {
+func requireServer(t testing.TB) *server {
 	t.Helper()
 	if os.Getenv(envS3Tests) != "1" {
 		t.Skipf("set %s=1 to run the tests against a real SeaweedFS server", envS3Tests)
@@ -193,7 +193,7 @@ func (s *server) config(bucket string) Config {
 const readyBucket = "caravan-tests"
 
 // newBucket returns a config for a fresh, empty prefix of the shared bucket.
-func (s *server) newBucket(t *testing.T) Config {
+func (s *server) newBucket(t testing.TB) Config {
 	t.Helper()
 	c := s.config(readyBucket)
 	c.Prefix = strings.ToLower(fmt.Sprintf("t-%d-%s/cluster-a", time.Now().UnixNano()%1e9, randHex(4)))
@@ -201,7 +201,7 @@ func (s *server) newBucket(t *testing.T) Config {
 }
 
 // createBucket creates bucket name on the server.
-func (s *server) createBucket(t *testing.T, name string) Config {
+func (s *server) createBucket(t testing.TB, name string) Config {
 	t.Helper()
 	c := s.config(name)
 	b, err := newBackend(c)
