@@ -118,8 +118,10 @@ func (s *Store) release(l *lease) {
 
 // acquireGCLease announces a sweep (GC's lease, which makes new commits and
 // restores wait), lets listings settle, then waits until no live commit or
-// restore lease remains, deleting expired ones (their holders crashed). It
-// returns the lease and the server time the wait ended.
+// restore lease remains, deleting expired ones (their holders crashed); it
+// gives up with ErrBusy after LeaseTTL, so commits and restores queued
+// behind it wait no longer than that. It returns the lease and the server
+// time the wait ended.
 func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 	if _, err := s.putLease(ctx, objGCLease, "gc", ""); err != nil {
 		return nil, time.Time{}, err
@@ -136,6 +138,7 @@ func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 		case <-time.After(s.settle):
 		}
 	}
+	var first time.Time
 	for {
 		now, err := s.putLease(ctx, objGCLease, "gc", "")
 		if err != nil {
@@ -147,6 +150,14 @@ func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 		}
 		if len(busy) == 0 {
 			return l, now, nil
+		}
+		if first.IsZero() {
+			first = now
+		}
+		if now.Sub(first) >= s.leaseTTL {
+			// New commits and restores queue behind GC's lease: do not
+			// hold them longer than a lease lives. The next GC tries again.
+			return fail(fmt.Errorf("%w: %d commits or restores in flight for %s; gc deferred", ErrBusy, len(busy), s.leaseTTL))
 		}
 		s.logger.Debug("gc waiting for leases", "leases", busy)
 		select {
