@@ -102,7 +102,29 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 		s.settle = DefaultSettle
 	}
 	s.pollEvery = min(time.Second, s.leaseTTL/4)
+	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
+	defer cancel()
+	if err := b.Put(ctx, objMarker, []byte(`{"caravan_store":1}`), true); err != nil && !errors.Is(err, ErrObjectExists) {
+		return nil, fmt.Errorf("%w: write store marker: %w", ErrUnavailable, err)
+	}
 	return s, nil
+}
+
+// checkMarker fails with ErrUnavailable when the store's marker object,
+// written by OpenBackend, is gone: the bucket or prefix was deleted or
+// replaced under a running store. Without it a wiped bucket would look like
+// a store without checkpoints, and tasks would silently start over (some
+// servers even recreate a deleted bucket on the next PUT).
+func (s *Store) checkMarker(ctx context.Context) error {
+	_, err := s.backend.Stat(ctx, objMarker)
+	if errors.Is(err, ErrObjectNotFound) {
+		return fmt.Errorf("%w: %s: the store's marker object %q is gone: the bucket or prefix was deleted or replaced since the store was opened",
+			ErrUnavailable, s.backend, objMarker)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // newStore applies the defaults of opts common to both kinds of store.
@@ -145,6 +167,7 @@ const (
 	objLeases  = "leases/"
 	objGCLease = objLeases + "gc"
 	objLatest  = "latest"
+	objMarker  = "caravan-store.json"
 )
 
 func chunkObject(d string) string { return objChunks + d[:2] + "/" + d }

@@ -38,6 +38,14 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
+	if err := s.checkMarker(ctx); err != nil {
+		return nil, CommitStats{}, err
+	}
+	unlock, err := s.lockKeyObject(ctx, prefix, key, true)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	defer unlock()
 	l, err := s.acquireLease(ctx, "commit", key)
 	if err != nil {
 		return nil, CommitStats{}, err
@@ -70,15 +78,6 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 			m.TotalBytes += f.Size
 			nfiles++
 		}
-	}
-	// Look again: the upload took a while, and a concurrent commit may have
-	// published (and pruned) meanwhile. A pruned generation's name is free
-	// again, so the conditional create alone would not keep numbers rising.
-	if gens, err = s.objectGenerations(ctx, prefix); err != nil {
-		return nil, CommitStats{}, err
-	}
-	if err := s.checkNotStaleObject(ctx, prefix, gens, meta); err != nil {
-		return nil, CommitStats{}, err
 	}
 	next := uint64(1)
 	if len(gens) > 0 {

@@ -180,8 +180,8 @@ func (s *Store) keysObject() ([]Key, error) {
 	return keys, nil
 }
 
-// deleteObject is Delete for an object store: ErrBusy while a live commit
-// lease names the key.
+// deleteObject is Delete for an object store: ErrBusy while a commit or
+// another deletion holds the key's lock.
 func (s *Store) deleteObject(key Key) (int, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
@@ -196,7 +196,19 @@ func (s *Store) deleteObject(key Key) (int, error) {
 	if len(gens) == 0 {
 		return 0, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
 	}
-	if err := s.checkKeyIdle(ctx, key); err != nil {
+	unlock, err := s.lockKeyObject(ctx, prefix, key, false)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	return s.deleteKeyLocked(ctx, prefix, key)
+}
+
+// deleteKeyLocked deletes every generation of key, oldest first, then its
+// latest pointer. The caller holds the key's lock.
+func (s *Store) deleteKeyLocked(ctx context.Context, prefix string, key Key) (int, error) {
+	gens, err := s.objectGenerations(ctx, prefix) // again, under the lock
+	if err != nil {
 		return 0, err
 	}
 	n := 0
@@ -211,22 +223,6 @@ func (s *Store) deleteObject(key Key) (int, error) {
 	}
 	s.logger.Info("checkpoint key deleted", "key", key.String(), "generations", n)
 	return n, nil
-}
-
-// checkKeyIdle returns ErrBusy while a live commit lease names key.
-func (s *Store) checkKeyIdle(ctx context.Context, key Key) error {
-	now, err := s.serverNow(ctx)
-	if err != nil {
-		return err
-	}
-	busy, err := s.liveLeases(ctx, now, key.String())
-	if err != nil {
-		return err
-	}
-	if len(busy) > 0 {
-		return fmt.Errorf("%w: %s is being committed (%s)", ErrBusy, key, busy[0])
-	}
-	return nil
 }
 
 // deleteGenerationObject is DeleteGeneration for an object store.
@@ -244,11 +240,19 @@ func (s *Store) deleteGenerationObject(key Key, gen uint64) error {
 	if !slices.Contains(gens, gen) {
 		return fmt.Errorf("%w: %s has no generation %d (it has %v)", ErrNoCheckpoint, key, gen, gens)
 	}
-	if len(gens) == 1 {
-		_, err := s.deleteObject(key)
+	unlock, err := s.lockKeyObject(ctx, prefix, key, false)
+	if err != nil {
 		return err
 	}
-	if err := s.checkKeyIdle(ctx, key); err != nil {
+	defer unlock()
+	if gens, err = s.objectGenerations(ctx, prefix); err != nil {
+		return err
+	}
+	switch {
+	case !slices.Contains(gens, gen):
+		return fmt.Errorf("%w: %s has no generation %d (it has %v)", ErrNoCheckpoint, key, gen, gens)
+	case len(gens) == 1:
+		_, err := s.deleteKeyLocked(ctx, prefix, key)
 		return err
 	}
 	if err := s.backend.Delete(ctx, prefix+manifestName(gen)); err != nil {

@@ -144,7 +144,7 @@ func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 		if err != nil {
 			return fail(err)
 		}
-		busy, err := s.liveLeases(ctx, now, "")
+		busy, err := s.liveLeases(ctx, now)
 		if err != nil {
 			return fail(err)
 		}
@@ -168,9 +168,9 @@ func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 	}
 }
 
-// liveLeases lists the live commit and restore leases (of key only, when
-// key is not empty) at server time now, and deletes expired ones.
-func (s *Store) liveLeases(ctx context.Context, now time.Time, key string) ([]string, error) {
+// liveLeases lists the live commit and restore leases at server time now,
+// and deletes expired ones.
+func (s *Store) liveLeases(ctx context.Context, now time.Time) ([]string, error) {
 	var busy, expired []string
 	err := s.backend.List(ctx, objLeases, func(o ObjectInfo) error {
 		if o.Name == objGCLease || !strings.HasPrefix(o.Name, objLeases) {
@@ -180,40 +180,18 @@ func (s *Store) liveLeases(ctx context.Context, now time.Time, key string) ([]st
 			expired = append(expired, o.Name)
 			return nil
 		}
-		if key != "" && !s.leaseOf(ctx, o.Name, key) {
-			return nil
-		}
 		busy = append(busy, o.Name)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
-	if key == "" {
-		for _, n := range expired {
-			if err := s.backend.Delete(ctx, n); err == nil {
-				s.logger.Info("deleted expired lease", "lease", n)
-			}
+	for _, n := range expired {
+		if err := s.backend.Delete(ctx, n); err == nil {
+			s.logger.Info("deleted expired lease", "lease", n)
 		}
 	}
 	return busy, nil
-}
-
-// leaseOf reports whether the commit lease name is held for key.
-func (s *Store) leaseOf(ctx context.Context, name, key string) bool {
-	if !strings.HasPrefix(name, objLeases+"commit-") {
-		return false
-	}
-	rc, _, err := s.backend.Get(ctx, name)
-	if err != nil {
-		return false
-	}
-	defer rc.Close()
-	var b leaseBody
-	if err := json.NewDecoder(rc).Decode(&b); err != nil {
-		return false
-	}
-	return b.Key == key
 }
 
 // serverNow writes a probe lease and returns the server's time.

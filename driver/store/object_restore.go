@@ -22,6 +22,9 @@ func (s *Store) restoreObject(ctx context.Context, key Key, parent *os.Root, bas
 		return nil, err
 	}
 	owner := dirOwner(parent, base)
+	if err := s.checkMarker(ctx); err != nil {
+		return nil, err
+	}
 	l, err := s.acquireLease(ctx, "restore", key)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,4 +176,47 @@ func TestUnavailableServer(t *testing.T) {
 	m, err := s.Latest(k)
 	must.NoError(t, err)
 	must.Eq(t, uint64(1), m.Generation)
+}
+
+// TestBucketGoneMidRun deletes the bucket under a running store: the next
+// commit and restore fail with store.ErrUnavailable naming the cause (the
+// restore destination untouched), rather than a wiped bucket passing for
+// a store without checkpoints. SeaweedFS recreates a deleted bucket on the
+// next PUT, so only the store's marker object can tell.
+func TestBucketGoneMidRun(t *testing.T) {
+	srv := requireServer(t)
+	name := fmt.Sprintf("gone-%d", time.Now().UnixNano()%1e9)
+	c := srv.createBucket(t, name)
+	b, err := New(context.Background(), c)
+	must.NoError(t, err)
+	s, err := store.OpenBackend(b, storetest.Options())
+	must.NoError(t, err)
+	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
+	src := t.TempDir()
+	storetestData(t, src)
+	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
+	must.NoError(t, err)
+
+	raw, err := newBackend(c)
+	must.NoError(t, err)
+	var names []string
+	must.NoError(t, raw.List(context.Background(), "", func(o store.ObjectInfo) error { names = append(names, o.Name); return nil }))
+	for _, n := range names {
+		must.NoError(t, raw.Delete(context.Background(), n))
+	}
+	_, err = raw.client.DeleteBucket(context.Background(), &s3.DeleteBucketInput{Bucket: aws.String(name)})
+	must.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dst := t.TempDir()
+	must.NoError(t, os.WriteFile(dst+"/keep", []byte("x"), 0o644))
+	_, err = s.Restore(ctx, k, dst)
+	must.ErrorIs(t, err, store.ErrUnavailable)
+	must.StrContains(t, err.Error(), "deleted or replaced")
+	got, err := os.ReadFile(dst + "/keep")
+	must.NoError(t, err)
+	must.Eq(t, "x", string(got))
+	_, _, err = s.Commit(ctx, k, src, "n", nil)
+	must.ErrorIs(t, err, store.ErrUnavailable)
 }

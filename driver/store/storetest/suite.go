@@ -48,6 +48,8 @@ func Run(t *testing.T, nb NewBackend) {
 		"GCWaitsForCommitLease":      testGCWaitsForCommit,
 		"GCDuringCommitsAndRestores": testGCDuringCommitsAndRestores,
 		"ExpiredLeaseDoesNotBlockGC": testExpiredLease,
+		"SharedPrefixKeysApart":      testSharedPrefix,
+		"DeleteBusyWhileCommitting":  testDeleteBusy,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })
@@ -547,4 +549,67 @@ func testExpiredLease(t *testing.T, nb NewBackend) {
 	must.True(t, time.Since(start) >= Options().LeaseTTL/2, must.Sprint("GC did not wait for the live lease"))
 	_, err := b.Stat(ctx, "leases/commit-crashed")
 	must.ErrorIs(t, err, store.ErrObjectNotFound)
+}
+
+// testSharedPrefix has two clusters share one prefix, each running a job
+// of the same name (different incarnations, as two clusters' jobs have
+// different create indexes): each restores its own, and deleting one
+// leaves the other.
+func testSharedPrefix(t *testing.T, nb NewBackend) {
+	b := nb(t)
+	a, c := open(t, b), open(t, b)
+	ka, kc := key("same"), key("same")
+	ka.Incarnation, kc.Incarnation = "1042", "77"
+	da, dc := randomBytes(t, 3*ChunkSize), randomBytes(t, 3*ChunkSize)
+	commit(t, a, ka, da)
+	commit(t, c, kc, dc)
+	_, dst := restore(t, a, ka)
+	sameTree(t, dst, da)
+	_, dst = restore(t, c, kc)
+	sameTree(t, dst, dc)
+	_, err := a.Delete(ka)
+	must.NoError(t, err)
+	must.NoError(t, a.Sweep(context.Background()))
+	_, dst = restore(t, c, kc)
+	sameTree(t, dst, dc)
+}
+
+// testDeleteBusy deletes a key while a commit of it is publishing: ErrBusy,
+// nothing deleted; afterwards both generations are there.
+func testDeleteBusy(t *testing.T, nb NewBackend) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var hold atomic.Bool
+	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
+		if hold.Load() && strings.Contains(name, "/gen-") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return nil
+	}}
+	s := open(t, f)
+	k := key("busy-delete")
+	commit(t, s, k, randomBytes(t, 2*ChunkSize))
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		src := t.TempDir()
+		writeTree(t, src, randomBytes(t, 2*ChunkSize))
+		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
+		done <- err
+	}()
+	<-entered
+	other := open(t, f.Backend)
+	_, err := other.Delete(k)
+	must.ErrorIs(t, err, store.ErrBusy)
+	err = other.DeleteGeneration(k, 1)
+	must.ErrorIs(t, err, store.ErrBusy)
+	close(release)
+	must.NoError(t, <-done)
+	ms, err := other.List(k)
+	must.NoError(t, err)
+	must.SliceLen(t, 2, ms)
 }
