@@ -398,7 +398,9 @@ func (d *Driver) buildFingerprint() *drivers.Fingerprint {
 		// The store stays open once opened; check its root is still there
 		// (an unmounted share).
 		if st.Backend() != nil {
-			// An object store: its calls report ErrUnavailable themselves.
+			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+			err = st.Ping(ctx) // the bucket's marker object
+			cancel()
 		} else if _, serr := os.Stat(st.Root()); serr != nil {
 			err = fmt.Errorf("%w: %w", store.ErrUnavailable, serr)
 		}

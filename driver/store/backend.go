@@ -110,6 +110,16 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// Ping reports whether the store is reachable now: the root directory of a
+// directory store, the marker object of an object store (ErrUnavailable
+// when not).
+func (s *Store) Ping(ctx context.Context) error {
+	if s.backend == nil {
+		return s.statRoot()
+	}
+	return s.checkMarker(ctx)
+}
+
 // checkMarker fails with ErrUnavailable when the store's marker object,
 // written by OpenBackend, is gone: the bucket or prefix was deleted or
 // replaced under a running store. Without it a wiped bucket would look like

@@ -196,6 +196,7 @@ func TestBucketGoneMidRun(t *testing.T) {
 	storetestData(t, src)
 	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
 	must.NoError(t, err)
+	must.NoError(t, s.Ping(context.Background()))
 
 	raw, err := newBackend(c)
 	must.NoError(t, err)
@@ -209,6 +210,7 @@ func TestBucketGoneMidRun(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	must.ErrorIs(t, s.Ping(ctx), store.ErrUnavailable) // the driver's fingerprint
 	dst := t.TempDir()
 	must.NoError(t, os.WriteFile(dst+"/keep", []byte("x"), 0o644))
 	_, err = s.Restore(ctx, k, dst)
