@@ -64,7 +64,7 @@ var (
 
 // Object store defaults (Options fields of the same names).
 const (
-	DefaultLeaseTTL = 2 * time.Minute
+	DefaultLeaseTTL = 30 * time.Second
 	DefaultGCGrace  = 15 * time.Minute
 	DefaultSettle   = 2 * time.Second
 )

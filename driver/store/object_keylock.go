@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"syscall"
 	"time"
 )
 
@@ -19,8 +22,10 @@ const objKeyLock = "lock"
 // LeaseTTL is taken over. Without wait, a held lock is ErrBusy.
 func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait bool) (func(), error) {
 	name := prefix + objKeyLock
+	host, _ := os.Hostname()
+	body, _ := json.Marshal(leaseBody{Op: "keylock", Key: key.String(), Host: host, PID: os.Getpid()})
 	for {
-		err := s.backend.Put(ctx, name, []byte(`{"op":"commit"}`), true)
+		err := s.backend.Put(ctx, name, body, true)
 		if err == nil {
 			l := s.keepLease(name, "keylock", key.String())
 			return func() { s.release(l) }, nil
@@ -39,8 +44,8 @@ func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait 
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", key, err)
 		}
-		if !s.live(fi.Modified, now) {
-			s.logger.Warn("taking over an expired key lock (its holder stopped)", "key", key.String())
+		if !s.live(fi.Modified, now) || s.holderDead(ctx, name, host) {
+			s.logger.Warn("taking over the key lock of a holder that stopped", "key", key.String())
 			_ = s.backend.Delete(ctx, name)
 			continue
 		}
@@ -53,4 +58,20 @@ func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait 
 		case <-time.After(s.pollEvery):
 		}
 	}
+}
+
+// holderDead reports whether the lock name was taken by a process of this
+// host that is gone (a plugin killed and restarted: its successor need not
+// wait for the lock to expire, as the kernel frees a dead process's flock).
+func (s *Store) holderDead(ctx context.Context, name, host string) bool {
+	b, err := s.getSmall(ctx, name)
+	if err != nil {
+		return false
+	}
+	var l leaseBody
+	if json.Unmarshal(b, &l) != nil || l.Host != host || l.PID <= 0 || l.PID == os.Getpid() {
+		return false
+	}
+	err = syscall.Kill(l.PID, 0)
+	return errors.Is(err, syscall.ESRCH)
 }

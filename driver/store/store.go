@@ -63,7 +63,7 @@ type Options struct {
 	Logger hclog.Logger
 	// LeaseTTL, GCGrace and Settle tune an object store (OpenBackend; see
 	// README.md, "Object stores"): how long a commit's, restore's or GC's
-	// lease lives without being refreshed (default 2 min), how old an
+	// lease lives without being refreshed (default 30 s), how old an
 	// unreferenced chunk must be before GC deletes it (default 15 min;
 	// negative: any age), and how long GC waits after announcing itself
 	// before it lists the leases (default 2 s; negative: not at all).

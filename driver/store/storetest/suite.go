@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ func Run(t *testing.T, nb NewBackend) {
 		"ExpiredLeaseDoesNotBlockGC": testExpiredLease,
 		"SharedPrefixKeysApart":      testSharedPrefix,
 		"DeleteBusyWhileCommitting":  testDeleteBusy,
+		"KeyLockOfDeadHolder":        testKeyLockOfDeadHolder,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })
@@ -612,4 +614,38 @@ func testDeleteBusy(t *testing.T, nb NewBackend) {
 	ms, err := other.List(k)
 	must.NoError(t, err)
 	must.SliceLen(t, 2, ms)
+}
+
+// testKeyLockOfDeadHolder leaves a key lock as a plugin killed mid-commit
+// does: held by a live process it makes the next commit wait; held by a
+// process of this host that is gone, the next commit takes it over at once
+// (not after LeaseTTL).
+func testKeyLockOfDeadHolder(t *testing.T, nb NewBackend) {
+	b := nb(t)
+	s := open(t, b)
+	k := key("deadlock")
+	commit(t, s, k, randomBytes(t, 2*ChunkSize))
+	host, _ := os.Hostname()
+	lock := "keys/default/train@7/g/deadlock/0/lock"
+	put := func(pid int) {
+		body := fmt.Sprintf(`{"op":"keylock","key":%q,"host":%q,"pid":%d}`, k.String(), host, pid)
+		must.NoError(t, b.Put(context.Background(), lock, []byte(body), false))
+	}
+	src := t.TempDir()
+	writeTree(t, src, randomBytes(t, 2*ChunkSize))
+
+	put(os.Getppid()) // alive: the commit waits
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	_, _, err := s.Commit(ctx, k, src, "node1", nil)
+	cancel()
+	must.ErrorIs(t, err, context.DeadlineExceeded)
+
+	cmd := exec.Command("true")
+	must.NoError(t, cmd.Run())
+	put(cmd.Process.Pid) // gone
+	ctx, cancel = context.WithTimeout(context.Background(), Options().LeaseTTL/2)
+	defer cancel()
+	m, _, err := s.Commit(ctx, k, src, "node1", nil)
+	must.NoError(t, err)
+	must.Eq(t, uint64(2), m.Generation)
 }
