@@ -643,7 +643,7 @@ func testKeyLockOfDeadHolder(t *testing.T, nb NewBackend) {
 	cmd := exec.Command("true")
 	must.NoError(t, cmd.Run())
 	put(cmd.Process.Pid) // gone
-	ctx, cancel = context.WithTimeout(context.Background(), Options().LeaseTTL/2)
+	ctx, cancel = context.WithTimeout(context.Background(), Options().LeaseTTL-500*time.Millisecond)
 	defer cancel()
 	m, _, err := s.Commit(ctx, k, src, "node1", nil)
 	must.NoError(t, err)
