@@ -133,7 +133,7 @@ func startServer() (*server, error) {
 		fmt.Sprintf("-master.port=%d", ports[0]), fmt.Sprintf("-volume.port=%d", ports[1]),
 		fmt.Sprintf("-filer.port=%d", ports[2]), "-s3", fmt.Sprintf("-s3.port=%d", ports[3]),
 		"-s3.config="+filepath.Join(dir, "s3.json"), "-master.volumeSizeLimitMB=1024", "-volume.max=50",
-		"-s3.port.iceberg=0", "-s3.port.lance=0")
+		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.autoCreateBucket=false", "-master.telemetry=false")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
