@@ -20,10 +20,14 @@ import (
 // EnvStore names the store when -store is not given.
 const EnvStore = "CARAVAN_CHECKPOINT_STORE"
 
+// EnvStoreConfig names the S3 store config file when -store-config is not
+// given.
+const EnvStoreConfig = "CARAVAN_CHECKPOINT_STORE_CONFIG"
+
 // gcTimeout bounds delete -gc's wait for commits and restores in flight.
 const gcTimeout = 5 * time.Minute
 
-const usage = `usage: caravan checkpoint <command> [-store DIR] [args]
+const usage = `usage: caravan checkpoint <command> [-store DIR | -store-config FILE] [args]
 
 commands:
   list [-json]         keys with their generations, newest step, size and time
@@ -32,9 +36,16 @@ commands:
   delete [-gc] -generation N KEY
                        delete generation N of KEY only: the generation before it becomes
                        the newest (restored, and ordering the key's next commits)
+  gc                   free the chunks no manifest references (and, on S3, abort stale
+                       multipart uploads); waits for commits and restores in flight
+  migrate -to-store-config FILE
+                       copy every key's newest generation into the S3 store FILE names
 
 KEY is printed by list: namespace/job[@incarnation]/group/task/slot.
--store defaults to $` + EnvStore + `.
+-store defaults to $` + EnvStore + `; -store-config (an S3 store: a file holding the
+plugin config's store { ... } block, HCL or JSON) to $` + EnvStoreConfig + `.
+Credentials come from the block's credentials_file or AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY.
 `
 
 // Main runs the subcommand with the process's streams and environment.
@@ -51,6 +62,8 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	fs := flag.NewFlagSet("caravan checkpoint "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("store", getenv(EnvStore), "checkpoint store directory (default $"+EnvStore+")")
+	storeConfig := fs.String("store-config", getenv(EnvStoreConfig), "S3 checkpoint store: a file with a store { ... } block (default $"+EnvStoreConfig+")")
+	toConfig := fs.String("to-store-config", "", "migrate: the S3 store to copy into")
 	asJSON := fs.Bool("json", false, "print JSON (list, show)")
 	gc := fs.Bool("gc", false, "after delete, free the chunks no manifest references")
 	gen := fs.Uint64("generation", 0, "delete: only this generation of KEY (as show prints it)")
@@ -67,6 +80,10 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			}
 			return del(s, a, stdout, *gc)
 		}
+	case "gc":
+		run = func(s *store.Store, a []string) error { return freeChunks(s, stdout, true) }
+	case "migrate":
+		run = func(s *store.Store, a []string) error { return migrate(s, a, stdout, *toConfig) }
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -77,11 +94,22 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	if err := fs.Parse(rest); err != nil {
 		return 2
 	}
-	if *root == "" {
-		fmt.Fprintf(stderr, "caravan checkpoint %s: -store: no store given (pass -store DIR or set %s)\n", cmd, EnvStore)
+	if *root == "" && *storeConfig == "" {
+		fmt.Fprintf(stderr, "caravan checkpoint %s: -store: no store given (pass -store DIR or -store-config FILE, or set %s or %s)\n",
+			cmd, EnvStore, EnvStoreConfig)
 		return 2
 	}
-	s, err := openExisting(*root)
+	if fsSet(fs, "store") && fsSet(fs, "store-config") {
+		fmt.Fprintf(stderr, "caravan checkpoint %s: -store-config: give -store DIR or -store-config FILE, not both\n", cmd)
+		return 2
+	}
+	var s *store.Store
+	var err error
+	if *storeConfig != "" && fsSet(fs, "store-config") || *storeConfig != "" && !fsSet(fs, "store") {
+		s, err = openS3(*storeConfig)
+	} else {
+		s, err = openExisting(*root)
+	}
 	if err == nil {
 		err = run(s, fs.Args())
 	}
@@ -96,6 +124,13 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 }
 
 var errUsage = errors.New("usage")
+
+// fsSet reports whether the flag name was given.
+func fsSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
 
 // genSet reports whether -generation was given (0 is refused by the store
 // as a generation no key has).

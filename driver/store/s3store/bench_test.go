@@ -1,0 +1,132 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// benchBytes is the checkpoint the benchmark moves: 1 GiB, or
+// $CARAVAN_STORE_BENCH_BYTES (as the store's benchmarks), or 8 MiB with
+// -short (make bench-smoke).
+func benchBytes() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("CARAVAN_STORE_BENCH_BYTES"), 10, 64); err == nil && v >= store.DefaultChunkSize {
+		return v / store.DefaultChunkSize * store.DefaultChunkSize
+	}
+	if testing.Short() {
+		return 8 << 20
+	}
+	return 1 << 30
+}
+
+// BenchmarkS3 puts, side by side in one run against the real SeaweedFS
+// server (CARAVAN_S3_TESTS=1, else skipped), the store's commit and restore
+// of a 1 GiB checkpoint (one file) and the same client's raw single-object PUT and GET
+// of the same bytes, then a second commit with 10% of the chunks changed
+// (metric uploaded_%: bytes uploaded / checkpoint bytes).
+//
+//	CARAVAN_S3_TESTS=1 go test -run '^$' -bench BenchmarkS3 -benchtime 3x ./driver/store/s3store
+func BenchmarkS3(b *testing.B) {
+	srv := requireServer(b)
+	c := srv.newBucket(b)
+	benchSize := benchBytes()
+	be, err := newBackend(c)
+	must.NoError(b, err)
+	src := b.TempDir()
+	data := make([]byte, benchSize)
+	_, _ = rand.Read(data)
+	must.NoError(b, os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644))
+	ctx := context.Background()
+	s, err := store.OpenBackend(be, store.Options{Retain: 2})
+	must.NoError(b, err)
+	key := store.Key{Namespace: "bench", Job: "j", Group: "g", Task: "t"}
+
+	b.Run("raw_put", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			_, err := be.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(c.Bucket), Key: be.key("raw/model.bin"),
+				Body: bytes.NewReader(data), ContentLength: aws.Int64(benchSize)})
+			must.NoError(b, err)
+		}
+	})
+	b.Run("commit", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			b.StopTimer()
+			// A fresh key and an empty chunk space each time: every byte
+			// is uploaded, as the raw PUT uploads them.
+			clearStore(b, be)
+			b.StartTimer()
+			_, st, err := s.Commit(ctx, key, src, "bench", nil)
+			must.NoError(b, err)
+			must.Eq(b, int64(benchSize), st.NewBytes)
+		}
+	})
+	b.Run("raw_get", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			out, err := be.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: be.key("raw/model.bin")})
+			must.NoError(b, err)
+			n, err := io.Copy(io.Discard, out.Body)
+			_ = out.Body.Close()
+			must.NoError(b, err)
+			must.Eq(b, int64(benchSize), n)
+		}
+	})
+	b.Run("restore", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			b.StopTimer()
+			dst := filepath.Join(b.TempDir(), "out")
+			b.StartTimer()
+			_, err := s.Restore(ctx, key, dst)
+			must.NoError(b, err)
+			b.StopTimer()
+			_ = os.RemoveAll(dst)
+			b.StartTimer()
+		}
+	})
+	b.Run("second_commit_10pct_changed", func(b *testing.B) {
+		var uploaded, total int64
+		for i := 0; b.Loop(); i++ {
+			b.StopTimer()
+			// Change every tenth chunk.
+			for off := int64(i%10) * store.DefaultChunkSize; off < benchSize; off += 10 * store.DefaultChunkSize {
+				_, _ = rand.Read(data[off : off+4096])
+			}
+			must.NoError(b, os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644))
+			b.StartTimer()
+			_, st, err := s.Commit(ctx, key, src, "bench", nil)
+			must.NoError(b, err)
+			uploaded += st.NewBytes
+			total += st.Bytes
+		}
+		b.ReportMetric(100*float64(uploaded)/float64(total), "uploaded_%")
+	})
+}
+
+// clearStore deletes every chunk and manifest below the backend's prefix.
+func clearStore(b *testing.B, be *Backend) {
+	ctx := context.Background()
+	var names []string
+	for _, p := range []string{"chunks/", "keys/"} {
+		must.NoError(b, be.List(ctx, p, func(o store.ObjectInfo) error {
+			names = append(names, o.Name)
+			return nil
+		}))
+	}
+	for _, n := range names {
+		must.NoError(b, be.Delete(ctx, n))
+	}
+}
