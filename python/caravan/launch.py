@@ -156,6 +156,37 @@ class Forwarder:
         return seq
 
 
+def node_addr(env=None):
+    """The address part of this agent's rendezvous node descriptor: the
+    host's FQDN, with the Nomad allocation ID when there is one. torch names
+    a node by FQDN and pid, and two containers on one host's network share
+    the FQDN and are both pid 1: without the allocation ID a second worker
+    would join the rendezvous as the first one (and train alone)."""
+    import socket
+
+    env = os.environ if env is None else env
+    alloc = env.get("NOMAD_ALLOC_ID", "")
+    return f"{socket.getfqdn()}/{alloc}" if alloc else socket.getfqdn()
+
+
+def unique_node_descs():
+    """Makes the c10d rendezvous name this agent by node_addr()."""
+    import threading
+
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    class Generator:
+        def __init__(self):
+            self._lock, self._local_id = threading.Lock(), 0
+
+        def generate(self):
+            with self._lock:
+                local_id, self._local_id = self._local_id, self._local_id + 1
+            return dr._NodeDesc(node_addr(), os.getpid(), local_id)  # pylint: disable=protected-access
+
+    dr.DynamicRendezvousHandler._node_desc_generator = Generator()  # pylint: disable=protected-access
+
+
 def run_agent(args, endpoint, launch_dir):
     """One elastic agent run against the store at endpoint; returns when the
     workers succeeded, raises otherwise."""
@@ -173,6 +204,7 @@ def run_agent(args, endpoint, launch_dir):
         read_timeout=20,  # also bounds connecting to a store that has gone
         join_timeout=int(args.join_timeout), last_call_timeout=max(1, int(args.last_call)),
     )
+    unique_node_descs()
     handler = registry.get_rendezvous_handler(params)
     spec = WorkerSpec(
         role="trainer", local_world_size=args.nproc_per_node,

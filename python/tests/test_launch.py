@@ -12,7 +12,7 @@ from contextlib import redirect_stderr
 from caravan import _warn
 from caravan.checkpoint import MARKER, atomic_write, read_marker, write_state_info
 from caravan.elastic import pid_file
-from caravan.launch import Forwarder, child_pid, parse_args
+from caravan.launch import Forwarder, child_pid, node_addr, parse_args
 
 
 class LaunchTest(unittest.TestCase):
@@ -100,6 +100,13 @@ class LaunchTest(unittest.TestCase):
         with redirect_stderr(io.StringIO()):  # nothing newer since: a skip marker
             Forwarder(self.tmp.name, self.live).checkpoint_on_stop()
         self.assertEqual(read_marker(self.ckpt), {"sequence": 11, "skip": True})
+
+    def test_node_addr_names_the_allocation(self):
+        # Two containers on one host network: same FQDN, both pid 1.
+        a, b = node_addr({"NOMAD_ALLOC_ID": "a1"}), node_addr({"NOMAD_ALLOC_ID": "b2"})
+        self.assertNotEqual(a, b)
+        self.assertTrue(a.endswith("/a1"), a)
+        self.assertNotIn("/", node_addr({}))
 
     def test_forwards_to_ready_worker(self):
         script = ("import signal, sys, time\n"
