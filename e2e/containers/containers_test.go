@@ -9,10 +9,7 @@
 package containers_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -48,19 +45,7 @@ var runtimes = []struct{ name, client string }{
 // build/images/ into the cluster's runtimes.
 func loadImages(t *testing.T, c *harness.C) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	for _, args := range [][]string{
-		{filepath.Join(c.Root, "scripts", "build-images.sh")},
-		{filepath.Join(c.Root, "scripts", "cluster.sh"), "images"},
-	} {
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Dir = c.Root
-		cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+c.Dir)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		must.NoError(t, cmd.Run(), must.Sprintf("%s: %s", strings.Join(args, " "), out.String()))
-	}
+	c.LoadImages(t)
 }
 
 // requireRuntime fails (never skips) unless the client's docker driver is
