@@ -1,5 +1,6 @@
 # train-pytorch-elastic.nomad.hcl with its tasks as containers under Nomad's
-# docker driver, the containers run by dockerd: the same
+# docker driver (dockerd, or podman's Docker-compatible API behind the docker
+# driver: -var runtime=podman on the local cluster): the same
 # rendezvous group, the same elastic worker group and training script, the
 # same planner meta, and caravan's checkpointing by two lifecycle tasks
 # beside each worker (driver/README.md, "Containers"): a prestart "restore"
@@ -52,9 +53,9 @@ variable "image" {
 }
 
 variable "runtime" {
-  description = "Node meta caravan.container_runtime the clients must have (this repository's local cluster sets it); \"\" for any client with the docker driver."
+  description = "Run only on clients whose node meta caravan.container_runtime is this (the local cluster's client1 runs dockerd: \"docker\"; client2's docker driver talks to podman: \"podman\"); \"\": any client with the tasks' driver."
   type        = string
-  default     = "docker"
+  default     = ""
 }
 
 variable "nodes" {

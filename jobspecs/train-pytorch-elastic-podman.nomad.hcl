@@ -1,43 +1,23 @@
-# train-pytorch-elastic.nomad.hcl with its tasks as containers under Nomad's
-# docker driver, the containers run by podman (its Docker-compatible API service: Nomad's external podman driver cannot be built here, driver/README.md): the same
-# rendezvous group, the same elastic worker group and training script, the
-# same planner meta, and caravan's checkpointing by two lifecycle tasks
-# beside each worker (driver/README.md, "Containers"): a prestart "restore"
-# task restores the slot's newest checkpoint into the allocation's shared
-# directory (/alloc in the container), and a poststop "commit" task commits
-# what the launcher saved there on its kill signal.
+# train-pytorch-elastic-docker.nomad.hcl for Nomad's podman driver (the
+# external nomad-driver-podman plugin): the same groups, the same lifecycle
+# tasks, training script and planner meta; only the job's name and the
+# `driver = "podman"` lines differ (TestJobspecs_PyTorchPodmanMirrorsDocker
+# keeps the two in step). The podman driver's task config takes the same
+# image, args and network_mode = "host". The header of the docker version
+# says how it runs and checkpoints.
 #
 #   nomad job run jobspecs/train-pytorch-elastic-podman.nomad.hcl
-#   nomad job scale train-pytorch-elastic-podman worker 2   # re-rendezvous as 2, no step lost
-#   nomad job scale train-pytorch-elastic-podman worker 1
-#   nomad job scale train-pytorch-elastic-podman worker 0   # suspend: each stopped worker checkpoints
-#   nomad job scale train-pytorch-elastic-podman worker 1   # resume from that checkpoint
 #
-# The image (variable image) needs python3 with torch and caravan's Python
-# helper: localhost/caravan-pytorch:local is built here from Debian's
-# python3-torch, never pulled (scripts/build-images.sh); python/README.md,
-# "Bring your own container", has the lines to add to your own image.
+# NOT RUN HERE: the plugin cannot be built on this project's machines (the Go
+# module proxy refuses github.com/hashicorp/nomad-driver-podman,
+# driver/README.md), so this jobspec is only validated (`nomad job
+# validate`, `caravan validate`). Podman itself IS run here, through its
+# Docker-compatible API behind Nomad's docker driver:
+# train-pytorch-elastic-docker.nomad.hcl with -var runtime=podman (client2
+# of scripts/cluster.sh).
 #
-# What differs from the host-process job:
-# - network_mode = "host": the runtimes run without a bridge here, and
-#   torch's stores and gloo pick their own ports (python/README.md, "Known
-#   limits"), which only a shared network reaches.
-# - The trigger is the kill signal: a container cannot be sent the caravan
-#   driver's SIGUSR1 request. On SIGTERM (scale-down, suspend, stop, alloc
-#   stop, drains) `caravan.launch --checkpoint-on-stop` stops its workers,
-#   which leave at a step boundary the group agrees on with a live snapshot
-#   (as on any membership change), and commits that snapshot to
-#   /alloc/checkpoint; the poststop task commits it to caravan's store. No
-#   periodic or on-demand checkpoints (the caravan driver's interval).
-# - The checkpoint key is per worker index (scope "alloc"), not the group's:
-#   every worker's snapshot holds the whole (replicated) model, so each
-#   stopped worker checkpoints, a new worker restores its own index's
-#   newest checkpoint, and el.restore() continues from the highest step any
-#   rank holds. A group-scoped restore would wait for the running workers
-#   to finish before a scale-up could start.
-#
-# Determinism: as train-pytorch-elastic.nomad.hcl (a run whose world size
-# changes follows an uninterrupted one up to floating-point reduction order).
+# The image must be in podman's local store (podman load -i
+# build/images/caravan-pytorch.tar); nothing is pulled.
 
 variable "name" {
   description = "Job ID and name (also the rendezvous service's prefix and run ID)."
@@ -52,9 +32,9 @@ variable "image" {
 }
 
 variable "runtime" {
-  description = "Node meta caravan.container_runtime the clients must have (this repository's local cluster sets it); \"\" for any client with the docker driver."
+  description = "Run only on clients whose node meta caravan.container_runtime is this (the local cluster's client1 runs dockerd: \"docker\"; client2's docker driver talks to podman: \"podman\"); \"\": any client with the tasks' driver."
   type        = string
-  default     = "podman"
+  default     = ""
 }
 
 variable "nodes" {
@@ -151,7 +131,7 @@ job "train-pytorch-elastic-podman" {
     }
 
     task "store" {
-      driver = "docker"
+      driver = "podman"
 
       config {
         image        = var.image
@@ -182,7 +162,7 @@ job "train-pytorch-elastic-podman" {
     }
 
     task "train" {
-      driver = "docker"
+      driver = "podman"
       # The checkpoint trigger: on SIGTERM the launcher stops its workers
       # (they leave at the next step boundary with a live snapshot) and
       # commits that snapshot to /alloc/checkpoint, within kill_timeout.

@@ -41,8 +41,7 @@ var runtimes = []struct{ name, client string }{
 	{"podman", "client2"},
 }
 
-// loadImages builds the images (cached under build/images) and loads
-// build/images/ into the cluster's runtimes.
+// loadImages builds the images and loads them into the cluster's runtimes.
 func loadImages(t *testing.T, c *harness.C) {
 	t.Helper()
 	c.LoadImages(t)

@@ -48,7 +48,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	c.StopJob(t, job)
 	c.RunJob(t, pytorchHostJob, "name="+ref, "python="+hostPython, "caravan_python="+filepath.Join(c.Root, "python"),
 		"steps="+strconv.Itoa(pytorchSteps), "checkpoint_interval=", pytorchPace)
-	c.RunJob(t, "jobspecs/train-pytorch-elastic-"+rt.name+".nomad.hcl", "name="+job,
+	c.RunJob(t, "jobspecs/train-pytorch-elastic-docker.nomad.hcl", "name="+job, "runtime="+rt.name,
 		"steps="+strconv.Itoa(pytorchSteps), pytorchPace)
 	j := c.PyTorch(t, job)
 

@@ -34,7 +34,7 @@ func TestUI_ClientsListed(t *testing.T) {
 // cluster, then checks what the UI shows of it.
 func TestUI_DemoStory(t *testing.T) {
 	c := harness.Cluster(t)
-	c.LoadImages(t, "caravan-trainer") // the demo's container job
+	c.LoadImages(t) // the demo's container job (trainer image)
 	var out io.Writer = io.Discard
 	if testing.Verbose() {
 		out = os.Stdout
