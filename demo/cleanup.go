@@ -13,7 +13,7 @@ import (
 )
 
 // demoJobs are the job IDs the demo submits.
-var demoJobs = append([]string{"share-a", "share-b", trainJob}, ElasticJobs...)
+var demoJobs = append([]string{"share-a", "share-b", trainJob, containerJob}, ElasticJobs...)
 
 // cleanup purges what an earlier run of the demo left: its jobs (Nomad does
 // not re-run a finished batch job whose spec is unchanged), their

@@ -1,6 +1,7 @@
 // Package demo is `caravan demo`: it drives a running caravan cluster
 // through the product's main story (GPU sharing, a checkpointed training job
-// suspended, resumed and migrated, and a planner decision) the way a user
+// suspended, resumed and migrated, the same trainer as a container under
+// Nomad's docker driver suspended and resumed, and a planner decision) the way a user
 // would, with `nomad job run` and Nomad's API, and prints what happened.
 // `make demo` starts the local cluster and runs it; the e2e UI test runs the
 // same scenario, so the demo cannot rot.
@@ -59,9 +60,10 @@ type Config struct {
 
 // Result is what the demo saw, for its summary and for tests.
 type Result struct {
-	Sharing  SharingResult
-	Training TrainingResult
-	Planner  PlannerResult
+	Sharing   SharingResult
+	Training  TrainingResult
+	Container ContainerResult
+	Planner   PlannerResult
 }
 
 // Demo runs the scenario against one cluster.
@@ -101,27 +103,34 @@ func (d *Demo) Run(ctx context.Context) (*Result, error) {
 		return res, fmt.Errorf("cleaning up an earlier run: %w", err)
 	}
 	var err error
-	d.step("1/4 GPU sharing: two jobs ask for 2 of a GPU's 4 shares")
+	d.step("1/5 GPU sharing: two jobs ask for 2 of a GPU's 4 shares")
 	if res.Sharing, err = d.sharing(ctx); err != nil {
 		return res, fmt.Errorf("gpu sharing: %w", err)
 	}
-	d.step("2/4 A checkpointed training job: suspend (scale to 0) and resume")
+	d.step("2/5 A checkpointed training job: suspend (scale to 0) and resume")
 	if res.Training, err = d.training(ctx); err != nil {
 		return res, fmt.Errorf("checkpointed training: %w", err)
 	}
-	d.step("3/4 Migration: the node is made ineligible and the allocation stopped; training continues on the other client")
+	d.step("3/5 The same trainer as a container (Nomad's docker driver, image built here): suspend and resume")
+	if res.Container, err = d.container(ctx); err != nil {
+		return res, fmt.Errorf("container job: %w", err)
+	}
+	d.step("4/5 Migration: the node is made ineligible and the allocation stopped; training continues on the other client")
 	if err = d.migrate(ctx, &res.Training); err != nil {
 		return res, fmt.Errorf("migration: %w", err)
 	}
 	if !d.cfg.SkipPlanner {
-		d.step("4/4 The planner: elastic training jobs grow on idle GPUs and shrink to make room")
+		d.step("5/5 The planner: elastic training jobs grow on idle GPUs and shrink to make room")
 		if res.Planner, err = d.planner(ctx); err != nil {
 			return res, fmt.Errorf("planner: %w", err)
 		}
 	}
-	d.step("Waiting for the training job to finish")
+	d.step("Waiting for the training jobs to finish")
 	if err = d.finishTraining(ctx, &res.Training); err != nil {
 		return res, fmt.Errorf("checkpointed training: %w", err)
+	}
+	if err = d.finishContainer(ctx, &res.Container); err != nil {
+		return res, fmt.Errorf("container job: %w", err)
 	}
 	d.summary(res)
 	return res, nil

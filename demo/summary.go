@@ -21,6 +21,10 @@ func (d *Demo) summary(res *Result) {
 	t := res.Training
 	fmt.Fprintf(w, "    %s\t%s\tsuspended at step %d, resumed at %d, migrated at %d, finished at %d in %s\n",
 		trainJob, strings.Join(t.Nodes, " -> "), t.SuspendedAt, t.ResumedAt, t.MigratedAt, t.FinalStep, t.JCT.Round(time.Second))
+	if ct := res.Container; len(ct.Allocs) > 0 {
+		fmt.Fprintf(w, "    %s\t%s (docker)\tsuspended at step %d, resumed at %d, finished at %d\n",
+			containerJob, containerNode, ct.SuspendedAt, ct.ResumedAt, ct.FinalStep)
+	}
 	for _, job := range ElasticJobs {
 		if o, ok := res.Planner.Jobs[job]; ok {
 			fmt.Fprintf(w, "    %s\tplanner-managed\tworkers over time %v, %d planner decision(s), finished at %d in %s\n",
@@ -29,9 +33,19 @@ func (d *Demo) summary(res *Result) {
 	}
 	w.Flush()
 	d.speedSummary(res.Planner)
-	fmt.Fprintf(d.out, "\n    checkpoints saved:    %d\n", len(t.Saved))
-	fmt.Fprintf(d.out, "    checkpoints restored: %d\n", len(t.Restored))
+	saved, restored := len(t.Saved), len(t.Restored)
+	if res.Container.Saved != "" {
+		saved++
+	}
+	if res.Container.Restored != "" {
+		restored++
+	}
+	fmt.Fprintf(d.out, "\n    checkpoints saved:    %d\n", saved)
+	fmt.Fprintf(d.out, "    checkpoints restored: %d\n", restored)
 	fmt.Fprintf(d.out, "    final parameters identical to an uninterrupted run: %t\n", t.Identical)
+	if len(res.Container.Allocs) > 0 {
+		fmt.Fprintf(d.out, "    container job's final parameters identical to an uninterrupted run: %t\n", res.Container.Identical)
+	}
 	if len(res.Planner.Jobs) > 0 {
 		fmt.Fprintf(d.out, "    elastic jobs' final parameters identical to an uninterrupted single-process run: %t\n", res.Planner.Identical)
 	}

@@ -47,3 +47,22 @@ func TestJCT_SurvivesMoreScalesThanNomadKeeps(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, 110*time.Second, jct)
 }
+
+// TestSummary_ContainerJob: the container job gets its row and its bit for
+// bit line, and its checkpoints count with the others.
+func TestSummary_ContainerJob(t *testing.T) {
+	var b strings.Builder
+	d := &Demo{cfg: Config{Teardown: true}, out: &b, start: time.Now()}
+	d.summary(&Result{Container: ContainerResult{Allocs: []string{"a", "b"}, SuspendedAt: 1200, ResumedAt: 1200,
+		FinalStep: 6000, Saved: "Checkpoint saved (exit)", Restored: "Checkpoint restored", Identical: true}})
+	out := b.String()
+	must.StrContains(t, out, "client1 (docker)  suspended at step 1200, resumed at 1200, finished at 6000")
+	must.StrContains(t, out, "train-container")
+	must.StrContains(t, out, "container job's final parameters identical to an uninterrupted run: true")
+	must.StrContains(t, out, "checkpoints saved:    1")
+	must.StrContains(t, out, "checkpoints restored: 1")
+
+	b.Reset()
+	d.summary(&Result{})
+	must.StrNotContains(t, b.String(), "container job")
+}

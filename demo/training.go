@@ -195,37 +195,12 @@ func (d *Demo) scale(job, group string, count int, reason string) error {
 
 // waitStep waits until the allocation's trainer reports at least step.
 func (d *Demo) waitStep(ctx context.Context, allocID string, step uint64) error {
-	return d.poll(ctx, fmt.Sprintf("the trainer to reach step %d", step), 3*time.Minute, func() (bool, error) {
-		out, err := d.logs(ctx, allocID, trainTask)
-		if err != nil {
-			return false, err
-		}
-		ms := stepLine.FindAllStringSubmatch(out, -1)
-		if len(ms) == 0 {
-			return false, nil
-		}
-		n, _ := strconv.ParseUint(ms[len(ms)-1][1], 10, 64)
-		return n >= step, nil
-	})
+	return d.waitTaskStep(ctx, allocID, trainTask, step)
 }
 
 // waitNewAlloc waits for a running allocation of the trainer other than old.
 func (d *Demo) waitNewAlloc(ctx context.Context, old string) (*nomadapi.AllocationListStub, error) {
-	var found *nomadapi.AllocationListStub
-	err := d.poll(ctx, "the replacement allocation", 3*time.Minute, func() (bool, error) {
-		as, err := d.allocs(trainJob)
-		if err != nil {
-			return false, err
-		}
-		for _, a := range as {
-			if a.ID != old && a.ClientStatus == nomadapi.AllocClientStatusRunning {
-				found = a
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found, err
+	return d.waitNewAllocOf(ctx, trainJob, old)
 }
 
 // restored waits for the driver's restore event and the trainer's "resumed"

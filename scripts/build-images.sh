@@ -8,18 +8,29 @@
 # embedded file of the packages the binary is built from (`go list -deps`).
 #
 #   scripts/build-images.sh            all images
-#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe
+#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-pytorch
 #
-# Images (every one FROM scratch, with static CGO_ENABLED=0 Go binaries):
+# Images (the Go ones FROM scratch, with static CGO_ENABLED=0 Go binaries):
 #   localhost/caravan-trainer:local   /caravan, the caravan binary (its trainer runs as
 #                                     `caravan trainer`); ENTRYPOINT /caravan
 #   localhost/caravan-envprobe:local  /envprobe (e2e/containers/envprobe): prints its
 #                                     environment, for the container e2e tests
+#   localhost/caravan-pytorch:local   Debian's python3-torch (1.13, CPU) and python3, and
+#                                     caravan's Python helper in /opt/caravan (on
+#                                     PYTHONPATH); ENTRYPOINT python3. Its base layer is
+#                                     a tarball of the files dpkg installed on this
+#                                     machine for those packages and their dependencies
+#                                     (scripts/images/torch-rootfs.py), imported with
+#                                     `podman import` as localhost/caravan-torch-root:KEY
+#                                     and kept in the build store; its inputs are the
+#                                     packages' names and versions. The helper is
+#                                     added on top by a Containerfile, as a user adds it
+#                                     to their own image (python/README.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/images
-all=(caravan-trainer caravan-envprobe)
+all=(caravan-trainer caravan-envprobe caravan-pytorch)
 names=("$@")
 (( ${#names[@]} )) || names=("${all[@]}")
 
@@ -64,6 +75,7 @@ pkg_of() {
   case "$1" in
     caravan-trainer) echo . ;;
     caravan-envprobe) echo ./e2e/containers/envprobe ;;
+    caravan-pytorch) echo "" ;; # no Go binary
     *) echo "build-images: unknown image '$1' (want one of: ${all[*]})" >&2; exit 2 ;;
   esac
 }
@@ -71,11 +83,69 @@ containerfile_of() {
   case "$1" in
     caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
     caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
+    caravan-pytorch) printf '%s\n' "FROM localhost/caravan-torch-root:$(torch_root_key)" \
+      'COPY caravan /opt/caravan/caravan' 'ENV PYTHONPATH=/opt/caravan' 'ENTRYPOINT ["python3"]' ;;
+  esac
+}
+
+# torch_root_key hashes the PyTorch image's base layer's inputs: the Debian
+# packages (names and versions) and the script that lists their files.
+torch_root_key() {
+  { python3 "$root/scripts/images/torch-rootfs.py" key; cat "$root/scripts/images/torch-rootfs.py"; } |
+    sha256sum | cut -c1-16
+}
+
+# torch_root imports the PyTorch image's base layer into the build store,
+# unless an image of the same inputs is there.
+torch_root() {
+  local key t
+  key=$(torch_root_key)
+  podman image exists "localhost/caravan-torch-root:$key" && return 0
+  t=$SECONDS
+  # Older bases (other package versions) are dropped first.
+  podman images --format '{{.Repository}}:{{.Tag}}' | awk '/^localhost\/caravan-torch-root:/' |
+    xargs -r podman rmi -f >/dev/null 2>&1 || true
+  python3 "$root/scripts/images/torch-rootfs.py" files |
+    tar -C / --no-recursion --null -T - -cf - |
+    podman import -q --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'ENV LANG=C.UTF-8' - "localhost/caravan-torch-root:$key" >/dev/null
+  echo "==> base localhost/caravan-torch-root:$key imported from this machine's Debian packages in $((SECONDS - t))s"
+}
+
+# context_of NAME fills the build context dir of an image.
+context_of() {
+  local name=$1 ctx=$2 bin
+  case "$name" in
+    caravan-pytorch)
+      torch_root
+      mkdir -p "$ctx/caravan"
+      (cd "$root/python/caravan" && find . -name '*.py' -print0 | xargs -0 cp --parents -t "$ctx/caravan")
+      ;;
+    *)
+      bin=$(containerfile_of "$name" | awk '$1 == "COPY" {print $2}')
+      (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/$bin" "$(pkg_of "$name")")
+      ;;
   esac
 }
 
 # inputs_key NAME hashes what the image is made from, without building it.
 inputs_key() {
+  case "$1" in
+    caravan-pytorch) python_inputs "$1" ;;
+    *) go_inputs "$1" ;;
+  esac | sha256sum | cut -d' ' -f1
+}
+
+# python_inputs NAME: the Containerfile (naming the base's key) and the
+# helper's sources.
+python_inputs() {
+  containerfile_of "$1"
+  (cd "$root/python/caravan" && find . -name '*.py' -print0 | sort -z | xargs -0 sha256sum)
+}
+
+# go_inputs NAME: the Containerfile, Go, the modules and every source file
+# of the binary's packages.
+go_inputs() {
   local pkg
   pkg=$(pkg_of "$1")
   (
@@ -91,7 +161,7 @@ inputs_key() {
         [[ $d == "$root"* ]] || continue
         for f in $files; do sha256sum "$d/$f"; done
       done
-  ) | sha256sum | cut -d' ' -f1
+  )
 }
 
 for name in "${names[@]}"; do pkg_of "$name" >/dev/null; done
@@ -106,8 +176,7 @@ for name in "${names[@]}"; do
   ctx=$out/.ctx/$name
   rm -rf "$ctx"
   mkdir -p "$ctx"
-  bin=$(containerfile_of "$name" | awk '$1 == "COPY" {print $2}')
-  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/$bin" "$(pkg_of "$name")")
+  context_of "$name" "$ctx"
   containerfile_of "$name" >"$ctx/Containerfile"
   # --timestamp 0 makes the image's bytes depend on its inputs only.
   podman build -q --timestamp 0 --pull=never -f "$ctx/Containerfile" -t "$name:local" "$ctx" >/dev/null

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make demo`: starts the local cluster (simulated GPUs) and runs
 # `caravan demo` against it: GPU sharing, a checkpointed training job that is
-# suspended, resumed and migrated, and the planner's decisions. Leaves the
+# suspended, resumed and migrated, the same trainer as a container (Nomad's
+# docker driver, the image localhost/caravan-trainer:local built here)
+# suspended and resumed, and the planner's decisions. Leaves the
 # cluster up for the UI unless DEMO_TEARDOWN=1 (`make demo DEMO_TEARDOWN=1`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,8 +12,12 @@ export CARAVAN_CLUSTER_DIR=${CARAVAN_CLUSTER_DIR:-$root/build/cluster}
 export CARAVAN_PORT_BASE=${CARAVAN_PORT_BASE:-14600}
 eval "$(scripts/cluster.sh env)"
 
+printf '\n\033[1m==> Building the container job'"'"'s image (cached under build/images; needs podman and dockerd: make e2e-deps)\033[0m\n'
+scripts/build-images.sh caravan-trainer
+
 printf '\n\033[1m==> Starting the local cluster: Consul, a Nomad server, two clients with simulated GPUs\033[0m\n'
 scripts/cluster.sh up
+scripts/cluster.sh images # a cluster already up loads the image now
 
 teardown=()
 [[ ${DEMO_TEARDOWN:-0} == 1 ]] && teardown=(-teardown)

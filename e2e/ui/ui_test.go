@@ -34,6 +34,7 @@ func TestUI_ClientsListed(t *testing.T) {
 // cluster, then checks what the UI shows of it.
 func TestUI_DemoStory(t *testing.T) {
 	c := harness.Cluster(t)
+	c.LoadImages(t) // the demo's container job (trainer image)
 	var out io.Writer = io.Discard
 	if testing.Verbose() {
 		out = os.Stdout
@@ -58,7 +59,7 @@ func TestUI_DemoStory(t *testing.T) {
 	defer cancel()
 	res, err := d.Run(ctx)
 	t.Cleanup(func() {
-		for _, job := range append([]string{"train-checkpointed", "caravan-planner"}, demo.ElasticJobs...) {
+		for _, job := range append([]string{"train-checkpointed", "train-container", "caravan-planner"}, demo.ElasticJobs...) {
 			c.StopJob(t, job)
 		}
 	})
@@ -73,6 +74,10 @@ func TestUI_DemoStory(t *testing.T) {
 	must.Greater(t, res.Training.ResumedAt, res.Training.MigratedAt)
 	must.Len(t, 3, res.Training.Allocs)
 	must.NotEq(t, res.Training.Nodes[1], res.Training.Nodes[2])
+	must.Eq(t, uint64(6000), res.Container.FinalStep)
+	must.True(t, res.Container.Identical, must.Sprintf("container job %s != uninterrupted %s", res.Container.ParamsHash, res.Container.ReferenceHash))
+	must.Positive(t, res.Container.SuspendedAt)
+	must.Eq(t, res.Container.SuspendedAt, res.Container.ResumedAt)
 	must.MapNotEmpty(t, res.Planner.Decisions)
 	must.NotEq(t, "", res.Planner.Grew)
 	must.NotEq(t, "", res.Planner.MadeRoom)

@@ -19,6 +19,12 @@ under caravan's driver needs:
   without such a worker (between two rendezvous), the launcher answers
   itself: it commits the live snapshot if it is newer than the checkpoint
   directory, else writes a skip marker.
+- With ``--checkpoint-on-stop`` the stop signal (SIGTERM, SIGINT) is also
+  the checkpoint trigger, for drivers that only send a kill signal (a
+  docker or podman task checkpointed by caravan's lifecycle tasks): once the
+  workers have stopped and left their live snapshot, the launcher commits it
+  to the checkpoint directory (a skip marker when it holds nothing newer)
+  and exits.
 - Workers get ``CARAVAN_LIVE_DIR`` (live snapshots across re-rendezvous) and
   ``CARAVAN_LAUNCH_DIR``.
 - When the workers succeed, the launcher closes the rendezvous and tells the
@@ -36,7 +42,7 @@ import tempfile
 import time
 from datetime import timedelta
 
-from caravan.checkpoint import Checkpointer
+from caravan.checkpoint import Checkpointer, read_marker
 from caravan.elastic import ENV_LAUNCH_DIR, ENV_LIVE_DIR, pid_file
 
 DONE_KEY = "caravan.done"
@@ -58,6 +64,10 @@ def parse_args(argv):
     p.add_argument("--master-addr", default=os.environ.get("CARAVAN_ADVERTISE_ADDR", ""),
                    help="address the other allocations reach this one at (default $CARAVAN_ADVERTISE_ADDR)")
     p.add_argument("--python", default=sys.executable, help="interpreter for the script")
+    p.add_argument("--checkpoint-on-stop", action="store_true",
+                   help="on SIGTERM/SIGINT, commit the workers' live snapshot to $CARAVAN_CHECKPOINT_DIR before "
+                        "exiting (the kill signal as the checkpoint trigger: docker/podman tasks with caravan's "
+                        "lifecycle tasks)")
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
@@ -135,6 +145,47 @@ class Forwarder:
         seq = self.ckpt.commit_copy(self.live_dir)
         log(f"checkpoint request answered by the launcher (no worker running): sequence {seq}")
 
+    def checkpoint_on_stop(self):
+        """Commits the live snapshot the stopped workers left (a skip marker
+        when it is not newer than the checkpoint directory's state); returns
+        the marker's sequence (None when checkpoints are off)."""
+        seq = self.ckpt.commit_copy(self.live_dir)
+        marker = read_marker(self.ckpt.directory) or {}
+        what = "skip marker" if marker.get("skip") else f"step {marker.get('step')}"
+        log(f"stop checkpoint: {what}, sequence {seq}")
+        return seq
+
+
+def node_addr(env=None):
+    """The address part of this agent's rendezvous node descriptor: the
+    host's FQDN, with the Nomad allocation ID when there is one. torch names
+    a node by FQDN and pid, and two containers on one host's network share
+    the FQDN and are both pid 1: without the allocation ID a second worker
+    would join the rendezvous as the first one (and train alone)."""
+    import socket
+
+    env = os.environ if env is None else env
+    alloc = env.get("NOMAD_ALLOC_ID", "")
+    return f"{socket.getfqdn()}/{alloc}" if alloc else socket.getfqdn()
+
+
+def unique_node_descs():
+    """Makes the c10d rendezvous name this agent by node_addr()."""
+    import threading
+
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous as dr
+
+    class Generator:
+        def __init__(self):
+            self._lock, self._local_id = threading.Lock(), 0
+
+        def generate(self):
+            with self._lock:
+                local_id, self._local_id = self._local_id, self._local_id + 1
+            return dr._NodeDesc(node_addr(), os.getpid(), local_id)  # pylint: disable=protected-access
+
+    dr.DynamicRendezvousHandler._node_desc_generator = Generator()  # pylint: disable=protected-access
+
 
 def run_agent(args, endpoint, launch_dir):
     """One elastic agent run against the store at endpoint; returns when the
@@ -153,6 +204,7 @@ def run_agent(args, endpoint, launch_dir):
         read_timeout=20,  # also bounds connecting to a store that has gone
         join_timeout=int(args.join_timeout), last_call_timeout=max(1, int(args.last_call)),
     )
+    unique_node_descs()
     handler = registry.get_rendezvous_handler(params)
     spec = WorkerSpec(
         role="trainer", local_world_size=args.nproc_per_node,
@@ -198,7 +250,8 @@ def main(argv=None):
     live_dir = os.environ.get(ENV_LIVE_DIR) or os.path.join(launch_dir, "live")
     os.makedirs(live_dir, exist_ok=True)
     os.environ[ENV_LAUNCH_DIR], os.environ[ENV_LIVE_DIR] = launch_dir, live_dir
-    Forwarder(launch_dir, live_dir).install()
+    fwd = Forwarder(launch_dir, live_dir)
+    fwd.install()
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -210,13 +263,15 @@ def main(argv=None):
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, on_stop)  # until the agent installs its own (same behaviour)
     while True:
-        endpoint = wait_endpoint(args)
-        log(f"rendezvous {args.run_id} at {endpoint}, {args.min_nodes}..{args.max_nodes} allocations "
-            f"of {args.nproc_per_node} workers")
         try:
+            endpoint = wait_endpoint(args)
+            log(f"rendezvous {args.run_id} at {endpoint}, {args.min_nodes}..{args.max_nodes} allocations "
+                f"of {args.nproc_per_node} workers")
             run_agent(args, endpoint, launch_dir)
         except SignalException as e:
             log(f"stopped by {e.sigval.name}")
+            if args.checkpoint_on_stop:
+                fwd.checkpoint_on_stop()
             return 128 + int(e.sigval)
         except ChildFailedError as e:
             log(f"workers failed: {e}")

@@ -12,7 +12,7 @@ from contextlib import redirect_stderr
 from caravan import _warn
 from caravan.checkpoint import MARKER, atomic_write, read_marker, write_state_info
 from caravan.elastic import pid_file
-from caravan.launch import Forwarder, child_pid, parse_args
+from caravan.launch import Forwarder, child_pid, node_addr, parse_args
 
 
 class LaunchTest(unittest.TestCase):
@@ -80,6 +80,33 @@ class LaunchTest(unittest.TestCase):
             f.on_signal(signal.SIGUSR1, None)
         m = read_marker(self.ckpt)
         self.assertEqual((m["sequence"], m["step"], m.get("skip")), (4, 25, None))
+
+    def test_checkpoint_on_stop_commits_live_snapshot_above_restored_marker(self):
+        # A container's restore task restores the directory with its marker
+        # and no $CARAVAN_CHECKPOINT_SEQUENCE: the marker is the floor.
+        del os.environ["CARAVAN_CHECKPOINT_SEQUENCE"]
+        write_state_info(self.ckpt, 10, [])
+        atomic_write(os.path.join(self.ckpt, MARKER), json.dumps({"sequence": 9, "step": 10}))
+        atomic_write(os.path.join(self.live, "state.pt"), b"snapshot")
+        write_state_info(self.live, 25, ["state.pt"])
+        self.assertTrue(parse_args(["--checkpoint-on-stop", "--rdzv-endpoint", "h:1", "t.py"]).checkpoint_on_stop)
+        with redirect_stderr(io.StringIO()) as err:
+            seq = Forwarder(self.tmp.name, self.live).checkpoint_on_stop()
+        m = read_marker(self.ckpt)
+        self.assertEqual((seq, m["step"], m.get("skip")), (10, 25, None))
+        with open(os.path.join(self.ckpt, "state.pt"), "rb") as f:
+            self.assertEqual(f.read(), b"snapshot")
+        self.assertIn("stop checkpoint: step 25, sequence 10", err.getvalue())
+        with redirect_stderr(io.StringIO()):  # nothing newer since: a skip marker
+            Forwarder(self.tmp.name, self.live).checkpoint_on_stop()
+        self.assertEqual(read_marker(self.ckpt), {"sequence": 11, "skip": True})
+
+    def test_node_addr_names_the_allocation(self):
+        # Two containers on one host network: same FQDN, both pid 1.
+        a, b = node_addr({"NOMAD_ALLOC_ID": "a1"}), node_addr({"NOMAD_ALLOC_ID": "b2"})
+        self.assertNotEqual(a, b)
+        self.assertTrue(a.endswith("/a1"), a)
+        self.assertNotIn("/", node_addr({}))
 
     def test_forwards_to_ready_worker(self):
         script = ("import signal, sys, time\n"

@@ -147,15 +147,31 @@ start_runtimes() {
   load_images
 }
 
-# load_images loads every image tarball of build/images/ into both runtimes.
+# load_images loads every image tarball of build/images/ into both runtimes,
+# skipping a runtime that already holds that image (same name, same ID): the
+# PyTorch image is a gigabyte, and every container test calls this.
 load_images() {
   have_runtimes || return 0
-  local t
+  local t meta name id
   for t in "$root"/build/images/*.tar; do
     [[ -e $t ]] || continue
-    docker_cli load -q -i "$t" >/dev/null
-    podman_cli load -q -i "$t" >/dev/null
-    log "loaded $(basename "$t" .tar) into dockerd and podman"
+    # manifest.json names the image and its config blob, whose digest is
+    # the image ID both runtimes report.
+    meta=$(tar -xOf "$t" manifest.json)
+    name=$(sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p' <<<"$meta")
+    id=$(sed -n 's/.*"Config":"\(blobs\/sha256\/\)\{0,1\}\([0-9a-f]\{64\}\).*/\2/p' <<<"$meta")
+    if [[ -n $id && $(docker_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
+      log "$name already in dockerd"
+    else
+      docker_cli load -q -i "$t" >/dev/null
+      log "loaded $(basename "$t" .tar) into dockerd"
+    fi
+    if [[ -n $id && $(podman_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "$id" ]]; then
+      log "$name already in podman"
+    else
+      podman_cli load -q -i "$t" >/dev/null
+      log "loaded $(basename "$t" .tar) into podman"
+    fi
   done
 }
 
