@@ -33,6 +33,11 @@ func ReadRequest(dir string) (*Request, error) {
 		return nil, err
 	}
 	defer root.Close()
+	return ReadRequestIn(root)
+}
+
+// ReadRequestIn is ReadRequest in an opened checkpoint directory.
+func ReadRequestIn(root *os.Root) (*Request, error) {
 	b, err := readRegular(root, RequestName, maxRequestSize)
 	if err != nil {
 		return nil, err
