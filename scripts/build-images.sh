@@ -8,18 +8,21 @@
 # embedded file of the packages the binary is built from (`go list -deps`).
 #
 #   scripts/build-images.sh            all images
-#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe
+#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-adversary
 #
 # Images (every one FROM scratch, with static CGO_ENABLED=0 Go binaries):
 #   localhost/caravan-trainer:local   /caravan, the caravan binary (its trainer runs as
 #                                     `caravan trainer`); ENTRYPOINT /caravan
 #   localhost/caravan-envprobe:local  /envprobe (e2e/containers/envprobe): prints its
 #                                     environment, for the container e2e tests
+#   localhost/caravan-adversary:local /ctradversary (e2e/adversarial/ctradversary): plants
+#                                     one attack in the checkpoint directory, for
+#                                     e2e/adversarial's container cases
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/images
-all=(caravan-trainer caravan-envprobe)
+all=(caravan-trainer caravan-envprobe caravan-adversary)
 names=("$@")
 (( ${#names[@]} )) || names=("${all[@]}")
 
@@ -64,6 +67,7 @@ pkg_of() {
   case "$1" in
     caravan-trainer) echo . ;;
     caravan-envprobe) echo ./e2e/containers/envprobe ;;
+    caravan-adversary) echo ./e2e/adversarial/ctradversary ;;
     *) echo "build-images: unknown image '$1' (want one of: ${all[*]})" >&2; exit 2 ;;
   esac
 }
@@ -71,6 +75,7 @@ containerfile_of() {
   case "$1" in
     caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
     caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
+    caravan-adversary) printf '%s\n' 'FROM scratch' 'COPY ctradversary /ctradversary' 'ENTRYPOINT ["/ctradversary"]' ;;
   esac
 }
 
