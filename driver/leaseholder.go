@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -24,22 +25,26 @@ type leaseHolder struct {
 	done     chan struct{}
 }
 
-// holdLease writes alloc's lease in state and renews it every leaseRenew.
-func holdLease(l keyLeases, alloc, node, state string, logger hclog.Logger) *leaseHolder {
+// holdLease writes alloc's lease in state and renews it every leaseRenew
+// until stopped or ctx (the plugin's) is done: a lease of a plugin that
+// died ages out.
+func holdLease(ctx context.Context, l keyLeases, alloc, node, state string, logger hclog.Logger) *leaseHolder {
 	h := &leaseHolder{leases: l, alloc: alloc, node: node, logger: logger, state: state,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	h.renew()
-	go h.loop()
+	go h.loop(ctx)
 	return h
 }
 
-func (h *leaseHolder) loop() {
+func (h *leaseHolder) loop(ctx context.Context) {
 	defer close(h.done)
 	t := time.NewTicker(leaseRenew)
 	defer t.Stop()
 	for {
 		select {
 		case <-h.stop:
+			return
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			h.renew()

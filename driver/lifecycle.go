@@ -320,7 +320,7 @@ func (d *Driver) roleCommit(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ck
 	if l, err := leasesOf(st, key); err == nil {
 		// Committing, renewed until this commit ends; then the key is free
 		// (this allocation's sidecar lease, "stopping", goes with it).
-		lease := holdLease(l, cfg.AllocID, nodeName(cfg), leaseCommitting, logger)
+		lease := holdLease(d.ctx, l, cfg.AllocID, nodeName(cfg), leaseCommitting, logger)
 		defer lease.release()
 	} else {
 		logger.Warn("no writer lease for the commit", "error", err)

@@ -315,3 +315,30 @@ func TestLeases_RefuseBadAllocID(t *testing.T) {
 	must.SliceEmpty(t, ls)
 	must.True(t, errors.Is(l.drop("never-held"), nil))
 }
+
+// TestDriver_RoleSidecarRecovered: after a plugin restart the sidecar's
+// handle is recovered running, on the same key, and on-demand requests
+// reach it as before; the generation numbering continues.
+func TestDriver_RoleSidecarRecovered(t *testing.T) {
+	storeDir := t.TempDir()
+	td := newTestDriver(t, storeDir)
+	restore, dir := startRestored(t, td, "client1")
+	fakeMain(t, dir, -1)
+	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("", "10s"))
+	handle, _, err := td.StartTask(side)
+	must.NoError(t, err)
+	must.NoError(t, td.SignalTask(side.ID, "SIGUSR1"))
+	td.waitEvent(t, "Checkpoint saved (on demand): generation 1")
+	td.waitIdle(t, side.ID)
+
+	td.kill()
+	td2 := newTestDriver(t, storeDir)
+	must.NoError(t, td2.RecoverTask(handle))
+	status, err := td2.InspectTask(side.ID)
+	must.NoError(t, err)
+	must.Eq(t, drivers.TaskStateRunning, status.State)
+	must.NoError(t, td2.SignalTask(side.ID, "SIGUSR1"))
+	td2.waitEvent(t, "Checkpoint saved (on demand): generation 2 at step 20")
+	must.NoError(t, td2.StopTask(side.ID, 5*time.Second, "SIGTERM"))
+	must.Eq(t, 0, td2.waitExit(t, side.ID).ExitCode)
+}

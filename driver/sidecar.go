@@ -64,7 +64,7 @@ func (d *Driver) startSidecar(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd 
 			}
 		}
 		if l, err := leasesOf(st, key); err == nil {
-			s.lease = holdLease(l, cfg.AllocID, nodeName(cfg), leaseRunning, logger)
+			s.lease = holdLease(d.ctx, l, cfg.AllocID, nodeName(cfg), leaseRunning, logger)
 			s.ckpt.commitHook = s.onCommit
 		} else {
 			logger.Warn("no writer lease for the sidecar", "error", err)
