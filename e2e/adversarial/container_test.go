@@ -71,6 +71,36 @@ func taskStarted(t *testing.T, c *harness.C, allocID, taskName string) {
 	})
 }
 
+// TestDriver_ContainerIgnoresCheckpointRequests: a container that wrote one
+// checkpoint, then answers neither the sidecar's request nor its kill
+// signal. Expected: the on-demand request fails with an event at the
+// sidecar's timeout; the stop ends at the kill timeout (5 s), not later;
+// the poststop task commits the last complete checkpoint, nothing
+// half-written; the replacement allocation restores it.
+func TestDriver_ContainerIgnoresCheckpointRequests(t *testing.T) {
+	c := harness.Cluster(t)
+	loadAdversaryImage(t, c)
+	a := newAdversary(t)
+	a.c.RunJob(t, containerJob, "name="+a.job, "case=ignore", "sentinel="+a.sentinel)
+	al := a.running(t)
+	taskStarted(t, a.c, al.ID, task)
+	a.logged(t, al.ID, "planted ignore")
+	_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, "checkpoint")
+	must.NoError(t, err)
+	a.taskEvent(t, al.ID, "checkpoint", "Checkpoint failed (on demand): timed out")
+	must.Eq(t, uint64(0), a.newest(t))
+
+	took := a.stopAlloc(t, al.ID)
+	must.Less(t, time.Minute, took, must.Sprintf("stop took %s with kill_timeout = 5s", took))
+	must.Greater(t, 5*time.Second, took, must.Sprintf("stop took %s: the container was not left its kill_timeout", took))
+	a.taskEvent(t, al.ID, "commit", "Checkpoint saved (exit): generation 1 at step 1")
+	must.Eq(t, uint64(1), a.newest(t))
+	next := a.running(t, al.ID) // Nomad replaces a stopped allocation
+	a.taskEvent(t, next.ID, "restore", "Checkpoint restored: generation 1 (step 1)")
+	a.untouched(t)
+	t.Logf("stop of a container deaf to SIGTERM took %s (kill_timeout 5s)", took.Round(10*time.Millisecond))
+}
+
 // TestDriver_ContainerCheckpointDir: the driver's hardening, against a
 // docker task (rootful dockerd: what the container writes into /alloc is
 // written as host root, CAP_MKNOD included) and caravan's checkpoint role

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 const marker = "caravan-checkpoint.json"
@@ -35,6 +36,12 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("planted", name)
+	if name == "ignore" {
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		for { // until SIGKILL at kill_timeout (a bare select{} is a deadlock to Go)
+			time.Sleep(time.Hour)
+		}
+	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	<-stop
@@ -81,6 +88,11 @@ func plant(name, sentinel, dir string) error {
 			return err
 		}
 		if err := os.Link(out, in("state.bin")); err != nil {
+			return err
+		}
+		return honest()
+	case "ignore": // one honest checkpoint, then deaf to requests and SIGTERM
+		if err := os.WriteFile(in("state.bin"), []byte("honest"), 0o644); err != nil {
 			return err
 		}
 		return honest()
