@@ -84,7 +84,8 @@ func TestContainers_SuspendResume(t *testing.T) {
 
 const sidecarJob = "e2e/containers/testdata/trainer-sidecar.nomad.hcl"
 
-// TestContainers_SidecarAndSlowFinalCommit: the docker trainer with the
+// TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
+// driver (dockerd on client1, podman on client2) with the
 // three caravan checkpoint tasks (testdata/trainer-sidecar.nomad.hcl). The
 // sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
 // sidecar; it writes the request file the trainer polls). Then the job is
@@ -97,8 +98,14 @@ const sidecarJob = "e2e/containers/testdata/trainer-sidecar.nomad.hcl"
 func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
 	c := harness.Cluster(t)
 	loadImages(t, c)
-	requireRuntime(t, c, "client1", "docker")
-	jobID := c.RunJob(t, sidecarJob, "job_name=e2e-ctr-sidecar", "node=client1", "memory=1024",
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) { sidecarAndSlowFinalCommit(t, c, rt.name, rt.client) })
+	}
+}
+
+func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client string) {
+	requireRuntime(t, c, client, runtime)
+	jobID := c.RunJob(t, sidecarJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client, "memory=1024",
 		`trainer_args=["trainer","-steps","100000","-features","2048","-hidden","2048","-log-every","1","-hold"]`)
 	a1 := liveAlloc(t, c, jobID, nil)
 	roleEvent(t, c, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
@@ -143,8 +150,8 @@ func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("on demand: generation %d; final commit: generation %d at step %s (%s); the restore waited (%q) and restored it in %s",
-		odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
+	t.Logf("%s: on demand: generation %d; final commit: generation %d at step %s (%s); the restore waited (%q) and restored it in %s",
+		runtime, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
 }
 
 // liveAlloc waits for a running allocation of the job not in exclude.
