@@ -59,6 +59,9 @@ type checkpointer struct {
 	events  *taskEmitter
 	metrics *driverMetrics
 	onSaved func(store.Key) // tells the GC loop a commit happened
+	// commitHook, when set, is called with true before a commit to the
+	// store and with false after it (a checkpoint role's writer lease).
+	commitHook func(inFlight bool)
 
 	sem     chan struct{} // capacity 1: the checkpoint in flight
 	lastSeq atomic.Uint64 // sequence of the last marker committed or restored
@@ -170,6 +173,10 @@ func (c *checkpointer) commit(ctx context.Context, m *protocol.Marker, reason st
 	if err != nil {
 		c.failed(reason, err)
 		return err
+	}
+	if c.commitHook != nil {
+		c.commitHook(true)
+		defer c.commitHook(false)
 	}
 	meta, dropped := manifestMeta(m, c.allocID, reason)
 	if len(dropped) > 0 {

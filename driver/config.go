@@ -207,8 +207,9 @@ type CheckpointConfig struct {
 	Key string `codec:"key"`
 	// Role makes the task a lifecycle task that checkpoints another task of
 	// its group, whatever that task's driver (docker, podman): RoleRestore
-	// (a prestart task) or RoleCommit (a poststop task). The task runs no
-	// command. "" is an ordinary checkpointing task.
+	// (a prestart task), RoleSidecar (a poststart sidecar) or RoleCommit (a
+	// poststop task). The task runs no command. "" is an ordinary
+	// checkpointing task.
 	Role string `codec:"role"`
 	// Task (with Role) names the main task whose checkpoints these are: the
 	// store key is that task's, as if it ran under this driver.
@@ -233,8 +234,10 @@ const (
 	// RoleCommit commits a marker checkpoint.task wrote into checkpoint.dir,
 	// if newer than the newest generation, and exits (lifecycle poststop).
 	RoleCommit = "commit"
-	// roleSidecar is designed (driver/README.md) but not implemented.
-	roleSidecar = "sidecar"
+	// RoleSidecar commits checkpoints of checkpoint.task every
+	// checkpoint.interval and on its checkpoint signal, asking for them
+	// through the request file (lifecycle poststart, sidecar = true).
+	RoleSidecar = "sidecar"
 )
 
 // validate checks every field and reports every error at once (joined),
@@ -319,12 +322,9 @@ func (c *CheckpointConfig) validateRole() []error {
 			}
 		}
 		return errs
-	case RoleRestore, RoleCommit:
-	case roleSidecar:
-		bad("checkpoint.role: %q (periodic commits of another task) is designed but not implemented; "+
-			"use %q (prestart) and %q (poststop)", c.Role, RoleRestore, RoleCommit)
+	case RoleRestore, RoleCommit, RoleSidecar:
 	default:
-		bad("checkpoint.role: %q must be %q or %q", c.Role, RoleRestore, RoleCommit)
+		bad("checkpoint.role: %q must be %q, %q or %q", c.Role, RoleRestore, RoleSidecar, RoleCommit)
 	}
 	if c.Task == "" {
 		bad("checkpoint.task: must name the task whose checkpoints role %q handles", c.Role)
@@ -334,10 +334,10 @@ func (c *CheckpointConfig) validateRole() []error {
 	} else if filepath.IsAbs(c.Dir) || !filepath.IsLocal(c.Dir) || filepath.Clean(c.Dir) != c.Dir {
 		bad("checkpoint.dir: %q must be a clean relative path inside the allocation directory", c.Dir)
 	}
-	if c.Interval != "" && c.interval != 0 {
-		bad("checkpoint.interval: periodic checkpoints of another task need the sidecar role, which is not implemented")
+	if c.Role != RoleSidecar && c.Interval != "" && c.interval != 0 {
+		bad("checkpoint.interval: periodic checkpoints of another task are role %q's; role %q takes none", RoleSidecar, c.Role)
 	}
-	if c.Role == RoleCommit && c.WaitTimeout != "" {
+	if c.Role != RoleRestore && c.WaitTimeout != "" {
 		bad("checkpoint.wait_timeout: only role %q waits", RoleRestore)
 	}
 	return errs

@@ -439,9 +439,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		return errors.New("task state is missing its task config")
 	}
 	if tc := taskState.DriverConfig; tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
-		// A role task did its work in StartTask and exited there.
-		d.tasks.Set(taskState.TaskConfig.ID, newExitedHandle(taskState.TaskConfig, taskState.StartedAt, d.logger))
-		return nil
+		return d.recoverRoleTask(&taskState)
 	}
 	plugRC, err := pstructs.ReattachConfigToGoPlugin(taskState.ReattachConfig)
 	if err != nil {
@@ -703,6 +701,12 @@ func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *dr
 	var ps *executor.ProcessState
 	var err error
 	if handle.exec == nil {
+		// A role task: exited already, or a sidecar until StopTask.
+		select {
+		case <-handle.doneCh:
+		case <-ctx.Done():
+			return
+		}
 		result = handle.TaskStatus().ExitResult
 	} else {
 		ps, err = handle.exec.Wait(ctx)
@@ -738,7 +742,10 @@ func (d *Driver) StopTask(taskID string, timeout time.Duration, signal string) e
 		return drivers.ErrTaskNotFound
 	}
 	if h.exec == nil {
-		return nil // a role task: it exited in StartTask
+		if h.side != nil {
+			h.side.shutdown(h, timeout)
+		}
+		return nil // a restore or commit role task exited in StartTask
 	}
 	start := time.Now()
 	tenth := timeout / 10
@@ -792,6 +799,9 @@ func (d *Driver) DestroyTask(taskID string, force bool) error {
 	if h.IsRunning() && !force {
 		return errors.New("cannot destroy running task")
 	}
+	if h.side != nil {
+		h.side.shutdown(h, time.Second)
+	}
 	if h.exec != nil && !h.pluginClient.Exited() {
 		if err := h.exec.Shutdown("", 0); err != nil {
 			h.logger.Error("destroying executor failed", "error", err)
@@ -815,6 +825,9 @@ func (d *Driver) TaskStats(ctx context.Context, taskID string, interval time.Dur
 	if !ok {
 		return nil, drivers.ErrTaskNotFound
 	}
+	if h.side != nil {
+		return sidecarStats(ctx, h, interval), nil
+	}
 	if h.exec == nil {
 		return nil, errRoleExited
 	}
@@ -837,6 +850,9 @@ func (d *Driver) SignalTask(taskID string, signal string) error {
 	sig, ok := signals.SignalLookup[signal]
 	if !ok {
 		return fmt.Errorf("unknown signal %q", signal)
+	}
+	if h.side != nil {
+		return h.side.signal(d.ctx, h, signal)
 	}
 	if h.exec == nil {
 		return errRoleExited

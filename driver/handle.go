@@ -20,6 +20,7 @@ type taskHandle struct {
 	pluginClient *plugin.Client
 	logger       hclog.Logger
 	ckpt         *checkpointer // nil: runs like raw_exec
+	side         *sidecar      // a checkpoint.role = "sidecar" task (no process)
 
 	// stateLock syncs access to all fields below
 	stateLock sync.RWMutex

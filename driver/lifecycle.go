@@ -12,14 +12,17 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/hashicorp/nomad/plugins/drivers"
 
+	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // Lifecycle role tasks (checkpoint.role) checkpoint another task of their
 // group through the allocation's shared directory, whatever that task's
-// driver: a prestart "restore" task restores into it, a poststop "commit"
-// task commits what the main task left there when it stopped. Both do their
-// work in StartTask and exit; they run no process.
+// driver: a prestart "restore" task restores into it, a poststart sidecar
+// (sidecar.go) commits periodically and on demand while the main task runs,
+// a poststop "commit" task commits what the main task left there when it
+// stopped. Restore and commit do their work in StartTask and exit; none runs
+// a process.
 
 // defaultRoleWait is checkpoint.wait_timeout's default: how long a restore
 // waits for another running allocation of the same slot to finish.
@@ -79,28 +82,60 @@ func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *
 	if err != nil {
 		return nil, nil, err
 	}
+	state := &TaskState{TaskConfig: cfg, DriverConfig: tc, StartedAt: started}
+	var h *taskHandle
 	switch cc.Role {
 	case RoleRestore:
 		err = d.roleRestore(cfg, cc, cd, key, events, logger)
 	case RoleCommit:
 		err = d.roleCommit(cfg, cc, cd, key, events, logger)
+	case RoleSidecar:
+		h = d.startSidecar(cfg, cc, cd, key, started, logger)
+		state.Checkpoint = &CheckpointState{Dir: cd.path(), Key: key}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	h := newExitedHandle(cfg, started, logger)
+	if h == nil {
+		h = newExitedHandle(cfg, started, logger)
+	}
 	handle := drivers.NewTaskHandle(taskHandleVersion)
 	handle.Config = cfg
-	if err := handle.SetDriverState(&TaskState{TaskConfig: cfg, DriverConfig: tc, StartedAt: started}); err != nil {
+	if err := handle.SetDriverState(state); err != nil {
+		if h.side != nil {
+			h.side.shutdown(h, time.Second)
+		}
 		return nil, nil, fmt.Errorf("failed to set driver state: %w", err)
 	}
 	d.tasks.Set(cfg.ID, h)
 	return handle, nil, nil
 }
 
+// recoverRoleTask reattaches a role task after a plugin restart: a sidecar
+// starts its loop again on the same key; restore and commit had exited.
+func (d *Driver) recoverRoleTask(ts *TaskState) error {
+	cc := ts.DriverConfig.Checkpoint
+	if cc.Role != RoleSidecar || ts.Checkpoint == nil {
+		d.tasks.Set(ts.TaskConfig.ID, newExitedHandle(ts.TaskConfig, ts.StartedAt, d.logger))
+		return nil
+	}
+	if err := cc.validate(); err != nil { // restores parsed durations
+		return err
+	}
+	shared := ts.TaskConfig.TaskDir().SharedAllocDir
+	cd, err := newCkptDir(shared, filepath.Join(shared, cc.Dir))
+	if err != nil {
+		return fmt.Errorf("checkpoint.dir: %w", err)
+	}
+	logger := d.logger.With("task_name", ts.TaskConfig.Name, "alloc_id", ts.TaskConfig.AllocID)
+	d.tasks.Set(ts.TaskConfig.ID, d.startSidecar(ts.TaskConfig, cc, cd, ts.Checkpoint.Key, ts.StartedAt, logger))
+	return nil
+}
+
 // checkRole refuses a role its task cannot honour: restore must be a
-// prestart task that is not a sidecar, commit a poststop task, and
-// checkpoint.task must be a main task of the same group.
+// prestart task that is not a sidecar, sidecar a poststart sidecar, commit
+// a poststop task, and checkpoint.task must be a main task of the same group
+// whose driver mounts the allocation's shared directory.
 func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
 	var tg *api.TaskGroup
 	for _, g := range job.TaskGroups {
@@ -128,17 +163,51 @@ func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
 	case target.Lifecycle != nil && target.Lifecycle.Hook != "":
 		return fmt.Errorf("checkpoint.task: %q is a %s lifecycle task, not a main task", cc.Task, target.Lifecycle.Hook)
 	}
+	if err := checkSharesAllocDir(target); err != nil {
+		return err
+	}
 	hook, sidecar := "", false
 	if self != nil && self.Lifecycle != nil {
 		hook, sidecar = self.Lifecycle.Hook, self.Lifecycle.Sidecar
 	}
-	want := map[string]string{RoleRestore: api.TaskLifecycleHookPrestart, RoleCommit: api.TaskLifecycleHookPoststop}[cc.Role]
-	if hook != want || sidecar {
+	want := roleLifecycles[cc.Role]
+	if hook != want.hook || sidecar != want.sidecar {
 		got := "a main task"
 		if hook != "" {
 			got = fmt.Sprintf("lifecycle hook %q (sidecar %t)", hook, sidecar)
 		}
-		return fmt.Errorf("checkpoint.role: %q needs lifecycle { hook = %q } without sidecar; this task has %s", cc.Role, want, got)
+		return fmt.Errorf("checkpoint.role: %q needs lifecycle { hook = %q, sidecar = %t }; this task has %s",
+			cc.Role, want.hook, want.sidecar, got)
+	}
+	return nil
+}
+
+// roleLifecycles is the lifecycle each role runs in.
+var roleLifecycles = map[string]struct {
+	hook    string
+	sidecar bool
+}{
+	RoleRestore: {api.TaskLifecycleHookPrestart, false},
+	RoleSidecar: {api.TaskLifecycleHookPoststart, true},
+	RoleCommit:  {api.TaskLifecycleHookPoststop, false},
+}
+
+// allocDirDrivers says, for the task drivers caravan knows, whether the
+// task sees the allocation's shared directory (at /alloc, or NOMAD_ALLOC_DIR
+// for host processes): the role tasks reach the main task only through it.
+// A driver a role task cannot reach (qemu: a virtual machine does not mount
+// it) is refused; an unknown one is let through.
+var allocDirDrivers = map[string]bool{
+	"caravan": true, "docker": true, "podman": true, "exec": true, "exec2": true, "raw_exec": true,
+	"java": true, "containerd-driver": true, "qemu": false,
+}
+
+// checkSharesAllocDir refuses a main task whose driver does not mount the
+// allocation's shared directory.
+func checkSharesAllocDir(t *api.Task) error {
+	if ok, known := allocDirDrivers[t.Driver]; known && !ok {
+		return fmt.Errorf("checkpoint.task: task %q runs under driver %q, which does not mount the allocation directory "+
+			"(alloc/) into the task, so its checkpoints cannot be exchanged through checkpoint.dir", t.Name, t.Driver)
 	}
 	return nil
 }
@@ -151,7 +220,11 @@ func (d *Driver) roleRestore(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	if wait == 0 {
 		wait = defaultRoleWait
 	}
+	deadline := time.Now().Add(wait)
 	if err := d.waitPredecessors(cfg, cc, wait, events, logger); err != nil {
+		return err
+	}
+	if err := d.waitLeases(cfg, cc, key, time.Until(deadline), events); err != nil {
 		return err
 	}
 	_, err := d.restoreInto(cfg, cc, cd, key, -1, -1, events)
@@ -243,6 +316,20 @@ func (d *Driver) roleCommit(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ck
 		if seq, ok := parseSeq(m.Meta); ok {
 			c.lastSeq.Store(seq)
 		}
+	}
+	if l, err := leasesOf(st, key); err == nil {
+		// Committing, renewed until this commit ends; then the key is free
+		// (this allocation's sidecar lease, "stopping", goes with it).
+		lease := holdLease(d.ctx, l, cfg.AllocID, nodeName(cfg), leaseCommitting, logger)
+		defer lease.release()
+	} else {
+		logger.Warn("no writer lease for the commit", "error", err)
+	}
+	// A marker the container made a link, FIFO or huge file is refused
+	// unread, and said so (commitIfNew would report it as no marker).
+	if _, err := cd.readMarker(); err != nil && !errors.Is(err, protocol.ErrNoMarker) {
+		c.failed(reasonExit, fmt.Errorf("%s of task %q: %w", protocol.MarkerName, cc.Task, err))
+		return fmt.Errorf("commit checkpoint %s: %w", key, err)
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
 	defer cancel()

@@ -49,8 +49,12 @@ func TestCheckpointRole_ValidateNamesFields(t *testing.T) {
 	}{
 		{"restore ok", func(*TaskConfig) {}, nil},
 		{"commit ok", func(tc *TaskConfig) { tc.Checkpoint.Role = RoleCommit }, nil},
+		{"sidecar ok", func(tc *TaskConfig) { tc.Checkpoint.Role, tc.Checkpoint.Interval = RoleSidecar, "10m" }, nil},
 		{"unknown role", func(tc *TaskConfig) { tc.Checkpoint.Role = "backup" }, []string{"checkpoint.role:"}},
-		{"sidecar not implemented", func(tc *TaskConfig) { tc.Checkpoint.Role = "sidecar" }, []string{"checkpoint.role:", "not implemented"}},
+		{"role typo", func(tc *TaskConfig) { tc.Checkpoint.Role = "sidcar" },
+			[]string{`checkpoint.role: "sidcar" must be "restore", "sidecar" or "commit"`}},
+		{"sidecar waits", func(tc *TaskConfig) { tc.Checkpoint.Role, tc.Checkpoint.WaitTimeout = RoleSidecar, "1m" },
+			[]string{"checkpoint.wait_timeout:"}},
 		{"command with a role", func(tc *TaskConfig) { tc.Command = "/bin/true" }, []string{"command:"}},
 		{"no task, no dir", func(tc *TaskConfig) { tc.Checkpoint.Task, tc.Checkpoint.Dir = "", "" },
 			[]string{"checkpoint.task:", "checkpoint.dir:"}},
@@ -86,14 +90,19 @@ func TestCheckpointRole_ValidateNamesFields(t *testing.T) {
 // TestCheckRole: a role its task's lifecycle cannot honour is refused,
 // naming the field.
 func TestCheckRole(t *testing.T) {
-	job := func(restore, commit *api.TaskLifecycle, trainer *api.TaskLifecycle) *api.Job {
+	jobWith := func(driver string, restore, commit *api.TaskLifecycle, trainer *api.TaskLifecycle) *api.Job {
 		g := "train"
 		return &api.Job{TaskGroups: []*api.TaskGroup{{Name: &g, Tasks: []*api.Task{
-			{Name: "trainer", Driver: "docker", Lifecycle: trainer},
+			{Name: "trainer", Driver: driver, Lifecycle: trainer},
 			{Name: "restore", Driver: PluginName, Lifecycle: restore},
 			{Name: "commit", Driver: PluginName, Lifecycle: commit},
 		}}}}
 	}
+	job := func(restore, commit *api.TaskLifecycle, trainer *api.TaskLifecycle) *api.Job {
+		return jobWith("docker", restore, commit, trainer)
+	}
+	poststartSide := &api.TaskLifecycle{Hook: api.TaskLifecycleHookPoststart, Sidecar: true}
+	poststart := &api.TaskLifecycle{Hook: api.TaskLifecycleHookPoststart}
 	pre := &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart}
 	side := &api.TaskLifecycle{Hook: api.TaskLifecycleHookPrestart, Sidecar: true}
 	post := &api.TaskLifecycle{Hook: api.TaskLifecycleHookPoststop}
@@ -111,6 +120,13 @@ func TestCheckRole(t *testing.T) {
 		{"missing target", "restore", RoleRestore, "train", job(pre, post, nil), "checkpoint.task:"},
 		{"target is itself", "restore", RoleRestore, "restore", job(pre, post, nil), "checkpoint.task:"},
 		{"target is a lifecycle task", "restore", RoleRestore, "commit", job(pre, post, nil), "checkpoint.task:"},
+		{"sidecar poststart sidecar", "restore", RoleSidecar, "trainer", job(poststartSide, post, nil), ""},
+		{"sidecar not a sidecar", "restore", RoleSidecar, "trainer", job(poststart, post, nil), "checkpoint.role:"},
+		{"sidecar as prestart", "restore", RoleSidecar, "trainer", job(side, post, nil), "checkpoint.role:"},
+		{"podman target", "restore", RoleRestore, "trainer", jobWith("podman", pre, post, nil), ""},
+		{"unknown driver let through", "restore", RoleRestore, "trainer", jobWith("nspawn", pre, post, nil), ""},
+		{"driver without the alloc dir", "restore", RoleRestore, "trainer", jobWith("qemu", pre, post, nil),
+			`checkpoint.task: task "trainer" runs under driver "qemu", which does not mount the allocation directory`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,7 +8,7 @@
 # embedded file of the packages the binary is built from (`go list -deps`).
 #
 #   scripts/build-images.sh            all images
-#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-pytorch
+#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-adversary, caravan-pytorch
 #
 # Images (the Go ones FROM scratch, with static CGO_ENABLED=0 Go binaries):
 #   localhost/caravan-trainer:local   /caravan, the caravan binary (its trainer runs as
@@ -26,11 +26,14 @@
 #                                     packages' names and versions. The helper is
 #                                     added on top by a Containerfile, as a user adds it
 #                                     to their own image (python/README.md).
+#   localhost/caravan-adversary:local /ctradversary (e2e/adversarial/ctradversary): plants
+#                                     one attack in the checkpoint directory, for
+#                                     e2e/adversarial's container cases
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/images
-all=(caravan-trainer caravan-envprobe caravan-pytorch)
+all=(caravan-trainer caravan-envprobe caravan-adversary caravan-pytorch)
 names=("$@")
 (( ${#names[@]} )) || names=("${all[@]}")
 
@@ -75,6 +78,7 @@ pkg_of() {
   case "$1" in
     caravan-trainer) echo . ;;
     caravan-envprobe) echo ./e2e/containers/envprobe ;;
+    caravan-adversary) echo ./e2e/adversarial/ctradversary ;;
     caravan-pytorch) echo "" ;; # no Go binary
     *) echo "build-images: unknown image '$1' (want one of: ${all[*]})" >&2; exit 2 ;;
   esac
@@ -83,6 +87,7 @@ containerfile_of() {
   case "$1" in
     caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
     caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
+    caravan-adversary) printf '%s\n' 'FROM scratch' 'COPY ctradversary /ctradversary' 'ENTRYPOINT ["/ctradversary"]' ;;
     caravan-pytorch) printf '%s\n' "FROM localhost/caravan-torch-root:$(torch_root_key)" \
       'COPY caravan /opt/caravan/caravan' 'ENV PYTHONPATH=/opt/caravan' 'ENTRYPOINT ["python3"]' ;;
   esac

@@ -81,6 +81,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	requests, exitSig := signalRequests(ctx, ckptSig)
+	requests = withRequestFile(ctx, *dir, requests)
 
 	o := Options{
 		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,

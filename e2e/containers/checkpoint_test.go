@@ -82,6 +82,78 @@ func TestContainers_SuspendResume(t *testing.T) {
 	}
 }
 
+const sidecarJob = "e2e/containers/testdata/trainer-sidecar.nomad.hcl"
+
+// TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
+// driver (dockerd on client1, podman on client2) with the
+// three caravan checkpoint tasks (testdata/trainer-sidecar.nomad.hcl). The
+// sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
+// sidecar; it writes the request file the trainer polls). Then the job is
+// scaled 1 -> 0 and, as soon as Nomad has marked the old allocation for
+// stopping, 0 -> 1: Nomad does not make the new allocation wait for the old
+// one's poststop commit, and the trainer's final save of a 64 MiB state
+// takes seconds. The new allocation's restore waits for that commit and
+// restores the generation it wrote, never the sidecar's older one; the
+// resumed trainer continues from its step.
+func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
+	c := harness.Cluster(t)
+	loadImages(t, c)
+	for _, rt := range runtimes {
+		t.Run(rt.name, func(t *testing.T) { sidecarAndSlowFinalCommit(t, c, rt.name, rt.client) })
+	}
+}
+
+func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client string) {
+	requireRuntime(t, c, client, runtime)
+	jobID := c.RunJob(t, sidecarJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client, "memory=1024",
+		`trainer_args=["trainer","-steps","100000","-features","2048","-hidden","2048","-log-every","1","-hold"]`)
+	a1 := liveAlloc(t, c, jobID, nil)
+	roleEvent(t, c, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
+	harness.Eventually(t, 3*time.Minute, func() error {
+		if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
+			return fmt.Errorf("no training progress in %s yet", a1)
+		}
+		return nil
+	})
+
+	_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", a1, "checkpoint")
+	must.NoError(t, err)
+	onDemand := roleEvent(t, c, a1, "checkpoint", "Checkpoint saved (on demand)")
+	odGen, err := strconv.Atoi(onDemand.Details["generation"])
+	must.NoError(t, err, must.Sprintf("event %q", onDemand.DriverMessage))
+
+	_, err = c.CLI(t, "job", "scale", "-detach", jobID, trainGroup, "0")
+	must.NoError(t, err)
+	c.WaitAllocs(t, jobID, time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if a.ID == a1 {
+				return a.DesiredStatus == "stop"
+			}
+		}
+		return false
+	})
+	_, err = c.CLI(t, "job", "scale", "-detach", jobID, trainGroup, "1")
+	must.NoError(t, err)
+
+	a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
+	waited := roleEvent(t, c, a2, "restore", "Waiting for allocation "+a1)
+	saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
+	restored := roleEvent(t, c, a2, "restore", "Checkpoint restored")
+	must.Eq(t, saved.Details["generation"], restored.Details["generation"],
+		must.Sprintf("restored %q; the old allocation's final commit was %q", restored.DriverMessage, saved.DriverMessage))
+	gen, err := strconv.Atoi(saved.Details["generation"])
+	must.NoError(t, err)
+	must.Less(t, gen, odGen, must.Sprint("the final commit is not newer than the sidecar's"))
+	harness.Eventually(t, 3*time.Minute, func() error {
+		if log := c.Logs(t, a2, "trainer", "stdout"); !strings.Contains(log, "resumed step="+saved.Details["step"]+" ") {
+			return fmt.Errorf("the resumed trainer did not report step %s yet", saved.Details["step"])
+		}
+		return nil
+	})
+	t.Logf("%s: on demand: generation %d; final commit: generation %d at step %s (%s); the restore waited (%q) and restored it in %s",
+		runtime, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
+}
+
 // liveAlloc waits for a running allocation of the job not in exclude.
 func liveAlloc(t *testing.T, c *harness.C, jobID string, exclude map[string]bool) string {
 	t.Helper()
