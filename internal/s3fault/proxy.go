@@ -91,9 +91,12 @@ func New(target *url.URL, logger hclog.Logger) *Proxy {
 			r.Out.Host = r.In.Host
 		},
 		ErrorLog: logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		// A server that cannot be reached (stopped, say) looks unreachable
+		// through the proxy too: the client's connection is dropped, not
+		// answered with a 502 the server never sent.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p.logger.Debug("forwarding failed", "method", r.Method, "path", r.URL.Path, "error", err)
-			w.WriteHeader(http.StatusBadGateway)
+			panic(http.ErrAbortHandler)
 		},
 	}
 	return p

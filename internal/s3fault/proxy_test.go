@@ -172,6 +172,20 @@ func TestProxy_ShortDelayForwards(t *testing.T) {
 	must.SliceLen(t, 1, be.requests())
 }
 
+func TestProxy_UnreachableServerDropsTheConnection(t *testing.T) {
+	_, front, _ := setup(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	u, err := url.Parse(down.URL)
+	must.NoError(t, err)
+	down.Close()
+	p := New(u, hclog.NewNullLogger())
+	front.Config.Handler = p
+
+	_, err = put(t, front.URL, "/bucket/key", []byte("data"))
+	must.Error(t, err, must.Sprint("a stopped server answered through the proxy"))
+	must.Eq(t, 1, p.Requests())
+}
+
 func TestUploads(t *testing.T) {
 	cases := []struct {
 		method, path string
