@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
 
+	"github.com/caravan-nomad/caravan/driver/store/s3store"
 	"github.com/caravan-nomad/caravan/internal/metrics"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	// migration. Empty disables checkpointing: tasks with a checkpoint
 	// block are refused.
 	CheckpointStore string `codec:"checkpoint_store"`
+	// Store, a `store { ... }` block, keeps checkpoints in an S3 (or
+	// S3-compatible) bucket instead: clients need share no file system.
+	// At most one of CheckpointStore and Store.
+	Store *StoreConfig `codec:"store"`
 	// CheckpointRetain is the number of generations kept per task.
 	CheckpointRetain int `codec:"checkpoint_retain"`
 	// CheckpointChunkSize is the store's chunk size in bytes (0: 4 MiB).
@@ -67,9 +72,45 @@ type Config struct {
 	deniedUIDs, deniedGIDs idRanges
 }
 
+// StoreConfig is the plugin config's `store` block: an S3 checkpoint store.
+// Credentials come from credentials_file or the plugin's AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) environment, never from the
+// config itself, and are never logged.
+type StoreConfig struct {
+	Endpoint        string `codec:"endpoint"`
+	Bucket          string `codec:"bucket"`
+	Prefix          string `codec:"prefix"`
+	Region          string `codec:"region"`
+	TLS             bool   `codec:"tls"`
+	CACert          string `codec:"ca_cert"`
+	PathStyle       bool   `codec:"path_style"`
+	CredentialsFile string `codec:"credentials_file"`
+}
+
+// s3Config is the s3store configuration of the block.
+func (sc *StoreConfig) s3Config() s3store.Config {
+	return s3store.Config{
+		Endpoint: sc.Endpoint, Bucket: sc.Bucket, Prefix: sc.Prefix, Region: sc.Region,
+		TLS: sc.TLS, CACertFile: sc.CACert, PathStyle: sc.PathStyle, CredentialsFile: sc.CredentialsFile,
+	}
+}
+
 func (c *Config) validate() error {
 	if c.CheckpointStore != "" && !filepath.IsAbs(c.CheckpointStore) {
 		return fmt.Errorf("checkpoint_store: %q must be an absolute path", c.CheckpointStore)
+	}
+	if c.Store != nil {
+		if c.CheckpointStore != "" {
+			return errors.New("store: set either checkpoint_store (a directory) or a store block (S3), not both")
+		}
+		for field, p := range map[string]string{"store.ca_cert": c.Store.CACert, "store.credentials_file": c.Store.CredentialsFile} {
+			if p != "" && !filepath.IsAbs(p) {
+				return fmt.Errorf("%s: %q must be an absolute path", field, p)
+			}
+		}
+		if err := c.Store.s3Config().Validate(); err != nil {
+			return err
+		}
 	}
 	if c.CheckpointRetain < 1 {
 		return fmt.Errorf("checkpoint_retain: must be at least 1, got %d", c.CheckpointRetain)

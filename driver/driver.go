@@ -28,6 +28,7 @@ import (
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/s3store"
 	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
@@ -62,6 +63,16 @@ var (
 		"denied_host_uids": hclspec.NewAttr("denied_host_uids", "string", false),
 		"denied_host_gids": hclspec.NewAttr("denied_host_gids", "string", false),
 		"checkpoint_store": hclspec.NewAttr("checkpoint_store", "string", false),
+		"store": hclspec.NewBlock("store", false, hclspec.NewObject(map[string]*hclspec.Spec{
+			"endpoint":         hclspec.NewAttr("endpoint", "string", true),
+			"bucket":           hclspec.NewAttr("bucket", "string", true),
+			"prefix":           hclspec.NewAttr("prefix", "string", false),
+			"region":           hclspec.NewAttr("region", "string", false),
+			"tls":              hclspec.NewDefault(hclspec.NewAttr("tls", "bool", false), hclspec.NewLiteral("true")),
+			"ca_cert":          hclspec.NewAttr("ca_cert", "string", false),
+			"path_style":       hclspec.NewDefault(hclspec.NewAttr("path_style", "bool", false), hclspec.NewLiteral("false")),
+			"credentials_file": hclspec.NewAttr("credentials_file", "string", false),
+		})),
 		"checkpoint_retain": hclspec.NewDefault(
 			hclspec.NewAttr("checkpoint_retain", "number", false),
 			hclspec.NewLiteral("3"),
@@ -222,8 +233,19 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 		d.logger.Info("driver disabled: set enabled = true in the plugin block to run tasks")
 	}
 
+	// An S3 store is opened now, so a bad endpoint, a missing bucket or
+	// refused credentials fail the plugin's start, naming the field, rather
+	// than the first checkpoint. A directory store opens on first use.
+	var opened *store.Store
+	if config.Enabled && config.Store != nil {
+		s, err := d.openS3Store(&config)
+		if err != nil {
+			return fmt.Errorf("invalid caravan plugin config: %w", err)
+		}
+		opened = s
+	}
 	d.storeLock.Lock()
-	d.store = nil // reopened with the new options on next use
+	d.store = opened // a directory store is reopened with the new options on next use
 	d.storeLock.Unlock()
 
 	if err := d.serveMetrics(config.MetricsAddress); err != nil {
@@ -250,18 +272,47 @@ func (d *Driver) checkpointStore() (*store.Store, error) {
 	if d.store != nil {
 		return d.store, nil
 	}
+	if config.Store != nil {
+		s, err := d.openS3Store(config)
+		if err != nil {
+			return nil, err
+		}
+		d.store = s
+		return s, nil
+	}
 	if config.CheckpointStore == "" {
 		return nil, errNoStore
 	}
-	s, err := store.Open(config.CheckpointStore, store.Options{
-		Retain:    config.CheckpointRetain,
-		ChunkSize: config.CheckpointChunkSize,
-		Logger:    d.logger,
-	})
+	s, err := store.Open(config.CheckpointStore, storeOptions(config, d.logger))
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store %s: %w", config.CheckpointStore, err)
 	}
 	d.store = s
+	return s, nil
+}
+
+func storeOptions(config *Config, logger hclog.Logger) store.Options {
+	return store.Options{
+		Retain:    config.CheckpointRetain,
+		ChunkSize: config.CheckpointChunkSize,
+		Logger:    logger,
+	}
+}
+
+// openS3Store opens the store block's bucket, checking the endpoint, the
+// bucket and the credentials (s3store.New).
+func (d *Driver) openS3Store(config *Config) (*store.Store, error) {
+	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+	defer cancel()
+	b, err := s3store.New(ctx, config.Store.s3Config())
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint store: %w", err)
+	}
+	s, err := store.OpenBackend(b, storeOptions(config, d.logger))
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint store %s: %w", b, err)
+	}
+	d.logger.Info("checkpoint store opened", "store", b.String())
 	return s, nil
 }
 
@@ -346,7 +397,9 @@ func (d *Driver) buildFingerprint() *drivers.Fingerprint {
 	if err == nil {
 		// The store stays open once opened; check its root is still there
 		// (an unmounted share).
-		if _, serr := os.Stat(st.Root()); serr != nil {
+		if st.Backend() != nil {
+			// An object store: its calls report ErrUnavailable themselves.
+		} else if _, serr := os.Stat(st.Root()); serr != nil {
 			err = fmt.Errorf("%w: %w", store.ErrUnavailable, serr)
 		}
 	}

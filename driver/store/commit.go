@@ -47,6 +47,9 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 // through src (os.Root), so a tree whose entries are swapped for symlinks
 // while it is read can never make the store read outside it.
 func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
+	if s.backend != nil {
+		return s.commitObject(ctx, key, src, node, meta)
+	}
 	start := s.now()
 	keyDir, err := key.dir(s.root)
 	if err != nil {

@@ -21,6 +21,9 @@ var ErrBusy = errors.New("checkpoint key in use")
 // It refuses, deleting nothing, a key with no generation (ErrNoCheckpoint)
 // and a key whose lock is held (ErrBusy): it never waits for a commit.
 func (s *Store) Delete(key Key) (int, error) {
+	if s.backend != nil {
+		return s.deleteObject(key)
+	}
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return 0, err

@@ -19,6 +19,9 @@ import (
 // It refuses, deleting nothing, a generation the key does not have
 // (ErrNoCheckpoint) and a key whose lock is held (ErrBusy).
 func (s *Store) DeleteGeneration(key Key, gen uint64) error {
+	if s.backend != nil {
+		return s.deleteGenerationObject(key, gen)
+	}
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return err

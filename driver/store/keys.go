@@ -11,6 +11,9 @@ import (
 // by their String form. Directories that are not keys (foreign files, the
 // store's own dot-directories) are skipped.
 func (s *Store) Keys() ([]Key, error) {
+	if s.backend != nil {
+		return s.keysObject()
+	}
 	if err := s.statRoot(); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -62,6 +61,13 @@ type Options struct {
 	ChunkSize int
 	// Logger receives the store's logs; a null logger when nil.
 	Logger hclog.Logger
+	// LeaseTTL, GCGrace and Settle tune an object store (OpenBackend; see
+	// README.md, "Object stores"): how long a commit's, restore's or GC's
+	// lease lives without being refreshed (default 2 min), how old an
+	// unreferenced chunk must be before GC deletes it (default 15 min;
+	// negative: any age), and how long GC waits after announcing itself
+	// before it lists the leases (default 2 s; negative: not at all).
+	LeaseTTL, GCGrace, Settle time.Duration
 	// Workers is the number of goroutines hashing and copying chunks
 	// (default 4*GOMAXPROCS within [4, 16]: chunk I/O is synchronous
 	// O_DIRECT, so several workers per core keep the disk queue full while
@@ -80,6 +86,14 @@ type Store struct {
 	workers   int
 	logger    hclog.Logger
 	now       func() time.Time
+
+	// backend is the object store of a store opened with OpenBackend; nil
+	// for a directory store.
+	backend   Backend
+	leaseTTL  time.Duration // how long a lease lives unrefreshed
+	gcGrace   time.Duration // how old an unreferenced chunk must be to go
+	settle    time.Duration // how long GC waits for listings to settle
+	pollEvery time.Duration // how often a waiter looks again
 }
 
 // Open opens the store rooted at root, which must exist and be writable.
@@ -92,33 +106,11 @@ func Open(root string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if opts.Retain < 0 {
-		return nil, fmt.Errorf("%w: retain must be >= 1, got %d", ErrInvalid, opts.Retain)
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
-	}
-	if opts.ChunkSize == 0 {
-		opts.ChunkSize = DefaultChunkSize
-	}
-	if opts.ChunkSize < minChunkSize || opts.ChunkSize > maxChunkSize {
-		return nil, fmt.Errorf("%w: chunk_size must be within [%d, %d], got %d",
-			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = min(max(4*runtime.GOMAXPROCS(0), 4), 16)
-	}
-	if opts.Logger == nil {
-		opts.Logger = hclog.NewNullLogger()
-	}
-	s := &Store{
-		root:      abs,
-		retain:    opts.Retain,
-		chunkSize: opts.ChunkSize,
-		workers:   opts.Workers,
-		logger:    opts.Logger.Named("store"),
-		now:       time.Now,
-	}
+	s.root = abs
 	if err := s.checkRoot(); err != nil {
 		return nil, err
 	}
@@ -159,6 +151,9 @@ func (s *Store) checkRoot() error {
 
 // statRoot is the cheap availability check done by every operation.
 func (s *Store) statRoot() error {
+	if s.backend != nil {
+		return nil
+	}
 	fi, err := os.Stat(s.root)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -173,7 +168,7 @@ func (s *Store) statRoot() error {
 // (an unmounted share, a deleted directory), so callers can tell an
 // unreachable store from other failures.
 func (s *Store) classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) || s.backend != nil {
 		return err
 	}
 	if rerr := s.statRoot(); rerr != nil {

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+)
+
+// Backend is an object store the checkpoint store can keep its chunks,
+// manifests and leases in (S3 and S3-compatible servers: see s3store).
+// Names are slash-separated, relative to the backend's own prefix.
+//
+// The store relies on: a Put that returned nil is durable and visible to
+// every later Get and Stat (read-after-write, as S3 has guaranteed since
+// 2020); a Put with ifAbsent is a conditional create (If-None-Match: *) that
+// fails with ErrObjectExists when the name is taken; listings may lag, so
+// the store never uses one to find what it has just written.
+type Backend interface {
+	// Put stores data under name, replacing any object there unless ifAbsent.
+	Put(ctx context.Context, name string, data []byte, ifAbsent bool) error
+	// Get opens the object; its size is returned with it. A missing object
+	// is ErrObjectNotFound.
+	Get(ctx context.Context, name string) (io.ReadCloser, int64, error)
+	// Stat returns the object's size and the server's modification time,
+	// or ErrObjectNotFound.
+	Stat(ctx context.Context, name string) (ObjectInfo, error)
+	// List calls fn for every object whose name starts with prefix.
+	List(ctx context.Context, prefix string, fn func(ObjectInfo) error) error
+	// Delete removes the object; a missing object is not an error.
+	Delete(ctx context.Context, name string) error
+	// String describes the backend for logs (never its credentials).
+	String() string
+}
+
+// UploadCleaner is a Backend that can find and abort the multipart uploads
+// a crashed writer left behind (S3 keeps their parts, and bills for them,
+// until they are aborted).
+type UploadCleaner interface {
+	// AbortStaleUploads aborts every incomplete upload below the backend's
+	// prefix started before cutoff and returns how many it aborted.
+	AbortStaleUploads(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Name     string
+	Size     int64
+	Modified time.Time // the server's clock
+}
+
+var (
+	// ErrObjectNotFound is returned by a Backend for a missing object.
+	ErrObjectNotFound = errors.New("object not found")
+	// ErrObjectExists is returned by a Backend's conditional Put when the
+	// name is taken.
+	ErrObjectExists = errors.New("object exists")
+)
+
+// Object store defaults (Options fields of the same names).
+const (
+	DefaultLeaseTTL = 2 * time.Minute
+	DefaultGCGrace  = 15 * time.Minute
+	DefaultSettle   = 2 * time.Second
+)
+
+// OpenBackend opens a store kept in an object store. It has the same calls
+// and guarantees as a directory store opened with Open; what rests on file
+// locks there rests on leases here (see README.md, "Object stores").
+func OpenBackend(b Backend, opts Options) (*Store, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
+	}
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.backend = b
+	s.root = b.String()
+	if s.workers < 16 {
+		// Object I/O waits on the network, not the CPU.
+		s.workers = 16
+	}
+	if opts.Workers > 0 {
+		s.workers = opts.Workers
+	}
+	s.leaseTTL = opts.LeaseTTL
+	if s.leaseTTL <= 0 {
+		s.leaseTTL = DefaultLeaseTTL
+	}
+	s.gcGrace = opts.GCGrace
+	if s.gcGrace == 0 {
+		s.gcGrace = DefaultGCGrace
+	}
+	s.settle = opts.Settle
+	if s.settle == 0 {
+		s.settle = DefaultSettle
+	}
+	s.pollEvery = min(time.Second, s.leaseTTL/4)
+	return s, nil
+}
+
+// newStore applies the defaults of opts common to both kinds of store.
+func newStore(opts Options) (*Store, error) {
+	if opts.Retain < 0 {
+		return nil, fmt.Errorf("%w: retain must be >= 1, got %d", ErrInvalid, opts.Retain)
+	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.ChunkSize < minChunkSize || opts.ChunkSize > maxChunkSize {
+		return nil, fmt.Errorf("%w: chunk_size must be within [%d, %d], got %d",
+			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = min(max(4*runtime.GOMAXPROCS(0), 4), 16)
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	return &Store{
+		retain:    opts.Retain,
+		chunkSize: opts.ChunkSize,
+		workers:   opts.Workers,
+		logger:    opts.Logger.Named("store"),
+		now:       time.Now,
+	}, nil
+}
+
+// Backend returns the object store backend, nil for a directory store.
+func (s *Store) Backend() Backend { return s.backend }
+
+// Object names, relative to the backend's prefix.
+const (
+	objChunks  = "chunks/"
+	objKeys    = "keys/"
+	objLeases  = "leases/"
+	objGCLease = objLeases + "gc"
+	objLatest  = "latest"
+)
+
+func chunkObject(d string) string { return objChunks + d[:2] + "/" + d }
+
+// keyObjectPrefix is the key's folder of manifests: keys/<escaped parts>/.
+func keyObjectPrefix(k Key) (string, error) {
+	parts, err := k.parts()
+	if err != nil {
+		return "", err
+	}
+	return objKeys + strings.Join(parts, "/") + "/", nil
+}

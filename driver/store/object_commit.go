@@ -1,0 +1,276 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxPublishTries bounds how many generation numbers a commit tries when
+// concurrent commits of the key take them first.
+const maxPublishTries = 64
+
+// commitObject is CommitRoot for an object store. Chunks are uploaded (those
+// the store lacks, by a HEAD of their name) and confirmed by the server
+// before the manifest is written; the manifest is written with a
+// conditional create, so two commits can never publish the same generation,
+// and a failed or killed commit leaves only unreferenced chunks for GC.
+func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
+	start := s.now()
+	prefix, err := keyObjectPrefix(key)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	if err := checkOrderMeta(meta); err != nil {
+		return nil, CommitStats{}, err
+	}
+	files, err := scanTree(src)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	l, err := s.acquireLease(ctx, "commit", key)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	defer s.release(l)
+
+	gens, err := s.objectGenerations(ctx, prefix)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	if err := s.checkNotStaleObject(ctx, prefix, gens, meta); err != nil {
+		return nil, CommitStats{}, err
+	}
+	newBytes, err := s.uploadChunks(ctx, src, files)
+	if err != nil {
+		return nil, CommitStats{}, err
+	}
+	m := &Manifest{
+		Format:    formatFor(files),
+		Key:       key.String(),
+		Created:   s.now().UTC(),
+		Node:      node,
+		Meta:      maps.Clone(meta),
+		ChunkSize: s.chunkSize,
+		Files:     files,
+	}
+	nfiles := 0
+	for _, f := range files {
+		if f.Mode.IsRegular() {
+			m.TotalBytes += f.Size
+			nfiles++
+		}
+	}
+	// Look again: the upload took a while, and a concurrent commit may have
+	// published (and pruned) meanwhile. A pruned generation's name is free
+	// again, so the conditional create alone would not keep numbers rising.
+	if gens, err = s.objectGenerations(ctx, prefix); err != nil {
+		return nil, CommitStats{}, err
+	}
+	if err := s.checkNotStaleObject(ctx, prefix, gens, meta); err != nil {
+		return nil, CommitStats{}, err
+	}
+	next := uint64(1)
+	if len(gens) > 0 {
+		next = gens[len(gens)-1] + 1
+	}
+	if err := s.publishObject(ctx, prefix, m, next, meta); err != nil {
+		return nil, CommitStats{}, err
+	}
+	gens = append(gens, m.Generation)
+	stats := CommitStats{Generation: m.Generation, Files: nfiles, Bytes: m.TotalBytes, NewBytes: newBytes, Duration: s.now().Sub(start)}
+	s.logger.Info("checkpoint committed", "key", m.Key, "generation", m.Generation, "files", nfiles,
+		"bytes", m.TotalBytes, "new_bytes", newBytes, "duration", stats.Duration)
+	if err := s.pruneObject(ctx, prefix, gens); err != nil {
+		s.logger.Warn("retention failed", "key", m.Key, "error", err)
+	}
+	return m, stats, nil
+}
+
+// checkNotStaleObject is checkNotStale reading manifests from the backend.
+func (s *Store) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) error {
+	p := positionOf(meta)
+	if !p.hasSeq {
+		return nil
+	}
+	for _, g := range slices.Backward(gens) {
+		m, err := s.readObjectManifest(ctx, prefix, g)
+		switch {
+		case err == nil:
+			if q := positionOf(m.Meta); p.olderThan(q) {
+				return fmt.Errorf("%w: %s is older than generation %d (%s)", ErrStale, p, g, q)
+			}
+			return nil
+		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrObjectNotFound):
+			continue
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// publishObject writes m as generation gen with a conditional create; when
+// a concurrent commit took gen, it checks that one for staleness and tries
+// the next number. Then it points the key's latest pointer at it.
+func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, gen uint64, meta map[string]string) error {
+	for range maxPublishTries {
+		m.Generation = gen
+		if err := m.check(gen); err != nil {
+			return fmt.Errorf("commit produced a bad manifest: %w", err)
+		}
+		b, err := json.MarshalIndent(m, "", " ")
+		if err != nil {
+			return fmt.Errorf("encode manifest: %w", err)
+		}
+		if err := checkEncoded(b, m); err != nil {
+			return err
+		}
+		hook(stepManifestTempWritten)
+		err = s.backend.Put(ctx, prefix+manifestName(gen), b, true)
+		if errors.Is(err, ErrObjectExists) {
+			if err := s.checkNotStaleObject(ctx, prefix, []uint64{gen}, meta); err != nil {
+				return err
+			}
+			gen++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publish manifest: %w", err)
+		}
+		hook(stepManifestPublished)
+		p, _ := json.Marshal(latestPointer{Generation: gen})
+		if err := s.backend.Put(ctx, prefix+objLatest, p, false); err != nil {
+			// Published all the same: readers probe past a stale pointer.
+			s.logger.Warn("latest pointer not updated", "key", m.Key, "generation", gen, "error", err)
+		}
+		hook(stepCommitted)
+		return nil
+	}
+	return fmt.Errorf("publish manifest: %d generations taken by concurrent commits", maxPublishTries)
+}
+
+// uploadChunks hashes every chunk of the regular files in files (filling in
+// Chunks and SHA256) and uploads those the backend lacks, with s.workers
+// goroutines, each holding at most one chunk (a slice of the file's map, or
+// one chunk-sized buffer). It returns the bytes uploaded. Every chunk is
+// confirmed by the server when it returns nil.
+func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry) (int64, error) {
+	tStart := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan chunkJob, s.workers*2)
+	var (
+		mu       sync.Mutex
+		seen     = map[string]bool{}
+		uploaded atomic.Int64
+		count    atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < s.workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			guardFaults()
+			var buf []byte
+			for job := range jobs {
+				if ctx.Err() == nil {
+					n, err := s.uploadChunk(ctx, job, &buf, &mu, seen)
+					if err != nil {
+						cancel(err)
+					}
+					if n > 0 {
+						uploaded.Add(n)
+						count.Add(1)
+					}
+				}
+				job.src.done()
+			}
+		}()
+	}
+	s.queueChunks(ctx, cancel, root, files, jobs)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	for i := range files {
+		if files[i].Mode.IsRegular() {
+			files[i].SHA256 = treeHash(files[i].Chunks)
+		}
+	}
+	hook(stepChunksSynced)
+	s.logger.Debug("chunks uploaded", "duration", time.Since(tStart), "new_chunks", count.Load(), "new_bytes", uploaded.Load())
+	return uploaded.Load(), nil
+}
+
+// copyChunk copies one chunk into *buf (allocated on first use): the HTTP
+// transport reads a request body on goroutines of its own, where a fault on
+// a map of a file that shrank would crash the process, so it is never given
+// the map itself. The copy is hashed and uploaded, so what is uploaded is
+// what its name says whatever the file does meanwhile.
+func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, err error) {
+	if len(*buf) < s.chunkSize {
+		*buf = make([]byte, s.chunkSize)
+	}
+	b = (*buf)[:job.n]
+	if job.src.data == nil {
+		n, err := job.src.f.ReadAt(b, job.off)
+		if n < len(b) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		}
+		return b, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("read %s: %w", job.entry.Path, errFault{r})
+		}
+	}()
+	copy(b, job.src.data[job.off:job.off+int64(job.n)])
+	return b, nil
+}
+
+// uploadChunk hashes one chunk and uploads it unless this commit already
+// did or the backend holds an object of its name and size. It returns the
+// bytes uploaded.
+func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *sync.Mutex, seen map[string]bool) (int64, error) {
+	b, err := s.copyChunk(job, buf)
+	if err != nil {
+		return 0, err
+	}
+	sum := sha256.Sum256(b)
+	d := hex.EncodeToString(sum[:])
+	job.entry.Chunks[job.index] = d
+	mu.Lock()
+	dup := seen[d]
+	seen[d] = true
+	mu.Unlock()
+	if dup {
+		return 0, nil
+	}
+	name := chunkObject(d)
+	fi, err := s.backend.Stat(ctx, name)
+	if err == nil && fi.Size == int64(len(b)) {
+		return 0, nil
+	}
+	if err != nil && !errors.Is(err, ErrObjectNotFound) {
+		return 0, fmt.Errorf("stat chunk: %w", err)
+	}
+	if err := s.backend.Put(ctx, name, b, false); err != nil {
+		return 0, fmt.Errorf("upload chunk: %w", err)
+	}
+	hook(stepChunkTempWritten)
+	return int64(len(b)), nil
+}

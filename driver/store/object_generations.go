@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// objectOpTimeout bounds the object store calls that take no context
+// (Latest, List, Keys, Delete, DeleteGeneration, GC's pruning).
+const objectOpTimeout = 2 * time.Minute
+
+// latestPointer is the body of a key's "latest" object, overwritten after
+// each commit. Listings may lag, so readers take the newest of the listing
+// and the pointer, then probe forward from it.
+type latestPointer struct {
+	Generation uint64 `json:"generation"`
+}
+
+// objectGenerations returns the key's published generations, ascending:
+// those listed, the one the latest pointer names, and any found by probing
+// upwards from the newest of those (a generation published after the
+// pointer was read, or whose pointer write was lost).
+func (s *Store) objectGenerations(ctx context.Context, prefix string) ([]uint64, error) {
+	set := map[uint64]bool{}
+	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
+		if g, ok := parseManifestName(strings.TrimPrefix(o.Name, prefix)); ok {
+			set[g] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list generations: %w", err)
+	}
+	if p, err := s.readPointer(ctx, prefix); err != nil {
+		return nil, err
+	} else if p > 0 {
+		if _, err := s.backend.Stat(ctx, prefix+manifestName(p)); err == nil {
+			set[p] = true
+		} else if !errors.Is(err, ErrObjectNotFound) {
+			return nil, fmt.Errorf("stat generation %d: %w", p, err)
+		}
+	}
+	gens := slices.Sorted(maps.Keys(set))
+	next := uint64(1)
+	if len(gens) > 0 {
+		next = gens[len(gens)-1] + 1
+	}
+	for {
+		_, err := s.backend.Stat(ctx, prefix+manifestName(next))
+		if errors.Is(err, ErrObjectNotFound) {
+			return gens, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stat generation %d: %w", next, err)
+		}
+		gens = append(gens, next)
+		next++
+	}
+}
+
+// parseManifestName reads the generation from a manifest's name.
+func parseManifestName(name string) (uint64, bool) {
+	if !strings.HasPrefix(name, manifestPrefix) || !strings.HasSuffix(name, manifestSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, manifestPrefix), manifestSuffix), 10, 64)
+	return n, err == nil
+}
+
+// readPointer returns the generation the key's latest pointer names, 0
+// when it has none or it does not parse.
+func (s *Store) readPointer(ctx context.Context, prefix string) (uint64, error) {
+	b, err := s.getSmall(ctx, prefix+objLatest)
+	if errors.Is(err, ErrObjectNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read latest pointer: %w", err)
+	}
+	var p latestPointer
+	if json.Unmarshal(b, &p) != nil {
+		return 0, nil
+	}
+	return p.Generation, nil
+}
+
+// maxManifestBytes bounds what the store reads of one manifest or pointer.
+const maxManifestBytes = 1 << 30
+
+// getSmall reads a whole object (manifest, pointer, lease).
+func (s *Store) getSmall(ctx context.Context, name string) ([]byte, error) {
+	rc, size, err := s.backend.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if size > maxManifestBytes {
+		return nil, fmt.Errorf("%w: %s has %d bytes", ErrCorrupt, name, size)
+	}
+	return io.ReadAll(io.LimitReader(rc, maxManifestBytes))
+}
+
+// readObjectManifest reads and checks one generation's manifest: a missing
+// one wraps ErrObjectNotFound, one that does not parse or check ErrCorrupt.
+func (s *Store) readObjectManifest(ctx context.Context, prefix string, gen uint64) (*Manifest, error) {
+	b, err := s.getSmall(ctx, prefix+manifestName(gen))
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of generation %d: %w", gen, err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+	}
+	if err := m.check(gen); err != nil {
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+	}
+	return &m, nil
+}
+
+// listObject is List for an object store.
+func (s *Store) listObject(key Key) ([]*Manifest, error) {
+	prefix, err := keyObjectPrefix(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
+	defer cancel()
+	gens, err := s.objectGenerations(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Manifest, 0, len(gens))
+	for _, g := range gens {
+		m, err := s.readObjectManifest(ctx, prefix, g)
+		switch {
+		case err == nil:
+			out = append(out, m)
+		case errors.Is(err, ErrCorrupt):
+			s.logger.Warn("skipping corrupt manifest", "key", key.String(), "generation", g, "error", err)
+		case errors.Is(err, ErrObjectNotFound):
+		default:
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// keysObject is Keys for an object store.
+func (s *Store) keysObject() ([]Key, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
+	defer cancel()
+	seen := map[string]Key{}
+	err := s.backend.List(ctx, objKeys, func(o ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Name, objKeys)
+		i := strings.LastIndexByte(rest, '/')
+		if i < 0 {
+			return nil
+		}
+		if _, ok := parseManifestName(rest[i+1:]); !ok {
+			return nil
+		}
+		if k, err := ParseKey(rest[:i]); err == nil {
+			seen[k.String()] = k
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	keys := slices.Collect(maps.Values(seen))
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	return keys, nil
+}
+
+// deleteObject is Delete for an object store: ErrBusy while a live commit
+// lease names the key.
+func (s *Store) deleteObject(key Key) (int, error) {
+	prefix, err := keyObjectPrefix(key)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
+	defer cancel()
+	gens, err := s.objectGenerations(ctx, prefix)
+	if err != nil {
+		return 0, err
+	}
+	if len(gens) == 0 {
+		return 0, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
+	}
+	if err := s.checkKeyIdle(ctx, key); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, g := range gens {
+		if err := s.backend.Delete(ctx, prefix+manifestName(g)); err != nil {
+			return n, fmt.Errorf("delete %s: %w", key, err)
+		}
+		n++
+	}
+	if err := s.backend.Delete(ctx, prefix+objLatest); err != nil {
+		return n, fmt.Errorf("delete %s: %w", key, err)
+	}
+	s.logger.Info("checkpoint key deleted", "key", key.String(), "generations", n)
+	return n, nil
+}
+
+// checkKeyIdle returns ErrBusy while a live commit lease names key.
+func (s *Store) checkKeyIdle(ctx context.Context, key Key) error {
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return err
+	}
+	busy, err := s.liveLeases(ctx, now, key.String())
+	if err != nil {
+		return err
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("%w: %s is being committed (%s)", ErrBusy, key, busy[0])
+	}
+	return nil
+}
+
+// deleteGenerationObject is DeleteGeneration for an object store.
+func (s *Store) deleteGenerationObject(key Key, gen uint64) error {
+	prefix, err := keyObjectPrefix(key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
+	defer cancel()
+	gens, err := s.objectGenerations(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(gens, gen) {
+		return fmt.Errorf("%w: %s has no generation %d (it has %v)", ErrNoCheckpoint, key, gen, gens)
+	}
+	if len(gens) == 1 {
+		_, err := s.deleteObject(key)
+		return err
+	}
+	if err := s.checkKeyIdle(ctx, key); err != nil {
+		return err
+	}
+	if err := s.backend.Delete(ctx, prefix+manifestName(gen)); err != nil {
+		return fmt.Errorf("delete %s generation %d: %w", key, gen, err)
+	}
+	s.logger.Info("checkpoint generation deleted", "key", key.String(), "generation", gen)
+	return nil
+}
+
+// pruneObject deletes the manifests of gens (ascending) beyond the newest
+// Retain.
+func (s *Store) pruneObject(ctx context.Context, prefix string, gens []uint64) error {
+	var errs []error
+	if len(gens) > s.retain {
+		for _, g := range gens[:len(gens)-s.retain] {
+			if err := s.backend.Delete(ctx, prefix+manifestName(g)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

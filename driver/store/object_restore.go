@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+)
+
+// restoreObject is RestoreRoot for an object store, under a restore lease
+// (so GC waits for it). Each chunk is read into a worker's buffer and
+// verified before it is written; a missing or bad chunk makes the
+// generation ErrCorrupt and the next older one is tried.
+func (s *Store) restoreObject(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
+	prefix, err := keyObjectPrefix(key)
+	if err != nil {
+		return nil, err
+	}
+	owner := dirOwner(parent, base)
+	l, err := s.acquireLease(ctx, "restore", key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(l)
+	gens, err := s.objectGenerations(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if len(gens) == 0 {
+		return nil, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
+	}
+	removeStale(parent, base)
+	res := &RestoreResult{}
+	var lastErr error
+	for _, gen := range slices.Backward(gens) {
+		m, err := s.readObjectManifest(ctx, prefix, gen)
+		if err == nil {
+			err = s.restoreGeneration(ctx, m, parent, base, owner)
+		}
+		if err == nil {
+			res.Manifest = m
+			res.Duration = s.now().Sub(start)
+			s.logger.Info("checkpoint restored", "key", m.Key, "generation", gen, "from_node", m.Node,
+				"bytes", m.TotalBytes, "fell_back", res.FellBack, "duration", res.Duration)
+			return res, nil
+		}
+		if errors.Is(err, ErrObjectNotFound) && m == nil {
+			continue // pruned by a concurrent commit
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		s.logger.Warn("checkpoint generation failed verification, falling back", "key", key.String(),
+			"generation", gen, "error", err)
+		res.FellBack = append(res.FellBack, gen)
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w for %s: all %d generations failed verification, newest error: %w",
+		ErrNoCheckpoint, key, len(gens), lastErr)
+}
+
+// fetchChunk reads chunk d, of n bytes, into b (len n) and verifies it. A
+// missing chunk, one of the wrong size or one that fails its SHA-256 is
+// ErrCorrupt; a bad one is deleted, so the next commit uploads it afresh
+// (a HEAD would otherwise find it and keep referencing the bad copy).
+func (s *Store) fetchChunk(ctx context.Context, path, d string, b []byte) error {
+	name := chunkObject(d)
+	rc, size, err := s.backend.Get(ctx, name)
+	if errors.Is(err, ErrObjectNotFound) {
+		return fmt.Errorf("%w: %s: chunk %s is missing", ErrCorrupt, path, d)
+	}
+	if err != nil {
+		return fmt.Errorf("read chunk %s: %w", d, err)
+	}
+	defer rc.Close()
+	if size >= 0 && size != int64(len(b)) {
+		s.dropCorrupt(ctx, d)
+		return fmt.Errorf("%w: %s: chunk %s has %d bytes, want %d", ErrCorrupt, path, d, size, len(b))
+	}
+	if _, err := io.ReadFull(rc, b); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: %s: chunk %s is short: %w", ErrCorrupt, path, d, err)
+		}
+		return fmt.Errorf("read chunk %s: %w", d, err)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != d {
+		s.dropCorrupt(ctx, d)
+		return fmt.Errorf("%w: %s: chunk %s fails its SHA-256", ErrCorrupt, path, d)
+	}
+	return nil
+}
+
+// dropCorrupt deletes a chunk object that failed verification.
+func (s *Store) dropCorrupt(ctx context.Context, d string) {
+	if err := s.backend.Delete(context.WithoutCancel(ctx), chunkObject(d)); err == nil {
+		s.logger.Warn("deleted corrupt chunk", "chunk", d)
+	}
+}

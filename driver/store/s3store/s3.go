@@ -1,0 +1,326 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// Retries: every call is retried with exponential backoff (jittered, up to
+// maxBackoff) on throttling (503 SlowDown), 5xx answers and connection
+// errors, up to maxAttempts tries, without the SDK's client-side retry
+// quota (which would turn a long SlowDown into immediate failures). The
+// caller's context bounds it all.
+const (
+	maxAttempts = 10
+	maxBackoff  = 5 * time.Second
+)
+
+// Backend is the S3 store.Backend. Create it with New.
+type Backend struct {
+	client *s3.Client
+	bucket string
+	prefix string // "" or ending in "/"
+	desc   string
+}
+
+var _ store.Backend = (*Backend)(nil)
+var _ store.UploadCleaner = (*Backend)(nil)
+
+// New validates c, connects, and checks at once that the endpoint answers,
+// the bucket exists and the credentials may write below the prefix (a probe
+// object is written and deleted), so a misconfigured store fails when the
+// plugin starts, with an error naming the field, not at the first
+// checkpoint.
+func New(ctx context.Context, c Config) (store.Backend, error) {
+	b, err := newBackend(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.check(ctx, c); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// newBackend builds the client without contacting the server.
+func newBackend(c Config) (*Backend, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	ak, sk, token, _, err := c.credentials()
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := newHTTPClient(c)
+	if err != nil {
+		return nil, err
+	}
+	region := c.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	scheme := "http"
+	if c.TLS {
+		scheme = "https"
+	}
+	cfg := aws.Config{
+		Region:      region,
+		Credentials: credentials.NewStaticCredentialsProvider(ak, sk, token),
+		HTTPClient:  httpClient,
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = maxAttempts
+				o.MaxBackoff = maxBackoff
+				o.RateLimiter = ratelimit.None
+			})
+		},
+		// The store verifies every chunk by its SHA-256 itself; the SDK's
+		// default CRC trailers are not understood by every S3-compatible
+		// server.
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(scheme + "://" + c.Endpoint)
+		o.UsePathStyle = c.PathStyle
+	})
+	prefix := strings.Trim(c.Prefix, "/")
+	if prefix != "" {
+		prefix += "/"
+	}
+	return &Backend{client: client, bucket: c.Bucket, prefix: prefix, desc: c.String()}, nil
+}
+
+func newHTTPClient(c Config) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	tr.ResponseHeaderTimeout = 2 * time.Minute
+	if c.CACertFile != "" {
+		pem, err := os.ReadFile(c.CACertFile)
+		if err != nil {
+			return nil, fieldErr("ca_cert", "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fieldErr("ca_cert", "%s holds no PEM certificate", c.CACertFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}, nil
+}
+
+// check is New's start check.
+func (b *Backend) check(ctx context.Context, c Config) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	few := func(o *s3.Options) { o.RetryMaxAttempts = 2 }
+	_, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b.bucket)}, few)
+	if err != nil {
+		return classifyStart(err, c)
+	}
+	probe := b.prefix + "leases/probe-start"
+	_, err = b.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(probe), Body: bytes.NewReader(nil)}, few)
+	if err != nil {
+		return classifyStart(err, c)
+	}
+	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(probe)}, few); err != nil {
+		return classifyStart(err, c)
+	}
+	return nil
+}
+
+// classifyStart names the field a failed start check points at.
+func classifyStart(err error, c Config) error {
+	status := httpStatus(err)
+	code := errorCode(err)
+	switch {
+	case status == 0:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, fieldErr("endpoint", "%s does not answer: %v", c.Endpoint, err))
+	case status == http.StatusNotFound || code == "NoSuchBucket":
+		return fieldErr("bucket", "bucket %q does not exist on %s", c.Bucket, c.Endpoint)
+	case status == http.StatusForbidden || status == http.StatusUnauthorized ||
+		code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied":
+		_, _, _, source, _ := c.credentials()
+		return fieldErr("credentials_file", "the credentials from %s are refused for bucket %q prefix %q (HTTP %d %s)",
+			source, c.Bucket, c.Prefix, status, code)
+	case status == http.StatusMovedPermanently || code == "AuthorizationHeaderMalformed" || code == "PermanentRedirect":
+		return fieldErr("region", "%q is not the bucket's region (HTTP %d %s)", c.Region, status, code)
+	default:
+		return fieldErr("endpoint", "%s answered HTTP %d %s: %v", c.Endpoint, status, code, err)
+	}
+}
+
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// isNotFound reports a missing object or key.
+func isNotFound(err error) bool {
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	return errors.As(err, &nsk) || errors.As(err, &nf) || httpStatus(err) == http.StatusNotFound && errorCode(err) != "NoSuchBucket"
+}
+
+// wrap turns SDK errors into the store's: a missing object is
+// store.ErrObjectNotFound; an unreachable server or a bucket gone is also
+// store.ErrUnavailable.
+func (b *Backend) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isNotFound(err) {
+		return fmt.Errorf("%s %s: %w", op, name, store.ErrObjectNotFound)
+	}
+	var ne net.Error
+	if httpStatus(err) == 0 && (errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)) || errorCode(err) == "NoSuchBucket" {
+		return fmt.Errorf("%w: %s %s: %w", store.ErrUnavailable, op, name, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, name, err)
+}
+
+func (b *Backend) key(name string) *string { return aws.String(b.prefix + name) }
+
+// Put implements store.Backend; ifAbsent sends If-None-Match: *.
+func (b *Backend) Put(ctx context.Context, name string, data []byte, ifAbsent bool) error {
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           b.key(name),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if ifAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := b.client.PutObject(ctx, in)
+	if ifAbsent && (httpStatus(err) == http.StatusPreconditionFailed || errorCode(err) == "PreconditionFailed" ||
+		httpStatus(err) == http.StatusConflict && errorCode(err) == "ConditionalRequestConflict") {
+		return fmt.Errorf("put %s: %w", name, store.ErrObjectExists)
+	}
+	return b.wrap("put", name, err)
+}
+
+// Get implements store.Backend.
+func (b *Backend) Get(ctx context.Context, name string) (io.ReadCloser, int64, error) {
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: b.key(name)})
+	if err != nil {
+		return nil, 0, b.wrap("get", name, err)
+	}
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	return out.Body, size, nil
+}
+
+// Stat implements store.Backend.
+func (b *Backend) Stat(ctx context.Context, name string) (store.ObjectInfo, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: b.key(name)})
+	if err != nil {
+		return store.ObjectInfo{}, b.wrap("stat", name, err)
+	}
+	fi := store.ObjectInfo{Name: name}
+	if out.ContentLength != nil {
+		fi.Size = *out.ContentLength
+	}
+	if out.LastModified != nil {
+		fi.Modified = *out.LastModified
+	}
+	return fi, nil
+}
+
+// List implements store.Backend.
+func (b *Backend) List(ctx context.Context, prefix string, fn func(store.ObjectInfo) error) error {
+	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: aws.String(b.bucket), Prefix: b.key(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return b.wrap("list", prefix, err)
+		}
+		for _, o := range page.Contents {
+			fi := store.ObjectInfo{Name: strings.TrimPrefix(aws.ToString(o.Key), b.prefix), Size: aws.ToInt64(o.Size)}
+			if o.LastModified != nil {
+				fi.Modified = *o.LastModified
+			}
+			if err := fn(fi); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Delete implements store.Backend.
+func (b *Backend) Delete(ctx context.Context, name string) error {
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: b.key(name)})
+	if err != nil && errors.Is(b.wrap("delete", name, err), store.ErrObjectNotFound) {
+		return nil
+	}
+	return b.wrap("delete", name, err)
+}
+
+// AbortStaleUploads implements store.UploadCleaner: it aborts the multipart
+// uploads below the prefix initiated before cutoff (left by a crashed
+// writer; the store's own chunks are single PUTs, but a tool copying into
+// the bucket may not be).
+func (b *Backend) AbortStaleUploads(ctx context.Context, cutoff time.Time) (int, error) {
+	n := 0
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(b.bucket), Prefix: aws.String(b.prefix)}
+	for {
+		out, err := b.client.ListMultipartUploads(ctx, in)
+		if err != nil {
+			return n, b.wrap("list uploads", b.prefix, err)
+		}
+		for _, u := range out.Uploads {
+			if u.Initiated != nil && !u.Initiated.Before(cutoff) {
+				continue
+			}
+			_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+				Bucket: aws.String(b.bucket), Key: u.Key, UploadId: u.UploadId,
+			})
+			if err != nil && !isNotFound(err) && errorCode(err) != "NoSuchUpload" {
+				return n, b.wrap("abort upload", aws.ToString(u.Key), err)
+			}
+			n++
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return n, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
+// String implements store.Backend (no credentials).
+func (b *Backend) String() string { return b.desc }

@@ -1,0 +1,178 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/storetest"
+)
+
+// TestNewReportsTheFieldAtStart checks that a misconfigured store fails in
+// New (the plugin's start), naming the field, against the real server.
+func TestNewReportsTheFieldAtStart(t *testing.T) {
+	srv := requireServer(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	must.NoError(t, err)
+	deadAddr := closed.Addr().String()
+	must.NoError(t, closed.Close())
+
+	cases := map[string]struct {
+		edit  func(*Config)
+		field string
+	}{
+		"bad endpoint":   {func(c *Config) { c.Endpoint = deadAddr }, "store.endpoint"},
+		"missing bucket": {func(c *Config) { c.Bucket = "no-such-bucket-here" }, "store.bucket"},
+		"wrong secret":   {func(c *Config) { c.SecretAccessKey = "wrong" }, "store.credentials_file"},
+		"unknown key":    {func(c *Config) { c.AccessKeyID = "nobody" }, "store.credentials_file"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := srv.newBucket(t)
+			tc.edit(&c)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := New(ctx, c)
+			must.Error(t, err)
+			must.StrContains(t, err.Error(), tc.field)
+			must.StrNotContains(t, err.Error(), testSK)
+			t.Log(err)
+		})
+	}
+	_, err = New(context.Background(), srv.newBucket(t))
+	must.NoError(t, err)
+}
+
+// TestStaleMultipartUploadsAborted leaves a multipart upload behind, as a
+// writer killed mid-upload does, and checks that GC finds and aborts it.
+func TestStaleMultipartUploadsAborted(t *testing.T) {
+	srv := requireServer(t)
+	c := srv.newBucket(t)
+	b, err := newBackend(c)
+	must.NoError(t, err)
+	ctx := context.Background()
+	up, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(c.Bucket), Key: aws.String(b.prefix + "chunks/ab/crashed"),
+	})
+	must.NoError(t, err)
+	_, err = b.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: aws.String(c.Bucket), Key: up.Key, UploadId: up.UploadId, PartNumber: aws.Int32(1),
+		Body: bytesReader(make([]byte, 5<<20)),
+	})
+	must.NoError(t, err)
+	pending := func() int {
+		out, err := b.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(c.Bucket), Prefix: aws.String(b.prefix)})
+		must.NoError(t, err)
+		return len(out.Uploads)
+	}
+	must.Eq(t, 1, pending())
+
+	// Within the grace period the upload may be a live writer's: kept.
+	opts := storetest.Options()
+	opts.GCGrace = time.Hour
+	s, err := store.OpenBackend(b, opts)
+	must.NoError(t, err)
+	must.NoError(t, s.Sweep(ctx))
+	must.Eq(t, 1, pending())
+
+	opts.GCGrace = -1
+	s, err = store.OpenBackend(b, opts)
+	must.NoError(t, err)
+	must.NoError(t, s.Sweep(ctx))
+	must.Eq(t, 0, pending())
+}
+
+// TestSlowDownRetried puts a proxy answering 503 SlowDown to every fifth
+// request in front of the real server: commits and restores succeed,
+// retried with backoff.
+func TestSlowDownRetried(t *testing.T) {
+	srv := requireServer(t)
+	target, err := url.Parse("http://" + srv.endpoint)
+	must.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var n, refused atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%5 == 0 {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	c := srv.newBucket(t)
+	c.Endpoint = proxy.Listener.Addr().String()
+	b, err := New(context.Background(), c)
+	must.NoError(t, err)
+	s, err := store.OpenBackend(b, storetest.Options())
+	must.NoError(t, err)
+	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
+	src := t.TempDir()
+	data := storetestData(t, src)
+	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
+	must.NoError(t, err)
+	dst := t.TempDir() + "/out"
+	_, err = s.Restore(context.Background(), k, dst)
+	must.NoError(t, err)
+	sameFile(t, dst, data)
+	must.Positive(t, refused.Load())
+	t.Logf("%d requests, %d answered SlowDown", n.Load(), refused.Load())
+}
+
+// TestUnavailableServer checks that a store whose server is gone fails
+// with store.ErrUnavailable, within the caller's deadline.
+func TestUnavailableServer(t *testing.T) {
+	srv := requireServer(t)
+	target, err := url.Parse("http://" + srv.endpoint)
+	must.NoError(t, err)
+	var down atomic.Bool
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			hj, _ := w.(http.Hijacker)
+			conn, _, _ := hj.Hijack()
+			_ = conn.Close() // a reset, as a stopped server gives
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	c := srv.newBucket(t)
+	c.Endpoint = proxy.Listener.Addr().String()
+	b, err := New(context.Background(), c)
+	must.NoError(t, err)
+	s, err := store.OpenBackend(b, storetest.Options())
+	must.NoError(t, err)
+	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
+	src := t.TempDir()
+	storetestData(t, src)
+	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
+	must.NoError(t, err)
+	down.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, _, err = s.Commit(ctx, k, src, "n", nil)
+	must.Error(t, err)
+	must.True(t, errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded), must.Sprintf("got %v", err))
+	must.Less(t, 10*time.Second, time.Since(start))
+	down.Store(false)
+	m, err := s.Latest(k)
+	must.NoError(t, err)
+	must.Eq(t, uint64(1), m.Generation)
+}
