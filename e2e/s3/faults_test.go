@@ -29,6 +29,7 @@ func faultAgent(t *testing.T, c *harness.C, s harness.S3, name string, slot int)
 	p := s3fault.New(target, hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: testWriter{t}}))
 	front := httptest.NewServer(p)
 	t.Cleanup(front.Close)
+	t.Cleanup(p.Clear) // first: no request stays held
 
 	a := harness.NewAgent(t, c, name, slot)
 	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, fmt.Sprintf(`enabled           = true

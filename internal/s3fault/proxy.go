@@ -31,8 +31,8 @@ const (
 	// ResetBody reads ResetAfter bytes of the request's body, then resets
 	// the connection (a TCP RST): the client sees its upload cut off.
 	ResetBody
-	// Delay waits Delay before forwarding the request (less if the client
-	// gives up first).
+	// Delay waits Delay before forwarding the request (less if Clear is
+	// called first; not at all if the client gives up first).
 	Delay
 )
 
@@ -79,11 +79,16 @@ type Proxy struct {
 	seen     int
 	// notify is closed and replaced at each request, for WaitRequests.
 	notify chan struct{}
+	// cleared is closed and replaced by Clear: it ends the delays under
+	// way (the server does not notice a client that went away while the
+	// request's body is unread).
+	cleared chan struct{}
 }
 
 // New returns a proxy to target (scheme and host of the S3 server).
 func New(target *url.URL, logger hclog.Logger) *Proxy {
-	p := &Proxy{logger: logger.Named("s3fault"), injected: map[Kind]int{}, notify: make(chan struct{})}
+	p := &Proxy{logger: logger.Named("s3fault"), injected: map[Kind]int{}, notify: make(chan struct{}),
+		cleared: make(chan struct{})}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -110,11 +115,14 @@ func (p *Proxy) Inject(f Fault) {
 	p.faults = append(p.faults, &f)
 }
 
-// Clear removes every fault not yet used up.
+// Clear removes every fault not yet used up, and ends the delays under
+// way: their requests are forwarded now.
 func (p *Proxy) Clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.faults = nil
+	close(p.cleared)
+	p.cleared = make(chan struct{})
 }
 
 // Injected is how many requests got a fault of kind k.
@@ -132,7 +140,7 @@ func (p *Proxy) Requests() int {
 }
 
 // take returns the fault for r, if any, counting it.
-func (p *Proxy) take(r *http.Request) *Fault {
+func (p *Proxy) take(r *http.Request) (*Fault, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seen++
@@ -149,9 +157,9 @@ func (p *Proxy) take(r *http.Request) *Fault {
 			}
 		}
 		p.injected[f.Kind]++
-		return f
+		return f, p.cleared
 	}
-	return nil
+	return nil, nil
 }
 
 // WaitRequests blocks until the proxy has received at least n requests, or
@@ -176,7 +184,7 @@ func (p *Proxy) WaitRequests(n int, timeout time.Duration) bool {
 
 // ServeHTTP applies the request's fault, if any, then forwards it.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f := p.take(r)
+	f, cleared := p.take(r)
 	if f == nil {
 		p.rp.ServeHTTP(w, r)
 		return
@@ -188,11 +196,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case ResetBody:
 		resetBody(w, r, f.ResetAfter, p.logger)
 	case Delay:
+		t := time.NewTimer(f.Delay)
+		defer t.Stop()
 		select {
-		case <-time.After(f.Delay):
-			p.rp.ServeHTTP(w, r)
+		case <-t.C:
+		case <-cleared:
 		case <-r.Context().Done():
+			return
 		}
+		p.rp.ServeHTTP(w, r)
 	default:
 		p.rp.ServeHTTP(w, r)
 	}

@@ -162,6 +162,24 @@ func TestProxy_DelayUntilCleared(t *testing.T) {
 	must.Eq(t, 1, p.Injected(Delay))
 }
 
+func TestProxy_ClearEndsADelayUnderWay(t *testing.T) {
+	p, front, be := setup(t)
+	p.Inject(Fault{Kind: Delay, Match: Uploads, Delay: time.Hour})
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, front.URL+"/bucket/k", strings.NewReader("held"))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	must.True(t, p.WaitRequests(1, 10*time.Second))
+	p.Clear()
+	must.NoError(t, <-done)
+	must.Eq(t, []byte("held"), be.bytes[0])
+}
+
 func TestProxy_ShortDelayForwards(t *testing.T) {
 	p, front, be := setup(t)
 	p.Inject(Fault{Kind: Delay, Delay: 10 * time.Millisecond, Times: 1})
