@@ -24,6 +24,13 @@ import (
 // process), under a prefix of its own.
 func faultAgent(t *testing.T, c *harness.C, s harness.S3, name string, slot int) (*harness.Agent, *s3fault.Proxy) {
 	t.Helper()
+	return storeAgent(t, c, s, name, slot, s.Prefix+"-"+name, s.CredentialsFile)
+}
+
+// storeAgent is faultAgent with the store's prefix and credentials file
+// given.
+func storeAgent(t *testing.T, c *harness.C, s harness.S3, name string, slot int, prefix, credentials string) (*harness.Agent, *s3fault.Proxy) {
+	t.Helper()
 	target, err := url.Parse(s.Endpoint)
 	must.NoError(t, err)
 	p := s3fault.New(target, hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: testWriter{t}}))
@@ -42,7 +49,7 @@ store {
   region           = %q
   path_style       = true
   credentials_file = %q
-}`, front.Listener.Addr().String(), s.Bucket, s.Prefix+"-"+name, s.Region, s.CredentialsFile)))
+}`, front.Listener.Addr().String(), s.Bucket, prefix, s.Region, credentials)))
 	a.WaitNode(t, 2*time.Minute)
 	return a, p
 }
