@@ -4,7 +4,7 @@
 # all on 127.0.0.1, with the caravan plugins loaded from
 # $CARAVAN_CLUSTER_DIR/plugins.
 #
-#   scripts/cluster.sh up|down|status|env|images
+#   scripts/cluster.sh up|down|status|env|images|s3-stop|s3-start
 #
 # Environment:
 #   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
@@ -12,6 +12,9 @@
 #                        Nomad server HTTP = base+10, client1 = base+20,
 #                        client2 = base+30, clientN = base+10+N*10. Distinct
 #                        bases (100 apart) give distinct clusters.
+#   CARAVAN_STORE        the clients' checkpoint store: posix (default) or
+#                        s3; `up` on a running cluster with the other one
+#                        restarts it.
 #   CARAVAN_CLIENTS      Nomad clients, 1 to 8 (default 2), each with two
 #                        simulated GPUs; `up` on a running cluster with
 #                        another count restarts it.
@@ -22,6 +25,13 @@
 # images of build/images/ (scripts/build-images.sh) into both. Neither can
 # pull: their proxy is a closed loopback port. CARAVAN_RUNTIMES=none starts
 # neither (the clients then deny the docker driver).
+#
+# Checkpoint store: CARAVAN_STORE=posix (the default) gives the clients one
+# shared directory, $CARAVAN_CLUSTER_DIR/checkpoints; CARAVAN_STORE=s3 starts
+# a SeaweedFS S3 server on loopback instead (`make seaweedfs` builds it;
+# scripts/cluster/s3.sh has its ports and credential files), and the clients
+# share no directory. `s3-stop` and `s3-start` stop and start that server
+# alone (for tests of an S3 outage).
 #
 # Every agent starts with CARAVAN_CLUSTER_MARK=<cluster dir> in its
 # environment, which its plugins, executors, logmon and tasks inherit; `down`
@@ -51,6 +61,9 @@ for ((i = 1; i <= nclients; i++)); do clients+=("client$i"); done
 agents=(consul server "${clients[@]}")
 # shellcheck source=scripts/cluster/runtimes.sh
 source "$root/scripts/cluster/runtimes.sh"
+# shellcheck source=scripts/cluster/s3.sh
+source "$root/scripts/cluster/s3.sh"
+store=$(store_kind)
 
 consul_http=$base
 server_http=$((base + 10))
@@ -102,6 +115,14 @@ render() {
       "$tmpl"
 }
 
+# render_driver NODE prints the driver plugin's block, with its store.
+render_driver() {
+  local line
+  render "$root/scripts/cluster/plugin-driver.hcl" "$1" | while IFS= read -r line; do
+    if [[ $line == "@STORE@" ]]; then render_store; else printf '%s\n' "$line"; fi
+  done
+}
+
 # start NAME CMD... runs an agent in a session of its own, logging to logs/.
 start() {
   local name=$1; shift
@@ -129,30 +150,34 @@ nodes_ready() {
 }
 
 cmd_up() {
+  s3_enabled && check_weed
   for f in "$bin/nomad" "$bin/consul" "$root/build/caravan"; do
     [[ -x $f ]] || { echo "cluster: $f is missing; run 'make dev' first" >&2; exit 1; }
   done
   local n
   n=$(running_agents)
-  local had
+  local had had_store
   had=$(cat "$dir/clients" 2>/dev/null || echo 2)
-  if (( n == ${#agents[@]} )) && [[ $had == "$nclients" ]]; then
+  had_store=$(cat "$dir/store" 2>/dev/null || echo posix)
+  if (( n == ${#agents[@]} )) && [[ $had == "$nclients" && $had_store == "$store" ]]; then
     start_runtimes
+    start_s3
     log "already running (Nomad $NOMAD_ADDR, Consul http://$CONSUL_HTTP_ADDR)"
     return 0
   fi
   if (( n == ${#agents[@]} )); then
-    log "running with $had clients, $nclients asked for; restarting it"
+    log "running with $had clients and a $had_store store, $nclients and $store asked for; restarting it"
     cmd_down
-  fi
-  if (( n > 0 )); then
+  elif (( n > 0 )); then
     log "partly running ($n of ${#agents[@]} agents); restarting it"
     cmd_down
   fi
 
-  mkdir -p "$dir"/{config,logs,pids,plugins,checkpoints,server}
+  mkdir -p "$dir"/{config,logs,pids,plugins,server}
+  s3_enabled || mkdir -p "$dir/checkpoints"
   for n in "${clients[@]}"; do mkdir -p "$dir/$n" "$dir/mps/$n/pipe" "$dir/mps/$n/log"; done
   echo "$nclients" >"$dir/clients"
+  echo "$store" >"$dir/store"
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
   for p in caravan-gpu caravan; do
@@ -166,12 +191,16 @@ cmd_up() {
     {
       render "$root/scripts/cluster/client.hcl" "$n"
       render "$root/scripts/cluster/plugin-device.hcl" "$n"
-      render "$root/scripts/cluster/plugin-driver.hcl" "$n"
+      render_driver "$n"
       render_runtimes "$n"
     } >"$dir/config/$n.hcl"
   done
 
   start_runtimes
+  if s3_enabled && ! alive weed; then
+    write_s3_identities # fresh keys for each start of the cluster
+  fi
+  start_s3
 
   log "starting Consul (http://$CONSUL_HTTP_ADDR)"
   start consul "$bin/consul" agent -dev -config-file="$dir/config/consul.hcl"
@@ -266,6 +295,7 @@ cmd_down() {
     stop_agent "$a"
   done
   stop_runtimes
+  stop_s3
   local left
   left=$(owned_pids)
   if [[ -n $left ]]; then
@@ -285,6 +315,7 @@ cmd_status() {
     if alive "$a"; then echo "$a: running (pid $(pid_of "$a"))"; else echo "$a: stopped"; fi
   done
   status_runtimes
+  status_s3
   echo "Nomad: $NOMAD_ADDR  Consul: http://$CONSUL_HTTP_ADDR  dir: $dir"
 }
 
@@ -299,5 +330,10 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   images) load_images ;;
-  *) echo "usage: scripts/cluster.sh up|down|status|env|images" >&2; exit 2 ;;
+  s3-stop) stop_s3 ;;
+  s3-start)
+    [[ $(cat "$dir/store" 2>/dev/null) == s3 ]] || { echo "cluster: $dir was not started with CARAVAN_STORE=s3" >&2; exit 1; }
+    CARAVAN_STORE=s3 start_s3
+    ;;
+  *) echo "usage: scripts/cluster.sh up|down|status|env|images|s3-stop|s3-start" >&2; exit 2 ;;
 esac

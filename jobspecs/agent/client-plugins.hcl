@@ -57,8 +57,10 @@ plugin "caravan-gpu" {
 }
 
 # The checkpointing task driver (driver/README.md). Off until enabled, like
-# raw_exec. The store must be one directory every client reaches: an NFS or
-# other shared mount.
+# raw_exec. The store is one directory every client reaches (an NFS or other
+# shared mount), or an S3-compatible object store: the commented `store`
+# block below, in place of checkpoint_store (README.md, "The S3 checkpoint
+# store").
 plugin "caravan" {
   args = ["driver"]
 
@@ -66,6 +68,19 @@ plugin "caravan" {
     enabled           = true
     checkpoint_store  = "/mnt/caravan-checkpoints" # e2e: checkpoint_store
     checkpoint_retain = 3
+
+    # Without a shared mount (remove checkpoint_store):
+    # store {
+    #   endpoint         = "s3.example.internal:9000" # host[:port], no scheme
+    #   tls              = true
+    #   bucket           = "caravan-checkpoints"
+    #   prefix           = "cluster-a"                # this cluster's part of the bucket
+    #   region           = "us-east-1"
+    #   path_style       = true                       # most self-hosted servers
+    #   # AWS shared-credentials format, mode 0600; without it the client's
+    #   # AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY
+    #   credentials_file = "/etc/nomad.d/caravan-s3.credentials"
+    # }
 
     # The same host ID checks as raw_exec's:
     #   denied_host_uids = "0"

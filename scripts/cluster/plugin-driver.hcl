@@ -1,13 +1,15 @@
 # Client plugin block for caravan's checkpointing task driver (owned by the
 # driver; see driver/README.md). scripts/cluster.sh substitutes @CLUSTER_DIR@
-# and @NODE@ (client1|client2). The checkpoint store is one directory both
-# clients reach, standing in for an NFS mount in a real cluster.
+# and @NODE@ (client1|client2), and its store line by the checkpoint store: one
+# directory both clients reach, standing in for an NFS mount in a real
+# cluster, or with CARAVAN_STORE=s3 a `store` block naming the cluster's S3
+# server (scripts/cluster/s3.sh).
 plugin "caravan" {
   args = ["driver"]
   config {
     # Off until enabled, like raw_exec.
     enabled           = true
-    checkpoint_store  = "@CLUSTER_DIR@/checkpoints"
+@STORE@
     checkpoint_retain = 3
     # The agent the driver asks for a job's incarnation (its create index),
     # so a purged and resubmitted job starts fresh: this client's HTTP API.
