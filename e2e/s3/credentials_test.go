@@ -1,9 +1,11 @@
 package s3
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 
@@ -108,4 +110,24 @@ func TestS3_PrefixKeepsTeamsApart(t *testing.T) {
 	}
 	_, body = s.Request(t, ak, sk, "GET", ours, nil)
 	must.Eq(t, "ours", body)
+}
+
+// TestS3_PrefixScopedKeysRunThePlugin starts a driver plugin with the
+// README's prefix-scoped identity (other-team: Read, Write and List on
+// bucket/other-team/* only) and prefix other-team: the store must open
+// and the driver report the checkpoint store reachable.
+func TestS3_PrefixScopedKeysRunThePlugin(t *testing.T) {
+	c, s := s3Cluster(t)
+	a, _ := storeAgent(t, c, s, "s3team", 2, "other-team", s.OtherTeamCredentialsFile)
+	harness.Eventually(t, time.Minute, func() error {
+		node, _, err := a.C.Nomad.Nodes().Info(a.C.Clients[0].NodeID, nil)
+		if err != nil {
+			return err
+		}
+		if got := node.Attributes["driver.caravan.checkpoint_store"]; got != "true" {
+			d := node.Drivers["caravan"]
+			return fmt.Errorf("driver.caravan.checkpoint_store = %q (driver: %+v)", got, d)
+		}
+		return nil
+	})
 }

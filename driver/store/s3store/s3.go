@@ -135,7 +135,10 @@ func (b *Backend) check(ctx context.Context, c Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	few := func(o *s3.Options) { o.RetryMaxAttempts = 2 }
-	_, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b.bucket)}, few)
+	// A listing below the prefix, not HeadBucket: credentials scoped to
+	// one prefix (the README's per-team policy) may not head the bucket.
+	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+		Bucket: aws.String(b.bucket), Prefix: aws.String(b.prefix), MaxKeys: aws.Int32(1)}, few)
 	if err != nil {
 		return classifyStart(err, c)
 	}
