@@ -93,6 +93,11 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 events_logfile_path = "$p/events.log"
 tmp_dir = "$p/tmp"
+# File locks under tmp_dir: the default ("shm") is one /dev/shm/libpod_lock
+# for every podman on the machine, which a second cluster's podman service
+# frees entirely when it starts fresh (refresh), so two clusters side by
+# side would share container locks.
+lock_type = "file"
 EOF
   cat >"$p/storage.conf" <<EOF
 [storage]
@@ -147,15 +152,28 @@ start_runtimes() {
   load_images
 }
 
-# load_images loads every image tarball of build/images/ into both runtimes.
+# load_images loads every image tarball of build/images/ into both runtimes,
+# unless that runtime already holds the image built from the same inputs
+# (build/images/<name>.sha256, recorded per runtime at load time): `up` runs
+# once per e2e package.
 load_images() {
   have_runtimes || return 0
-  local t
+  local t name sum rt
   for t in "$root"/build/images/*.tar; do
     [[ -e $t ]] || continue
-    docker_cli load -q -i "$t" >/dev/null
-    podman_cli load -q -i "$t" >/dev/null
-    log "loaded $(basename "$t" .tar) into dockerd and podman"
+    name=$(basename "$t" .tar)
+    sum=$(cat "${t%.tar}.sha256" 2>/dev/null || true)
+    for rt in docker podman; do
+      local stamp=$rt_dir/$rt/loaded-$name.sha256
+      if [[ -n $sum && $(cat "$stamp" 2>/dev/null) == "$sum" ]] &&
+        "${rt}_cli" image inspect "localhost/$name:local" >/dev/null 2>&1; then
+        continue
+      fi
+      rm -f "$stamp"
+      "${rt}_cli" load -q -i "$t" >/dev/null
+      [[ -z $sum ]] || echo "$sum" >"$stamp"
+      log "loaded $name into $rt"
+    done
   done
 }
 
