@@ -58,18 +58,21 @@ port_of() { echo $((base + step * ($1 - 1))); }
 dir_of() { if (( $1 == 1 )); then echo "$cdir"; else echo "$cdir-$1"; fi; }
 cluster_env() { echo "CARAVAN_CLUSTER_DIR=$(dir_of "$1")" "CARAVAN_PORT_BASE=$(port_of "$1")"; }
 
-# duration PKG prints the package's last measured run time in seconds on one
-# cluster of a loaded 2-core machine (0: unknown). It orders the queue only.
+# duration PKG prints the package's measured run time in seconds, build
+# included (one cluster of two, 2 cores, load 15-20 from other work:
+# 2026-11-25), or 0 when unknown. It only orders the queue.
 duration() {
   case ${1##*/e2e/} in
-    adversarial) echo 437 ;;
-    planner) echo 383 ;;
-    driver) echo 327 ;;
-    testbed) echo 160 ;;
-    ui) echo 137 ;;
-    containers) echo 133 ;;
-    elastic) echo 59 ;;
-    device) echo 41 ;;
+    adversarial) echo 590 ;;
+    driver) echo 486 ;;
+    planner) echo 447 ;;
+    containers) echo 215 ;;
+    ui) echo 195 ;;
+    testbed) echo 187 ;;
+    elastic) echo 79 ;;
+    device) echo 51 ;;
+    jobspecs) echo 40 ;;
+    cluster) echo 6 ;;
     *) echo 0 ;;
   esac
 }

@@ -94,9 +94,9 @@ events_logger = "file"
 events_logfile_path = "$p/events.log"
 tmp_dir = "$p/tmp"
 # File locks under tmp_dir: the default ("shm") is one /dev/shm/libpod_lock
-# for every podman on the machine, which a second cluster's podman service
-# frees entirely when it starts fresh (refresh), so two clusters side by
-# side would share container locks.
+# table shared by every podman on the machine (a podman that frees or
+# renumbers its locks rewrites it for all), so two clusters side by side
+# would share container locks.
 lock_type = "file"
 EOF
   cat >"$p/storage.conf" <<EOF
