@@ -7,7 +7,7 @@
 #   scripts/e2e.sh [PACKAGE...]     (default: every ./e2e/... package with tests)
 #
 # Environment:
-#   E2E_PARALLEL     clusters, 1 to 4 (default 2). 1 runs the packages in
+#   E2E_PARALLEL     clusters, 1 to 4 (default 3). 1 runs the packages in
 #                    `go list` order on one cluster, as `make e2e` always did.
 #   E2E_TIMEOUT      go test -timeout for each package (default 25m)
 #   E2E_PORT_BASE    cluster 1's CARAVAN_PORT_BASE (default 14700); cluster i
@@ -17,7 +17,8 @@
 #   E2E_LOG_DIR      per-package and per-cluster logs (default build/e2e-logs)
 #   GO_TEST_FLAGS    more go test flags (e.g. -v, -run)
 #
-# Packages are found afresh (`go list ./e2e/...`, those with test files), so a
+# Packages are found afresh (`go list ./e2e/...`, those with test files, less
+# e2e/harness, whose unit tests `make unit` runs), so a
 # new one runs with no edit here. They form one queue, longest first by the
 # table in duration() (unknown ones last), and each cluster takes the next one
 # when it is free. Each package's output goes to <log dir>/<pkg>.log, and to
@@ -30,7 +31,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-n=${E2E_PARALLEL:-2}
+n=${E2E_PARALLEL:-3}
 timeout=${E2E_TIMEOUT:-25m}
 base=${E2E_PORT_BASE:-14700}
 step=${E2E_PORT_STEP:-100}
@@ -91,7 +92,7 @@ if (( $# )); then
   pkgs=("$@")
 else
   listed=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./e2e/...)
-  mapfile -t pkgs < <(sed '/^$/d' <<<"$listed")
+  mapfile -t pkgs < <(sed -e '/^$/d' -e '\|/e2e/harness$|d' <<<"$listed")
 fi
 (( ${#pkgs[@]} )) || die "no e2e packages with tests"
 
