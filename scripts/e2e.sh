@@ -16,6 +16,11 @@
 #                    build/cluster-e2e); cluster i > 1 gets <dir>-<i>
 #   E2E_LOG_DIR      per-package and per-cluster logs (default build/e2e-logs)
 #   GO_TEST_FLAGS    more go test flags (e.g. -v, -run)
+#   E2E_SKIP         packages to leave out, by path below the module (e.g.
+#                    "e2e/s3": it needs a cluster of another kind, make e2e-s3)
+#   E2E_BUILD_TARGETS make targets to build in the background while the
+#                    packages run (e.g. "seaweedfs", which make e2e-s3 needs
+#                    next); the run waits for them and fails if one fails
 #
 # Packages are found afresh (`go list ./e2e/...`, those with test files, less
 # e2e/harness, whose unit tests `make unit` runs), so a
@@ -78,22 +83,20 @@ duration() {
   esac
 }
 
-# needs PKG prints the make targets a package needs built before it runs
-# that `make e2e` does not build first (heavy ones, built in the background
-# while the other packages run). Hook: e.g. `s3) echo seaweedfs ;;` once the
-# GNUmakefile has that target.
-needs() {
-  case ${1##*/e2e/} in
-    *) ;;
-  esac
-}
-
 if (( $# )); then
   pkgs=("$@")
 else
   listed=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./e2e/...)
   mapfile -t pkgs < <(sed -e '/^$/d' -e '\|/e2e/harness$|d' <<<"$listed")
 fi
+read -r -a skip <<<"${E2E_SKIP:-}"
+kept=()
+for p in "${pkgs[@]}"; do
+  keep=1
+  for k in "${skip[@]}"; do [[ $p == */"${k#./}" || $p == "$k" ]] && keep=; done
+  [[ -n $keep ]] && kept+=("$p")
+done
+pkgs=("${kept[@]}")
 (( ${#pkgs[@]} )) || die "no e2e packages with tests"
 
 rm -rf "$logs"
@@ -120,30 +123,19 @@ take() {
   ) 9>"$queue.lock"
 }
 
-# Background builds for the packages that need one (needs()).
+# Background builds (E2E_BUILD_TARGETS), each writing its exit status.
 declare -A build_pid=()
 start_builds() {
-  local p t
-  for p in "${pkgs[@]}"; do
-    for t in $(needs "$p"); do
-      [[ -n ${build_pid[$t]:-} ]] && continue
-      say "building $t in the background (log: $logs/build-$t.log)"
-      (
-        rc=0
-        "${MAKE:-make}" --no-print-directory "$t" >"$logs/build-$t.log" 2>&1 || rc=$?
-        echo "$rc" >"$logs/build-$t.rc"
-      ) &
-      build_pid[$t]=$!
-    done
-  done
-}
-
-# await_builds PKG waits for the builds the package needs; fails if one did.
-await_builds() {
   local t
-  for t in $(needs "$1"); do
-    while [[ ! -e $logs/build-$t.rc ]]; do sleep 2; done
-    [[ $(cat "$logs/build-$t.rc") == 0 ]] || { echo "make $t failed: see $logs/build-$t.log"; return 1; }
+  for t in ${E2E_BUILD_TARGETS:-}; do
+    [[ -n ${build_pid[$t]:-} ]] && continue
+    say "building $t in the background (log: $logs/build-$t.log)"
+    (
+      rc=0
+      "${MAKE:-make}" --no-print-directory "$t" >"$logs/build-$t.log" 2>&1 || rc=$?
+      echo "$rc" >"$logs/build-$t.rc"
+    ) &
+    build_pid[$t]=$!
   done
 }
 
@@ -166,10 +158,7 @@ worker() {
     start=$SECONDS
     echo "$tag $name: started"
     rc=0
-    {
-      await_builds "$p" &&
-        env "${env[@]}" CARAVAN_E2E=1 go test -p 1 -count=1 -timeout "$timeout" "${flags[@]}" "$p"
-    } >"$plog" 2>&1 || rc=$?
+    env "${env[@]}" CARAVAN_E2E=1 go test -p 1 -count=1 -timeout "$timeout" "${flags[@]}" "$p" >"$plog" 2>&1 || rc=$?
     sed "s|^|$tag |" "$plog"
     if (( rc == 0 )); then
       printf 'ok\t%s\t%s\t%s\n' "$i" "$((SECONDS - start))" "$name" >>"$results"
@@ -227,6 +216,13 @@ for ((i = 1; i <= n; i++)); do
   workers+=($!)
 done
 for w in "${workers[@]}"; do wait "$w" || true; done
+for t in "${!build_pid[@]}"; do
+  wait "${build_pid[$t]}" || true
+  if [[ $(cat "$logs/build-$t.rc" 2>/dev/null) != 0 ]]; then
+    printf 'build\t-\t-\tmake %s failed (%s)\n' "$t" "$logs/build-$t.log" >>"$results"
+    tail -n 30 "$logs/build-$t.log"
+  fi
+done
 
 status=0
 while read -r p; do

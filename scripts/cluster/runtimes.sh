@@ -152,28 +152,15 @@ start_runtimes() {
   load_images
 }
 
-# load_images loads every image tarball of build/images/ into both runtimes,
-# unless that runtime already holds the image built from the same inputs
-# (build/images/<name>.sha256, recorded per runtime at load time): `up` runs
-# once per e2e package.
+# load_images loads every image tarball of build/images/ into both runtimes.
 load_images() {
   have_runtimes || return 0
-  local t name sum rt
+  local t
   for t in "$root"/build/images/*.tar; do
     [[ -e $t ]] || continue
-    name=$(basename "$t" .tar)
-    sum=$(cat "${t%.tar}.sha256" 2>/dev/null || true)
-    for rt in docker podman; do
-      local stamp=$rt_dir/$rt/loaded-$name.sha256
-      if [[ -n $sum && $(cat "$stamp" 2>/dev/null) == "$sum" ]] &&
-        "${rt}_cli" image inspect "localhost/$name:local" >/dev/null 2>&1; then
-        continue
-      fi
-      rm -f "$stamp"
-      "${rt}_cli" load -q -i "$t" >/dev/null
-      [[ -z $sum ]] || echo "$sum" >"$stamp"
-      log "loaded $name into $rt"
-    done
+    docker_cli load -q -i "$t" >/dev/null
+    podman_cli load -q -i "$t" >/dev/null
+    log "loaded $(basename "$t" .tar) into dockerd and podman"
   done
 }
 
