@@ -93,6 +93,11 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 events_logfile_path = "$p/events.log"
 tmp_dir = "$p/tmp"
+# File locks under tmp_dir: the default ("shm") is one /dev/shm/libpod_lock
+# table shared by every podman on the machine (a podman that frees or
+# renumbers its locks rewrites it for all), so two clusters side by side
+# would share container locks.
+lock_type = "file"
 EOF
   cat >"$p/storage.conf" <<EOF
 [storage]

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Runs the e2e test packages on E2E_PARALLEL independent local clusters at
+# once (scripts/cluster.sh), one package at a time per cluster (-p 1): the
+# e2e tests mostly wait on Nomad (scheduling, polling), so clusters overlap
+# well even on 2 cores.
+#
+#   scripts/e2e.sh [PACKAGE...]     (default: every ./e2e/... package with tests)
+#
+# Environment:
+#   E2E_PARALLEL     clusters, 1 to 4 (default 3). 1 runs the packages in
+#                    `go list` order on one cluster, as `make e2e` always did.
+#   E2E_TIMEOUT      go test -timeout for each package (default 25m)
+#   E2E_PORT_BASE    cluster 1's CARAVAN_PORT_BASE (default 14700); cluster i
+#                    gets E2E_PORT_BASE + (i-1) * E2E_PORT_STEP (default 100)
+#   E2E_CLUSTER_DIR  cluster 1's CARAVAN_CLUSTER_DIR (default
+#                    build/cluster-e2e); cluster i > 1 gets <dir>-<i>
+#   E2E_LOG_DIR      per-package and per-cluster logs (default build/e2e-logs)
+#   GO_TEST_FLAGS    more go test flags (e.g. -v, -run)
+#   E2E_SKIP         packages to leave out, by path below the module (e.g.
+#                    "e2e/s3": it needs a cluster of another kind, make e2e-s3)
+#   E2E_BUILD_TARGETS make targets to build in the background while the
+#                    packages run (e.g. "seaweedfs", which make e2e-s3 needs
+#                    next); the run waits for them and fails if one fails
+#
+# Packages are found afresh (`go list ./e2e/...`, those with test files, less
+# e2e/harness, whose unit tests `make unit` runs), so a
+# new one runs with no edit here. They form one queue, longest first by the
+# table in duration() (unknown ones last), and each cluster takes the next one
+# when it is free. Each package's output goes to <log dir>/<pkg>.log, and to
+# the terminal when it ends, each line prefixed with its cluster (`tail -f`
+# the log to follow a package with GO_TEST_FLAGS=-v); at the end the failing
+# packages' logs are printed again with a summary. The exit status is non-zero
+# if a package failed or did not run, or a cluster did not start. Every
+# cluster is stopped on exit, Ctrl-C or SIGTERM.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+n=${E2E_PARALLEL:-3}
+timeout=${E2E_TIMEOUT:-25m}
+base=${E2E_PORT_BASE:-14700}
+step=${E2E_PORT_STEP:-100}
+cdir=${E2E_CLUSTER_DIR:-$root/build/cluster-e2e}
+logs=${E2E_LOG_DIR:-$root/build/e2e-logs}
+read -r -a flags <<<"${GO_TEST_FLAGS:-}"
+
+say() { echo "==> e2e: $*"; }
+die() { echo "e2e: $*" >&2; exit 2; }
+
+[[ $n =~ ^[1-4]$ ]] || die "E2E_PARALLEL must be a number from 1 to 4, got '$n'"
+[[ $base =~ ^[0-9]+$ && $step =~ ^[0-9]+$ ]] || die "E2E_PORT_BASE and E2E_PORT_STEP must be numbers"
+(( step % 100 == 0 && step > 0 )) || die "E2E_PORT_STEP must be a multiple of 100, got $step"
+(( base + step * (n - 1) <= 19900 )) || die "E2E_PORT_BASE=$base with $n clusters $step apart passes 19900"
+# cluster.sh gives each cluster the dynamic ports 20000 + 1000*((base/100)%10):
+# the clusters' hundreds digits must differ.
+declare -A digit=()
+for ((i = 1; i <= n; i++)); do
+  d=$((((base + step * (i - 1)) / 100) % 10))
+  [[ -z ${digit[$d]:-} ]] || die "clusters $i and ${digit[$d]} would share dynamic ports (same hundreds digit); change E2E_PORT_STEP"
+  digit[$d]=$i
+done
+
+port_of() { echo $((base + step * ($1 - 1))); }
+dir_of() { if (( $1 == 1 )); then echo "$cdir"; else echo "$cdir-$1"; fi; }
+cluster_env() { echo "CARAVAN_CLUSTER_DIR=$(dir_of "$1")" "CARAVAN_PORT_BASE=$(port_of "$1")"; }
+
+# duration PKG prints the package's measured run time in seconds, build
+# included (one cluster of two, 2 cores, load 15-20 from other work:
+# 2026-11-25), or 0 when unknown. It only orders the queue.
+duration() {
+  case ${1##*/e2e/} in
+    adversarial) echo 590 ;;
+    driver) echo 486 ;;
+    planner) echo 447 ;;
+    containers) echo 215 ;;
+    ui) echo 195 ;;
+    testbed) echo 187 ;;
+    elastic) echo 79 ;;
+    device) echo 51 ;;
+    jobspecs) echo 40 ;;
+    cluster) echo 6 ;;
+    *) echo 0 ;;
+  esac
+}
+
+if (( $# )); then
+  pkgs=("$@")
+else
+  listed=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./e2e/...)
+  mapfile -t pkgs < <(sed -e '/^$/d' -e '\|/e2e/harness$|d' <<<"$listed")
+fi
+read -r -a skip <<<"${E2E_SKIP:-}"
+kept=()
+for p in "${pkgs[@]}"; do
+  keep=1
+  for k in "${skip[@]}"; do [[ $p == */"${k#./}" || $p == "$k" ]] && keep=; done
+  [[ -n $keep ]] && kept+=("$p")
+done
+pkgs=("${kept[@]}")
+(( ${#pkgs[@]} )) || die "no e2e packages with tests"
+
+rm -rf "$logs"
+mkdir -p "$logs"
+queue=$logs/.queue
+results=$logs/.results
+: >"$results"
+if (( n == 1 )); then
+  printf '%s\n' "${pkgs[@]}" >"$queue"
+else
+  for p in "${pkgs[@]}"; do printf '%s\t%s\n' "$(duration "$p")" "$p"; done |
+    sort -t$'\t' -k1,1nr -k2,2 | cut -f2 >"$queue"
+fi
+(( n <= ${#pkgs[@]} )) || n=${#pkgs[@]}
+
+# take prints the next package of the queue and removes it (empty: none).
+take() {
+  (
+    flock 9
+    local p
+    p=$(head -n 1 "$queue")
+    [[ -z $p ]] || sed -i 1d "$queue"
+    echo "$p"
+  ) 9>"$queue.lock"
+}
+
+# Background builds (E2E_BUILD_TARGETS), each writing its exit status.
+declare -A build_pid=()
+start_builds() {
+  local t
+  for t in ${E2E_BUILD_TARGETS:-}; do
+    [[ -n ${build_pid[$t]:-} ]] && continue
+    say "building $t in the background (log: $logs/build-$t.log)"
+    (
+      rc=0
+      "${MAKE:-make}" --no-print-directory "$t" >"$logs/build-$t.log" 2>&1 || rc=$?
+      echo "$rc" >"$logs/build-$t.rc"
+    ) &
+    build_pid[$t]=$!
+  done
+}
+
+# worker I starts cluster I and runs queued packages on it until none is left.
+worker() {
+  local i=$1 env p name plog start rc
+  read -r -a env <<<"$(cluster_env "$i")"
+  local clog=$logs/cluster-$i.log tag="[e2e-$i]"
+  echo "$tag cluster $i: port base $(port_of "$i"), dir $(dir_of "$i"), log $clog"
+  env "${env[@]}" scripts/cluster.sh down >"$clog" 2>&1 || true
+  if ! env "${env[@]}" scripts/cluster.sh up >>"$clog" 2>&1; then
+    echo "$tag cluster $i did not start:"
+    tail -n 20 "$clog" | sed "s|^|$tag |"
+    printf 'cluster\t%s\t-\tdid not start (%s)\n' "$i" "$clog" >>"$results"
+    return 0
+  fi
+  while p=$(take) && [[ -n $p ]]; do
+    name=${p##*/e2e/}
+    plog=$logs/${name//\//-}.log
+    start=$SECONDS
+    echo "$tag $name: started"
+    rc=0
+    env "${env[@]}" CARAVAN_E2E=1 go test -p 1 -count=1 -timeout "$timeout" "${flags[@]}" "$p" >"$plog" 2>&1 || rc=$?
+    sed "s|^|$tag |" "$plog"
+    if (( rc == 0 )); then
+      printf 'ok\t%s\t%s\t%s\n' "$i" "$((SECONDS - start))" "$name" >>"$results"
+    else
+      printf 'FAIL\t%s\t%s\t%s\n' "$i" "$((SECONDS - start))" "$name" >>"$results"
+    fi
+  done
+}
+
+# descendants PID prints the process's descendants, deepest last.
+descendants() {
+  local c
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
+workers=()
+cleaned=
+cleanup() {
+  [[ -n $cleaned ]] && return
+  cleaned=1
+  trap '' INT TERM
+  local w left=()
+  for w in "${workers[@]}"; do
+    kill -0 "$w" 2>/dev/null && left+=("$w" $(descendants "$w"))
+  done
+  for b in "${build_pid[@]}"; do
+    kill -0 "$b" 2>/dev/null && left+=("$b" $(descendants "$b"))
+  done
+  if (( ${#left[@]} )); then
+    say "stopping ${#left[@]} test and build processes"
+    kill -TERM "${left[@]}" 2>/dev/null || true
+    sleep 2
+    kill -KILL "${left[@]}" 2>/dev/null || true
+  fi
+  say "stopping the clusters"
+  local i e
+  for ((i = 1; i <= n; i++)); do
+    read -r -a e <<<"$(cluster_env "$i")"
+    env "${e[@]}" scripts/cluster.sh down >>"$logs/cluster-$i.log" 2>&1 &
+  done
+  wait
+}
+trap cleanup EXIT
+trap 'say "interrupted"; cleanup; exit 130' INT
+trap 'say "terminated"; cleanup; exit 143' TERM
+
+started=$SECONDS
+say "${#pkgs[@]} packages on $n cluster(s), logs in $logs"
+start_builds
+for ((i = 1; i <= n; i++)); do
+  worker "$i" &
+  workers+=($!)
+done
+for w in "${workers[@]}"; do wait "$w" || true; done
+for t in "${!build_pid[@]}"; do
+  wait "${build_pid[$t]}" || true
+  if [[ $(cat "$logs/build-$t.rc" 2>/dev/null) != 0 ]]; then
+    printf 'build\t-\t-\tmake %s failed (%s)\n' "$t" "$logs/build-$t.log" >>"$results"
+    tail -n 30 "$logs/build-$t.log"
+  fi
+done
+
+status=0
+while read -r p; do
+  [[ -n $p ]] || continue
+  printf 'NOT RUN\t-\t-\t%s\n' "${p##*/e2e/}" >>"$results"
+done <"$queue"
+rm -f "$queue" "$queue.lock"
+while IFS=$'\t' read -r res c secs name; do
+  [[ $res == ok ]] && continue
+  status=1
+  if [[ $res == FAIL ]]; then
+    echo
+    say "---- $name failed on cluster $c; its log ($logs/${name//\//-}.log):"
+    cat "$logs/${name//\//-}.log"
+  fi
+done <"$results"
+echo
+say "summary (${#pkgs[@]} packages, $n cluster(s), $((SECONDS - started))s wall):"
+sort -t$'\t' -k3,3nr "$results" | awk -F'\t' '{printf "    %-8s cluster %-2s %6ss  %s\n", $1, $2, $3, $4}' | tee "$logs/summary.txt"
+exit "$status"
