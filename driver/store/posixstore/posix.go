@@ -77,7 +77,7 @@ func (b *Backend) Put(ctx context.Context, name string, data []byte, ifAbsent bo
 		return err
 	}
 	dir := path.Dir(name)
-	if err := b.root.MkdirAll(dir, 0o755); err != nil {
+	if err := b.mkdirs(dir); err != nil {
 		return fmt.Errorf("put %s: %w", name, err)
 	}
 	tmp, err := b.writeTemp(dir, data)
@@ -97,6 +97,25 @@ func (b *Backend) Put(ctx context.Context, name string, data []byte, ifAbsent bo
 		return fmt.Errorf("put %s: %w", name, err)
 	}
 	return b.syncDir(dir)
+}
+
+// mkdirs creates dir and its missing parents and, when it created any,
+// fsyncs every folder from dir's parent up to the root, so a new folder
+// survives a power loss with the object written into it.
+func (b *Backend) mkdirs(dir string) error {
+	if _, err := b.root.Lstat(dir); err == nil {
+		return nil
+	}
+	if err := b.root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for d := dir; d != "."; {
+		d = path.Dir(d)
+		if err := b.syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeTemp writes data to a new temp file in dir, fsynced, and returns its
