@@ -93,10 +93,16 @@ func (s *Store) streamChunk(ctx context.Context, f *os.File, path, d string, off
 	for left := n; left > 0; {
 		b := buf[:min(left, len(buf))]
 		if _, err := io.ReadFull(rc, b); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			// An object whose announced size is right but whose body ends
+			// early was cut off in transit (a connection reset): the
+			// generation is not to blame, so no fallback.
+			if size < 0 && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
 				return fmt.Errorf("%w: %s: chunk %s is short: %w", ErrCorrupt, path, d, err)
 			}
-			return fmt.Errorf("read chunk %s: %w", d, err)
+			if ctx.Err() != nil {
+				return fmt.Errorf("read chunk %s: %w", d, context.Cause(ctx))
+			}
+			return fmt.Errorf("%w: read chunk %s: %w", ErrUnavailable, d, err)
 		}
 		h.Write(b)
 		if err := writeChunkAt(f, path, b, off); err != nil {
