@@ -67,11 +67,15 @@ func (s *Store) restoreObject(ctx context.Context, key Key, parent *os.Root, bas
 		ErrNoCheckpoint, key, len(gens), lastErr)
 }
 
-// fetchChunk reads chunk d, of n bytes, into b (len n) and verifies it. A
-// missing chunk, one of the wrong size or one that fails its SHA-256 is
-// ErrCorrupt; a bad one is deleted, so the next commit uploads it afresh
-// (a HEAD would otherwise find it and keep referencing the bad copy).
-func (s *Store) fetchChunk(ctx context.Context, path, d string, b []byte) error {
+// streamChunk copies chunk d, of n bytes, from the backend to f at off as
+// it arrives, restoreWriteSize bytes at a time through buf, hashing each
+// piece while it is in the CPU's cache, and verifies the whole at the end.
+// Unverified bytes land only in the restore's temp sibling, which is
+// discarded unless every chunk verifies. A missing chunk, one of the wrong
+// size or one that fails its SHA-256 is ErrCorrupt; a bad one is deleted,
+// so the next commit uploads it afresh (a HEAD would otherwise find it and
+// keep referencing the bad copy).
+func (s *Store) streamChunk(ctx context.Context, f *os.File, path, d string, off int64, n int, buf []byte) error {
 	name := chunkObject(d)
 	rc, size, err := s.backend.Get(ctx, name)
 	if errors.Is(err, ErrObjectNotFound) {
@@ -81,18 +85,33 @@ func (s *Store) fetchChunk(ctx context.Context, path, d string, b []byte) error 
 		return fmt.Errorf("read chunk %s: %w", d, err)
 	}
 	defer rc.Close()
-	if size >= 0 && size != int64(len(b)) {
+	if size >= 0 && size != int64(n) {
 		s.dropCorrupt(ctx, d)
-		return fmt.Errorf("%w: %s: chunk %s has %d bytes, want %d", ErrCorrupt, path, d, size, len(b))
+		return fmt.Errorf("%w: %s: chunk %s has %d bytes, want %d", ErrCorrupt, path, d, size, n)
 	}
-	if _, err := io.ReadFull(rc, b); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return fmt.Errorf("%w: %s: chunk %s is short: %w", ErrCorrupt, path, d, err)
+	h := sha256.New()
+	for left := n; left > 0; {
+		b := buf[:min(left, len(buf))]
+		if _, err := io.ReadFull(rc, b); err != nil {
+			// An object whose announced size is right but whose body ends
+			// early was cut off in transit (a connection reset): the
+			// generation is not to blame, so no fallback.
+			if size < 0 && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)) {
+				return fmt.Errorf("%w: %s: chunk %s is short: %w", ErrCorrupt, path, d, err)
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("read chunk %s: %w", d, context.Cause(ctx))
+			}
+			return fmt.Errorf("%w: read chunk %s: %w", ErrUnavailable, d, err)
 		}
-		return fmt.Errorf("read chunk %s: %w", d, err)
+		h.Write(b)
+		if err := writeChunkAt(f, path, b, off); err != nil {
+			return err
+		}
+		off += int64(len(b))
+		left -= len(b)
 	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != d {
+	if hex.EncodeToString(h.Sum(nil)) != d {
 		s.dropCorrupt(ctx, d)
 		return fmt.Errorf("%w: %s: chunk %s fails its SHA-256", ErrCorrupt, path, d)
 	}

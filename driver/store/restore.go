@@ -321,21 +321,17 @@ func destErr(path string, err error) error {
 }
 
 // restoreChunkFrom is restoreChunk reading from the store's backend when it
-// has one.
+// has one (streamed: a worker's buffer is restoreWriteSize, not a chunk).
 func (s *Store) restoreChunkFrom(ctx context.Context, f *os.File, e *FileEntry, index, chunkSize int, buf *[]byte) error {
 	if s.backend == nil {
 		return s.restoreChunk(f, e, index, chunkSize, buf)
 	}
 	off := int64(index) * int64(chunkSize)
 	n := int(min(int64(chunkSize), e.Size-off))
-	if len(*buf) < chunkSize {
-		*buf = make([]byte, chunkSize)
+	if len(*buf) < restoreWriteSize {
+		*buf = make([]byte, restoreWriteSize)
 	}
-	b := (*buf)[:n]
-	if err := s.fetchChunk(ctx, e.Path, e.Chunks[index], b); err != nil {
-		return err
-	}
-	return writeChunkAt(f, e.Path, b, off)
+	return s.streamChunk(ctx, f, e.Path, e.Chunks[index], off, n, *buf)
 }
 
 // restoreChunk verifies chunk index of e against its SHA-256 and writes it at

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -84,6 +86,33 @@ func BenchmarkS3(b *testing.B) {
 			must.Eq(b, int64(benchSize), n)
 		}
 	})
+	b.Run("raw_get_to_file", func(b *testing.B) {
+		// What a restore without the store does (aws s3 cp): the object
+		// written to a local file, not verified.
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			f, err := os.Create(filepath.Join(b.TempDir(), "model.bin"))
+			must.NoError(b, err)
+			out, err := be.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(c.Bucket), Key: be.key("raw/model.bin")})
+			must.NoError(b, err)
+			n, err := io.Copy(f, out.Body)
+			_ = out.Body.Close()
+			must.NoError(b, err)
+			must.NoError(b, f.Close())
+			must.Eq(b, int64(benchSize), n)
+		}
+	})
+	b.Run("raw_get_chunks", func(b *testing.B) {
+		// The restore's own GETs (the generation's chunk objects, as many
+		// in flight as restore workers) into io.Discard: the server's cost
+		// of many objects against one, without verifying or writing.
+		m, err := s.Latest(key)
+		must.NoError(b, err)
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			getAll(b, be, m.Files[0].Chunks, 16)
+		}
+	})
 	b.Run("restore", func(b *testing.B) {
 		b.SetBytes(benchSize)
 		for b.Loop() {
@@ -114,6 +143,34 @@ func BenchmarkS3(b *testing.B) {
 		}
 		b.ReportMetric(100*float64(uploaded)/float64(total), "uploaded_%")
 	})
+}
+
+// getAll GETs every chunk object of digests into io.Discard, par at a time.
+func getAll(b *testing.B, be *Backend, digests []string, par int) {
+	ctx := context.Background()
+	names := make(chan string)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for range par {
+		wg.Go(func() {
+			for n := range names {
+				rc, _, err := be.Get(ctx, n)
+				if err == nil {
+					_, err = io.Copy(io.Discard, rc)
+					_ = rc.Close()
+				}
+				if err != nil {
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	for _, d := range digests {
+		names <- "chunks/" + d[:2] + "/" + d
+	}
+	close(names)
+	wg.Wait()
+	must.False(b, failed.Load())
 }
 
 // clearStore deletes every chunk and manifest below the backend's prefix.
