@@ -94,16 +94,7 @@ capacity {
   device = "caravan/gpushare"
 }
 `, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://")), "NOMAD_TOKEN="+token)
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 
 	bin := filepath.Join(ac.Root, "build", "caravan")
 	sim := func(name string, vars ...string) string {

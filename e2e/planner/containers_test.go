@@ -23,21 +23,9 @@ import (
 func TestPlanner_ContainerJob(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
-	for _, ns := range []string{"team-a", "team-b"} {
-		_, err := c.CLI(t, "namespace", "apply", "-description", "caravan e2e team queue", ns)
-		must.NoError(t, err)
-	}
+	teamNamespaces(t, c)
 	p := startPlanner(t, c, "containers", queuesConfig)
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 	run := time.Now().Unix() % 1000000
 
 	const stepsB = 5000

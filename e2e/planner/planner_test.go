@@ -188,16 +188,7 @@ func runSim(t *testing.T, c *harness.C, name string, vars ...string) string {
 func TestPlanner(t *testing.T) {
 	c := harness.Cluster(t)
 	p1 := startPlanner(t, c, "one", "")
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p1.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner one not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p1.waitLeading(t)
 	p2 := startPlanner(t, c, "two", "")
 	harness.Eventually(t, 30*time.Second, func() error {
 		h, err := p2.health()
@@ -368,16 +359,7 @@ func TestPlanner(t *testing.T) {
 func startLeader(t *testing.T, c *harness.C, name string) *instance {
 	t.Helper()
 	p := startPlanner(t, c, name, "")
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner %s not leading yet: %+v", name, h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 	return p
 }
 

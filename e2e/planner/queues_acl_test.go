@@ -78,10 +78,7 @@ func TestPlanner_QueuesUnderACL(t *testing.T) {
 	c := harness.Cluster(t)
 	a := aclAgent(t, c)
 	ac := a.C
-	for _, ns := range []string{"team-a", "team-b"} {
-		_, err := ac.CLI(t, "namespace", "apply", "-description", "caravan e2e team queue", ns)
-		must.NoError(t, err)
-	}
+	teamNamespaces(t, ac)
 	token := teamPolicies(t, a, "team-a", "team-b")
 	// The narrowed token reaches the teams' namespaces and no other.
 	cfg := nomadapi.DefaultConfig()
@@ -127,16 +124,7 @@ queue "team-b" {
   guarantee  = "0.5"
 }
 `, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://")), "NOMAD_TOKEN="+token)
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 
 	run := time.Now().Unix() % 1000000
 	idB, idA := fmt.Sprintf("qacl-b-%d", run), fmt.Sprintf("qacl-a-%d", run)

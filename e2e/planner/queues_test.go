@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
-	"github.com/caravan-nomad/caravan/trainer"
 )
 
 // queuesConfig gives each team a 2-GPU guarantee on the 4-GPU cluster
@@ -208,49 +206,22 @@ func (j *nsJob) plannerEvents() []nomadapi.ScalingEvent {
 // sample sleeps).
 func TestPlanner_QueueReclaim(t *testing.T) {
 	c := harness.Cluster(t)
-	for _, ns := range []string{"team-a", "team-b"} {
-		_, err := c.CLI(t, "namespace", "apply", "-description", "caravan e2e team queue", ns)
-		must.NoError(t, err)
-	}
+	teamNamespaces(t, c)
 	// The e2e cluster runs without ACLs: the planner's shipped policy must
 	// reach the teams' namespaces by its text.
 	pol := readFile(t, filepath.Join(c.Root, "jobspecs", "acl", "planner-nomad.policy.hcl"))
 	must.StrContains(t, pol, `namespace "*"`, must.Sprint("the planner's policy must cover every namespace it manages"))
 
 	p := startPlanner(t, c, "queues", queuesConfig)
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 	run := time.Now().Unix() % 1000000
-	logEvery1 := `trainer_args=["-log-every","1"]`
 
 	// A plain start on the idle cluster: submit to first step.
-	plain := submitElastic(t, c, "team-a", fmt.Sprintf("qplain-%d", run), 100, 2, 2, logEvery1)
-	t0 := time.Now()
-	_, seen := plain.waitLog(plain.coordinator(time.Minute), firstStepRe, time.Minute)
-	plainStart := seen.Sub(t0)
-	plain.purge()
+	plainStart := plainStartTime(t, c, fmt.Sprintf("qplain-%d", run))
 
 	// Team B borrows A's idle GPUs.
 	const stepsB = 5000
-	want := make(chan string, 1)
-	go func() {
-		cfg := trainer.DefaultConfig()
-		cfg.Steps, cfg.LogEvery = stepsB, 0
-		res, err := trainer.Run(context.Background(), cfg, trainer.Options{})
-		if err != nil {
-			want <- err.Error()
-			return
-		}
-		want <- res.Hash
-	}()
+	want := referenceHash(stepsB)
 	b := submitElastic(t, c, "team-b", fmt.Sprintf("qb-%d", run), stepsB, 1, 4)
 	coB := b.coordinator(time.Minute)
 	grown := b.waitWorkers("more than its 2-GPU guarantee", 2*time.Minute, func(n int) bool { return n > 2 })
@@ -260,7 +231,7 @@ func TestPlanner_QueueReclaim(t *testing.T) {
 	a := submitElastic(t, c, "team-a", fmt.Sprintf("qa-%d", run), 200, 2, 2, logEvery1)
 	tA := time.Now()
 	coA := a.coordinator(2 * time.Minute)
-	_, seen = a.waitLog(coA, firstStepRe, 2*time.Minute)
+	_, seen := a.waitLog(coA, firstStepRe, 2*time.Minute)
 	reclaim := seen.Sub(tA)
 	shrunk := b.running()
 	must.LessEq(t, 2, shrunk, must.Sprint("team B still holds A's GPUs while A runs"))

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
-	"github.com/caravan-nomad/caravan/trainer"
 )
 
 // driverEvents are the caravan driver's task events of the job's task in
@@ -70,44 +68,17 @@ func (j *nsJob) reclaimEvents(group, queue string) []nomadapi.ScalingEvent {
 // uninterrupted process. Compute is MODELLED (1 ms per sample sleeps).
 func TestPlanner_QueueReclaimSuspend(t *testing.T) {
 	c := harness.Cluster(t)
-	for _, ns := range []string{"team-a", "team-b"} {
-		_, err := c.CLI(t, "namespace", "apply", "-description", "caravan e2e team queue", ns)
-		must.NoError(t, err)
-	}
+	teamNamespaces(t, c)
 	p := startPlanner(t, c, "reclaim-suspend", queuesConfig)
-	harness.Eventually(t, 30*time.Second, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if !h.Leader || !h.Synced {
-			return fmt.Errorf("planner not leading yet: %+v", h)
-		}
-		return nil
-	})
+	p.waitLeading(t)
 	run := time.Now().Unix() % 1000000
-	logEvery1 := `trainer_args=["-log-every","1"]`
 
 	// A plain start on the idle cluster: submit to first step.
-	plain := submitElastic(t, c, "team-a", fmt.Sprintf("splain-%d", run), 100, 2, 2, logEvery1)
-	t0 := time.Now()
-	_, seen := plain.waitLog(plain.coordinator(time.Minute), firstStepRe, time.Minute)
-	plainStart := seen.Sub(t0)
-	plain.purge()
+	plainStart := plainStartTime(t, c, fmt.Sprintf("splain-%d", run))
 
 	// Team B borrows A's idle GPUs with a job that cannot shrink.
 	const stepsB = 1500
-	want := make(chan string, 1)
-	go func() {
-		cfg := trainer.DefaultConfig()
-		cfg.Steps, cfg.LogEvery = stepsB, 0
-		res, err := trainer.Run(context.Background(), cfg, trainer.Options{})
-		if err != nil {
-			want <- err.Error()
-			return
-		}
-		want <- res.Hash
-	}()
+	want := referenceHash(stepsB)
 	b := submitElastic(t, c, "team-b", fmt.Sprintf("sb-%d", run), stepsB, 4, 4, logEvery1)
 	coB := b.coordinator(time.Minute)
 	b.waitWorkers("all 4 (2 borrowed from team A)", 2*time.Minute, func(n int) bool { return n == 4 })
@@ -117,7 +88,7 @@ func TestPlanner_QueueReclaimSuspend(t *testing.T) {
 	a := submitElastic(t, c, "team-a", fmt.Sprintf("sa-%d", run), 200, 2, 2, logEvery1)
 	tA := time.Now()
 	coA := a.coordinator(2 * time.Minute)
-	_, seen = a.waitLog(coA, firstStepRe, 2*time.Minute)
+	_, seen := a.waitLog(coA, firstStepRe, 2*time.Minute)
 	reclaim := seen.Sub(tA)
 	harness.Eventually(t, time.Minute, func() error {
 		if n := b.live(""); n != 0 {
