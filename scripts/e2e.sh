@@ -64,21 +64,23 @@ port_of() { echo $((base + step * ($1 - 1))); }
 dir_of() { if (( $1 == 1 )); then echo "$cdir"; else echo "$cdir-$1"; fi; }
 cluster_env() { echo "CARAVAN_CLUSTER_DIR=$(dir_of "$1")" "CARAVAN_PORT_BASE=$(port_of "$1")"; }
 
-# duration PKG prints the package's measured run time in seconds, build
-# included (one cluster of two, 2 cores, load 15-20 from other work:
-# 2026-11-25), or 0 when unknown. It only orders the queue.
+# duration PKG prints the package's measured run time in seconds (one
+# cluster of three in the clean-clone make test of 2026-11-25 at a58fab3,
+# 2 cores; s3 on its own cluster), or 0 when unknown. It only orders the
+# queue.
 duration() {
   case ${1##*/e2e/} in
-    adversarial) echo 590 ;;
-    driver) echo 486 ;;
-    planner) echo 447 ;;
-    containers) echo 215 ;;
-    ui) echo 195 ;;
-    testbed) echo 187 ;;
-    elastic) echo 79 ;;
-    device) echo 51 ;;
-    jobspecs) echo 40 ;;
-    cluster) echo 6 ;;
+    planner) echo 625 ;;
+    adversarial) echo 617 ;;
+    containers) echo 600 ;;
+    driver) echo 478 ;;
+    ui) echo 171 ;;
+    testbed) echo 164 ;;
+    elastic) echo 67 ;;
+    device) echo 59 ;;
+    s3) echo 220 ;;
+    jobspecs) echo 10 ;;
+    cluster) echo 4 ;;
     *) echo 0 ;;
   esac
 }
