@@ -73,29 +73,8 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	co := j.Coordinator(nil)
 	j.WaitShape(co, 1, 1)
 	must.StrContains(t, j.Log(co), "compute=modelled 1ms/sample")
-	for _, s := range []struct {
-		group       string
-		n, workers  int
-		ps          int
-		mustContain string
-	}{
-		{"worker", 3, 3, 1, ""},
-		{"worker", 2, 2, 1, ""},
-		{"ps", 2, 2, 2, "resharded"},
-	} {
-		t.Logf("scale %s to %d", s.group, s.n)
-		j.Scale(s.group, s.n)
-		j.WaitShape(co, s.workers, s.ps)
-		must.StrContains(t, j.Log(co), s.mustContain)
-	}
-
-	t.Log("suspend: both groups to 0")
-	j.Scale("worker", 0)
-	j.Scale("ps", 0)
-	j.AllStopped()
-	must.StrContains(t, j.Log(co), "checkpoint step=")
-	j.Event(".ps[0]", "commit", "Checkpoint saved (exit)")
-	j.Event(".ps[1]", "commit", "Checkpoint not needed")
+	j.Reshape(co)
+	j.Suspend(co, "commit", "Checkpoint saved (exit)")
 
 	t.Log("resume with 2 servers and 2 workers")
 	j.Scale("ps", 2)

@@ -42,32 +42,8 @@ func TestElasticTrainingOnTheCluster(t *testing.T) {
 	j.WaitShape(co, 1, 1)
 	must.StrContains(t, j.Log(co), "compute=modelled 1ms/sample")
 
-	for _, s := range []struct {
-		group     string
-		n         int
-		workers   int
-		ps        int
-		mustExist string
-	}{
-		{"worker", 3, 3, 1, ""},
-		{"worker", 2, 2, 1, ""},
-		{"ps", 2, 2, 2, "resharded"},
-	} {
-		t.Logf("scale %s to %d", s.group, s.n)
-		j.Scale(s.group, s.n)
-		j.WaitShape(co, s.workers, s.ps)
-		must.StrContains(t, j.Log(co), s.mustExist)
-	}
-
-	t.Log("suspend: both groups to 0")
-	j.Scale("worker", 0)
-	j.Scale("ps", 0)
-	j.AllStopped()
-	must.StrContains(t, j.Log(co), "checkpoint step=")
-	j.Event(".ps[0]", "ps", "Checkpoint saved (stop)")
-	// The second server answered the stop's checkpoint request with a skip
-	// marker: the coordinator writes the state.
-	j.Event(".ps[1]", "ps", "Checkpoint not needed")
+	j.Reshape(co)
+	j.Suspend(co, "ps", "Checkpoint saved (stop)")
 
 	t.Log("resume with 2 servers and 2 workers")
 	j.Scale("ps", 2)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/trainer"
 )
@@ -139,6 +140,44 @@ func (j *Elastic) Event(suffix, task, substr string) {
 		}
 		return fmt.Errorf("no %q event of task %s on a stopped %s allocation; events: %q", substr, task, suffix, seen)
 	})
+}
+
+// Reshape runs the scale sequence every elastic test starts with, from 1
+// server and 1 worker: workers 1 -> 3 -> 2, then servers 1 -> 2 (the
+// coordinator co logs "resharded"), each shape awaited at co.
+func (j *Elastic) Reshape(co string) {
+	j.T.Helper()
+	for _, s := range []struct {
+		group       string
+		n, workers  int
+		ps          int
+		mustContain string
+	}{
+		{"worker", 3, 3, 1, ""},
+		{"worker", 2, 2, 1, ""},
+		{"ps", 2, 2, 2, "resharded"},
+	} {
+		j.T.Logf("scale %s to %d", s.group, s.n)
+		j.Scale(s.group, s.n)
+		j.WaitShape(co, s.workers, s.ps)
+		must.StrContains(j.T, j.Log(co), s.mustContain)
+	}
+}
+
+// Suspend scales both groups to 0 and waits until every allocation has
+// stopped and coordinator co logged its checkpoint. Task saver's events
+// then say saved on ps[0] and "Checkpoint not needed" on ps[1]: the second
+// server answered the checkpoint request with a skip marker, since the
+// coordinator writes the whole state.
+func (j *Elastic) Suspend(co, saver, saved string) {
+	j.T.Helper()
+	j.T.Log("suspend: both groups to 0")
+	j.Scale("worker", 0)
+	j.Scale("ps", 0)
+	j.AllStopped()
+	must.StrContains(j.T, j.Log(co), "checkpoint step=")
+	j.Event(".ps[0]", saver, saved)
+	j.Event(".ps[1]", saver, "Checkpoint not needed")
 }
 
 // Final waits for the coordinator's final line and returns its step and
