@@ -305,6 +305,9 @@ cmd_down() {
     left=$(owned_pids)
     [[ -n $left ]] && kill -KILL $left 2>/dev/null || true
   fi
+  # The clients leave their allocations' secrets and private tmpfs mounts
+  # behind; without this the cluster dir could not be removed.
+  unmount_under "$dir"
   rm -rf "$dir/pids"
   log "down"
 }

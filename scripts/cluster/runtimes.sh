@@ -194,9 +194,10 @@ stop_runtimes() {
   unmount_under "$rt_dir"
 }
 
-# unmount_under DIR unmounts what the runtimes left mounted below DIR (podman
-# keeps its overlay directory bind-mounted on itself), deepest first, so the
-# cluster dir can be removed.
+# unmount_under DIR unmounts what is left mounted below DIR (podman keeps its
+# overlay directory bind-mounted on itself; Nomad clients leave their
+# allocations' tmpfs mounts), deepest first, so the cluster dir can be
+# removed.
 unmount_under() {
   local m
   awk -v d="$1/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
