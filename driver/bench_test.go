@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/hashicorp/nomad/client/allocdir"
 	"github.com/hashicorp/nomad/helper/uuid"
 	nstructs "github.com/hashicorp/nomad/nomad/structs"
-	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/drivers"
 	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/shoenig/test/must"
@@ -37,29 +35,8 @@ import (
 // scheduling and the trainer's own start-up (see e2e/driver for the
 // end-to-end numbers).
 func BenchmarkSuspendResume(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d := NewDriver(ctx, hclog.NewNullLogger())
-	var data []byte
-	must.NoError(b, base.MsgPackEncode(&data, &Config{Enabled: true, CheckpointStore: b.TempDir(), CheckpointRetain: 3, CheckpointGCInterval: "0s"}))
-	must.NoError(b, d.SetConfig(&base.Config{
-		PluginConfig: data,
-		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},
-	}))
-	events, err := d.TaskEvents(ctx)
-	must.NoError(b, err)
-	waitEvent := func(substr string) *drivers.TaskEvent {
-		for {
-			select {
-			case ev := <-events:
-				if strings.Contains(ev.Message, substr) {
-					return ev
-				}
-			case <-time.After(time.Minute):
-				b.Fatalf("no %q event", substr)
-			}
-		}
-	}
+	bd := newBenchDriver(b, &Config{CheckpointStore: b.TempDir()})
+	d := bd.d
 	args := []string{"-features", "512", "-hidden", "512", "-samples", "512", "-steps", "100000000", "-log-every", "1", "-step-delay", "1ms"}
 
 	var stop, start, commit, restore, taskWrite time.Duration
@@ -76,10 +53,7 @@ func BenchmarkSuspendResume(b *testing.B) {
 		must.NoError(b, err)
 		start += time.Since(t0)
 		if i > 0 {
-			ev := waitEvent("Checkpoint restored")
-			dur, err := time.ParseDuration(ev.Annotations[annotationDuration])
-			must.NoError(b, err)
-			restore += dur
+			restore += annotatedDuration(b, bd.waitEvent(b, cfg.ID, "Checkpoint restored"))
 		}
 
 		b.StopTimer()
@@ -92,11 +66,9 @@ func BenchmarkSuspendResume(b *testing.B) {
 		t0 = time.Now()
 		must.NoError(b, d.StopTask(cfg.ID, 30*time.Second, "SIGINT"))
 		stop += time.Since(t0)
-		ev := waitEvent("Checkpoint saved (stop)")
-		dur, err := time.ParseDuration(ev.Annotations[annotationDuration])
-		must.NoError(b, err)
-		commit += dur
-		dur, err = time.ParseDuration(ev.Annotations[annotationTaskDuration])
+		ev := bd.waitEvent(b, cfg.ID, "Checkpoint saved (stop)")
+		commit += annotatedDuration(b, ev)
+		dur, err := time.ParseDuration(ev.Annotations[annotationTaskDuration])
 		must.NoError(b, err)
 		taskWrite += dur
 
