@@ -153,7 +153,11 @@ func benchMigration(b *testing.B, config *Config, size int64) {
 		restore += annotatedDuration(b, restored)
 		must.NoError(b, nodeA.d.DestroyTask(cfgA.ID, true))
 		must.NoError(b, nodeB.d.DestroyTask(cfgB.ID, true)) // killed: no checkpoint
-		// The next migration starts fresh on A, and the store stays small.
+		// The next migration starts fresh on A, and the disk stays free
+		// (the alloc dirs live until the benchmark ends).
+		for _, cfg := range []*drivers.TaskConfig{cfgA, cfgB} {
+			must.NoError(b, os.RemoveAll(filepath.Join(cfg.TaskDir().LocalDir, checkpointDirName)))
+		}
 		k, err := checkpointKey(cfgA, ckpt, "")
 		must.NoError(b, err)
 		_, err = st.Delete(k)
