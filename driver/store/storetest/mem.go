@@ -7,6 +7,8 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"io"
 	"slices"
 	"strings"
@@ -17,7 +19,8 @@ import (
 )
 
 // Mem is an in-memory store.Backend with S3's semantics (conditional
-// create, read-after-write, sorted listings). Not for production use.
+// create, compare-and-swap on ETags, read-after-write, sorted listings).
+// Not for production use.
 type Mem struct {
 	mu      sync.Mutex
 	objects map[string]memObject
@@ -30,6 +33,18 @@ type memObject struct {
 	data     []byte
 	modified time.Time
 }
+
+// etag is the object's entity tag: as S3's for a single PUT, the MD5 of
+// its contents.
+func (o memObject) etag() string {
+	sum := md5.Sum(o.data)
+	return `"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+var (
+	_ store.Swapper = (*Mem)(nil)
+	_ store.Toucher = (*Mem)(nil)
+)
 
 // NewMem returns an empty Mem.
 func NewMem() *Mem { return &Mem{objects: map[string]memObject{}} }
@@ -73,7 +88,62 @@ func (m *Mem) Stat(ctx context.Context, name string) (store.ObjectInfo, error) {
 	if !ok {
 		return store.ObjectInfo{}, store.ErrObjectNotFound
 	}
-	return store.ObjectInfo{Name: name, Size: int64(len(o.data)), Modified: o.modified}, nil
+	return store.ObjectInfo{Name: name, Size: int64(len(o.data)), Modified: o.modified, ETag: o.etag()}, nil
+}
+
+// PutIfMatch implements store.Swapper.
+func (m *Mem) PutIfMatch(ctx context.Context, name string, data []byte, etag string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.objects[name]
+	switch {
+	case etag == "" && ok:
+		return "", store.ErrObjectExists
+	case etag != "" && !ok:
+		return "", store.ErrObjectNotFound
+	case etag != "" && o.etag() != etag:
+		return "", store.ErrObjectChanged
+	}
+	o = memObject{data: bytes.Clone(data), modified: time.Now()}
+	m.objects[name] = o
+	return o.etag(), nil
+}
+
+// DeleteIfMatch implements store.Swapper.
+func (m *Mem) DeleteIfMatch(ctx context.Context, name, etag string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.objects[name]
+	if !ok {
+		return nil
+	}
+	if o.etag() != etag {
+		return store.ErrObjectChanged
+	}
+	delete(m.objects, name)
+	return nil
+}
+
+// Touch implements store.Toucher.
+func (m *Mem) Touch(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.objects[name]
+	if !ok {
+		return store.ErrObjectNotFound
+	}
+	o.modified = time.Now()
+	m.objects[name] = o
+	return nil
 }
 
 // List implements store.Backend.
@@ -82,7 +152,7 @@ func (m *Mem) List(ctx context.Context, prefix string, fn func(store.ObjectInfo)
 	var out []store.ObjectInfo
 	for n, o := range m.objects {
 		if strings.HasPrefix(n, prefix) && (m.HideFromList == nil || !m.HideFromList(n)) {
-			out = append(out, store.ObjectInfo{Name: n, Size: int64(len(o.data)), Modified: o.modified})
+			out = append(out, store.ObjectInfo{Name: n, Size: int64(len(o.data)), Modified: o.modified, ETag: o.etag()})
 		}
 	}
 	m.mu.Unlock()
@@ -129,6 +199,10 @@ func (f *Faulty) Put(ctx context.Context, name string, data []byte, ifAbsent boo
 	}
 	return f.Backend.Put(ctx, name, data, ifAbsent)
 }
+
+// Unwrap implements store.Unwrapper: the store uses the wrapped backend's
+// compare-and-swap and touch, which Faulty does not intercept.
+func (f *Faulty) Unwrap() store.Backend { return f.Backend }
 
 // AbortStaleUploads passes through to the wrapped backend when it cleans
 // uploads.
