@@ -27,6 +27,9 @@ type Mem struct {
 	// HideFromList, when set, hides matching names from List (a lagging
 	// listing).
 	HideFromList func(name string) bool
+	// ListLag, when set, hides the objects written (or touched) less than
+	// ListLag ago from List: a listing that lags behind the newest writes.
+	ListLag time.Duration
 }
 
 type memObject struct {
@@ -150,7 +153,11 @@ func (m *Mem) Touch(ctx context.Context, name string) error {
 func (m *Mem) List(ctx context.Context, prefix string, fn func(store.ObjectInfo) error) error {
 	m.mu.Lock()
 	var out []store.ObjectInfo
+	shownBefore := time.Now().Add(-m.ListLag)
 	for n, o := range m.objects {
+		if m.ListLag > 0 && !o.modified.Before(shownBefore) {
+			continue
+		}
 		if strings.HasPrefix(n, prefix) && (m.HideFromList == nil || !m.HideFromList(n)) {
 			out = append(out, store.ObjectInfo{Name: n, Size: int64(len(o.data)), Modified: o.modified, ETag: o.etag()})
 		}

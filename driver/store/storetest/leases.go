@@ -1,0 +1,120 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+)
+
+// testKeyLockTakeoverRace leaves, round after round, a key lock whose
+// holder is dead (as a plugin killed mid-commit does) and starts two
+// commits of that key at once, from two clients: both find the lock stale
+// and take it over. Exactly one may hold it: the manifests are written
+// while an overlap detector looks for two commits publishing at once.
+func testKeyLockTakeoverRace(t *testing.T, nb NewBackend) {
+	var inside, most atomic.Int64
+	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
+		if strings.Contains(name, "/gen-") {
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(50 * time.Millisecond) // a window for the other holder to show
+			inside.Add(-1)
+		}
+		return nil
+	}}
+	a, b := open(t, f), open(t, f)
+	k := key("takeover")
+	lock := "keys/default/train@7/g/takeover/0/lock"
+	host, _ := os.Hostname()
+	rounds := 10
+	for round := range rounds {
+		cmd := exec.Command("true")
+		must.NoError(t, cmd.Run())
+		body := fmt.Sprintf(`{"op":"keylock","key":%q,"host":%q,"pid":%d,"nonce":"%d"}`, k.String(), host, cmd.Process.Pid, round)
+		must.NoError(t, f.Backend.Put(context.Background(), lock, []byte(body), false))
+		var wg sync.WaitGroup
+		for _, s := range []*store.Store{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				src := t.TempDir()
+				writeTree(t, src, randomBytes(t, ChunkSize))
+				ctx, cancel := context.WithTimeout(context.Background(), 4*Options().LeaseTTL)
+				defer cancel()
+				if _, _, err := s.Commit(ctx, k, src, "n", nil); err != nil {
+					t.Errorf("round %d: commit: %v", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	must.Eq(t, int64(1), most.Load(), must.Sprint("two clients held the key lock at once"))
+	m, err := a.Latest(k)
+	must.NoError(t, err)
+	must.Eq(t, uint64(2*rounds), m.Generation)
+}
+
+// testSecondGCBusy runs a sweep on one client, held waiting for a commit
+// in flight, and a second sweep on another client: the second is ErrBusy
+// at once instead of sweeping beside the first (whose lease the second
+// would otherwise share, and whose release would let commits in while the
+// second still deletes).
+func testSecondGCBusy(t *testing.T, nb NewBackend) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var hold atomic.Bool
+	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
+		if hold.Load() && strings.Contains(name, "/gen-") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return nil
+	}}
+	s := open(t, f)
+	k := key("twogc")
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		src := t.TempDir()
+		writeTree(t, src, randomBytes(t, 2*ChunkSize))
+		_, _, err := s.Commit(context.Background(), k, src, "n", nil)
+		done <- err
+	}()
+	<-entered
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), Options().LeaseTTL/2)
+		defer cancel()
+		first <- open(t, f.Backend).Sweep(ctx) // waits for the commit
+	}()
+	// Once the first holds GC's lease, the second is refused at once.
+	must.Wait(t, wait.InitialSuccess(wait.ErrorFunc(func() error {
+		_, err := f.Backend.Stat(context.Background(), "leases/gc")
+		return err
+	}), wait.Timeout(Options().LeaseTTL/2), wait.Gap(20*time.Millisecond)))
+	second := open(t, f.Backend)
+	ctx, cancel := context.WithTimeout(context.Background(), Options().LeaseTTL/4)
+	err := second.Sweep(ctx)
+	cancel()
+	must.ErrorIs(t, err, store.ErrBusy)
+	must.StrContains(t, err.Error(), "gc is sweeping")
+	must.ErrorIs(t, <-first, context.DeadlineExceeded)
+	close(release)
+	must.NoError(t, <-done)
+	must.NoError(t, second.Sweep(context.Background()))
+}
