@@ -208,3 +208,44 @@ func testGCWhileCommitsReuseOldChunks(t *testing.T, nb NewBackend) {
 	res, _ := restore(t, restorer, k)
 	must.SliceEmpty(t, res.FellBack)
 }
+
+// testCommitTouchesReusedOldChunks commits data whose chunks are
+// unreferenced and older than half the grace period: the commit uploads
+// nothing new where the backend can touch, and every chunk it reuses is
+// now younger than that, so no GC can delete it before a listing shows
+// the new manifest.
+func testCommitTouchesReusedOldChunks(t *testing.T, nb NewBackend) {
+	b := nb(t)
+	const grace = 2 * time.Second
+	s := openWith(t, b, graceOptions(grace))
+	data := randomBytes(t, 3*ChunkSize)
+	orphanOldChunks(t, s, grace, data)
+	before := chunkTimes(t, b)
+	must.MapNotEmpty(t, before)
+	_, st := commit(t, s, key("touch"), data)
+	if _, ok := b.(store.Toucher); ok {
+		must.Eq(t, int64(0), st.NewBytes)
+	}
+	after := chunkTimes(t, b)
+	must.MapLen(t, len(before), after)
+	for name, was := range before {
+		must.True(t, after[name].After(was), must.Sprintf("chunk %s not touched: %v, was %v", name, after[name], was))
+	}
+}
+
+// chunkTimes returns every chunk's modification time, read by key.
+func chunkTimes(t *testing.T, b store.Backend) map[string]time.Time {
+	t.Helper()
+	var names []string
+	must.NoError(t, b.List(context.Background(), "chunks/", func(o store.ObjectInfo) error {
+		names = append(names, o.Name)
+		return nil
+	}))
+	out := map[string]time.Time{}
+	for _, n := range names {
+		fi, err := b.Stat(context.Background(), n)
+		must.NoError(t, err)
+		out[n] = fi.Modified
+	}
+	return out
+}

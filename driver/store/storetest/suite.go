@@ -57,6 +57,7 @@ func Run(t *testing.T, nb NewBackend) {
 		"GCWaitsForUnlistedLease":      testGCWaitsForUnlistedLease,
 		"GCKeepsUnlistedManifests":     testGCKeepsUnlistedManifests,
 		"GCWhileCommitsReuseOldChunks": testGCWhileCommitsReuseOldChunks,
+		"CommitTouchesReusedOldChunks": testCommitTouchesReusedOldChunks,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })
