@@ -18,8 +18,8 @@ import (
 )
 
 // testKeyLockTakeoverRace leaves, round after round, a key lock whose
-// holder is dead (as a plugin killed mid-commit does) and starts two
-// commits of that key at once, from two clients: both find the lock stale
+// holder is dead (as a plugin killed mid-commit does) and starts three
+// commits of that key at once, from three clients: all find the lock stale
 // and take it over. Exactly one may hold it: the manifests are written
 // while an overlap detector looks for two commits publishing at once.
 func testKeyLockTakeoverRace(t *testing.T, nb NewBackend) {
@@ -34,36 +34,39 @@ func testKeyLockTakeoverRace(t *testing.T, nb NewBackend) {
 		}
 		return nil
 	}}
-	a, b := open(t, f), open(t, f)
+	clients := []*store.Store{open(t, f), open(t, f), open(t, f)}
 	k := key("takeover")
 	lock := "keys/default/train@7/g/takeover/0/lock"
 	host, _ := os.Hostname()
-	rounds := 10
+	rounds := 8
 	for round := range rounds {
 		cmd := exec.Command("true")
 		must.NoError(t, cmd.Run())
 		body := fmt.Sprintf(`{"op":"keylock","key":%q,"host":%q,"pid":%d,"nonce":"%d"}`, k.String(), host, cmd.Process.Pid, round)
 		must.NoError(t, f.Backend.Put(context.Background(), lock, []byte(body), false))
+		start := make(chan struct{})
 		var wg sync.WaitGroup
-		for _, s := range []*store.Store{a, b} {
+		for _, s := range clients {
+			src := t.TempDir()
+			writeTree(t, src, randomBytes(t, ChunkSize))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				src := t.TempDir()
-				writeTree(t, src, randomBytes(t, ChunkSize))
 				ctx, cancel := context.WithTimeout(context.Background(), 4*Options().LeaseTTL)
 				defer cancel()
+				<-start
 				if _, _, err := s.Commit(ctx, k, src, "n", nil); err != nil {
 					t.Errorf("round %d: commit: %v", round, err)
 				}
 			}()
 		}
+		close(start)
 		wg.Wait()
 	}
 	must.Eq(t, int64(1), most.Load(), must.Sprint("two clients held the key lock at once"))
-	m, err := a.Latest(k)
+	m, err := clients[0].Latest(k)
 	must.NoError(t, err)
-	must.Eq(t, uint64(2*rounds), m.Generation)
+	must.Eq(t, uint64(len(clients)*rounds), m.Generation)
 }
 
 // testSecondGCBusy runs a sweep on one client, held waiting for a commit
