@@ -41,11 +41,11 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	if err := s.checkMarker(ctx); err != nil {
 		return nil, CommitStats{}, err
 	}
-	unlock, err := s.lockKeyObject(ctx, prefix, key, true)
+	lk, err := s.keyLock(ctx, prefix, key, true)
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
-	defer unlock()
+	defer s.release(lk)
 	l, err := s.acquireLease(ctx, "commit", key)
 	if err != nil {
 		return nil, CommitStats{}, err
@@ -82,6 +82,9 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	next := uint64(1)
 	if len(gens) > 0 {
 		next = gens[len(gens)-1] + 1
+	}
+	if err := s.stillHeld(ctx, lk, key); err != nil {
+		return nil, CommitStats{}, err
 	}
 	if err := s.publishObject(ctx, prefix, m, next, meta); err != nil {
 		return nil, CommitStats{}, err

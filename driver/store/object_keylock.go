@@ -19,11 +19,35 @@ const objKeyLock = "lock"
 // newest when it publishes (a pruned generation's number, free again, is
 // never reused). Without wait, a held lock is ErrBusy.
 func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait bool) (func(), error) {
+	l, err := s.keyLock(ctx, prefix, key, wait)
+	if err != nil {
+		return nil, err
+	}
+	return func() { s.release(l) }, nil
+}
+
+// keyLock is lockKeyObject returning the held lock (release it with
+// release), for a commit that checks it still holds it before publishing.
+func (s *Store) keyLock(ctx context.Context, prefix string, key Key, wait bool) (*lease, error) {
 	l, err := s.takeExclusive(ctx, prefix+objKeyLock, "keylock", key.String(), wait)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)
 	}
-	return func() { s.release(l) }, nil
+	return l, nil
+}
+
+// stillHeld refreshes the key lock l at once: with a Swapper, a lock
+// another client took over (this one paused past LeaseTTL) is ErrBusy, so
+// the commit does not publish what it read under a lock it lost.
+func (s *Store) stillHeld(ctx context.Context, l *lease, key Key) error {
+	_, err := s.refreshLease(ctx, l)
+	if errors.Is(err, errLeaseLost) {
+		return fmt.Errorf("%w: the lock of %s was taken over by another client while this commit paused; not published", ErrBusy, key)
+	}
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", key, err)
+	}
+	return nil
 }
 
 // takeExclusive takes the exclusive lease object name (a key's lock, GC's

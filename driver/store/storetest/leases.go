@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -120,4 +121,57 @@ func testSecondGCBusy(t *testing.T, nb NewBackend) {
 	close(release)
 	must.NoError(t, <-done)
 	must.NoError(t, second.Sweep(context.Background()))
+}
+
+// testLostKeyLockNotPublished holds a commit while it uploads and, as a
+// client taking over the lock of a holder that paused past LeaseTTL does,
+// replaces the key's lock: the commit must not publish (ErrBusy), and must
+// leave the new holder's lock in place. Needs a Swapper: without one the
+// store cannot tell its lock was taken over.
+func testLostKeyLockNotPublished(t *testing.T, nb NewBackend) {
+	b := nb(t)
+	if _, ok := b.(store.Swapper); !ok {
+		t.Skip("needs a backend with compare-and-swap")
+	}
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var hold atomic.Bool
+	f := &Faulty{Backend: b, BeforePut: func(ctx context.Context, name string) error {
+		if hold.Load() && strings.HasPrefix(name, "chunks/") {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+		return nil
+	}}
+	s := open(t, f)
+	k := key("lostlock")
+	commit(t, s, k, randomBytes(t, 2*ChunkSize))
+	hold.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		src := t.TempDir()
+		writeTree(t, src, randomBytes(t, 2*ChunkSize))
+		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
+		done <- err
+	}()
+	<-entered
+	lock := "keys/default/train@7/g/lostlock/0/lock"
+	theirs := []byte(`{"op":"keylock","host":"other-host","pid":1,"nonce":"taken-over"}`)
+	must.NoError(t, b.Put(context.Background(), lock, theirs, false))
+	hold.Store(false)
+	close(release)
+	err := <-done
+	must.ErrorIs(t, err, store.ErrBusy)
+	m, err := open(t, b).Latest(k)
+	must.NoError(t, err)
+	must.Eq(t, uint64(1), m.Generation)
+	rc, _, err := b.Get(context.Background(), lock)
+	must.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	_ = rc.Close()
+	must.NoError(t, err)
+	must.Eq(t, string(theirs), string(got), must.Sprint("the commit deleted or overwrote the new holder's lock"))
 }

@@ -58,6 +58,7 @@ func Run(t *testing.T, nb NewBackend) {
 		"GCKeepsUnlistedManifests":     testGCKeepsUnlistedManifests,
 		"GCWhileCommitsReuseOldChunks": testGCWhileCommitsReuseOldChunks,
 		"CommitTouchesReusedOldChunks": testCommitTouchesReusedOldChunks,
+		"LostKeyLockNotPublished":      testLostKeyLockNotPublished,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })
