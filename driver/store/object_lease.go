@@ -107,13 +107,16 @@ func (s *Store) live(modified, now time.Time) bool {
 // whatever a listing shows.
 func (s *Store) acquireLease(ctx context.Context, op string, key Key) (*lease, error) {
 	name := objLeases + op + "-" + randomSuffix() + randomSuffix()
+	// Giving up, clean up briefly: the caller's deadline (kill_timeout) may
+	// be spent, and a lease left behind only expires.
+	abandon := func() { s.dropLease(name, s.pollEvery) }
 	for {
 		now, err := s.putLease(ctx, name, op, key.String())
-		if err == nil {
-			err = s.indexLease(ctx, name)
-		}
 		if err != nil {
-			s.dropLease(name)
+			return nil, err
+		}
+		if err := s.indexLease(ctx, name); err != nil {
+			abandon()
 			return nil, err
 		}
 		gc, err := s.backend.Stat(ctx, objGCLease)
@@ -122,25 +125,27 @@ func (s *Store) acquireLease(ctx context.Context, op string, key Key) (*lease, e
 			s.keepLease(l)
 			return l, nil
 		}
-		_ = s.backend.Delete(context.WithoutCancel(ctx), name)
 		if err != nil {
-			s.dropLease(name)
+			abandon()
 			return nil, fmt.Errorf("read gc lease: %w", err)
 		}
+		// Withdraw while GC runs; the index entry stays (it is added again,
+		// at no cost, on the next try).
+		_ = s.backend.Delete(context.WithoutCancel(ctx), name)
 		s.logger.Debug("waiting for gc", "op", op, "key", key.String())
 		select {
 		case <-ctx.Done():
-			s.dropLease(name)
+			abandon()
 			return nil, fmt.Errorf("waiting for gc to finish: %w", context.Cause(ctx))
 		case <-time.After(s.pollEvery):
 		}
 	}
 }
 
-// dropLease deletes the shared lease name and its index entry, best effort
-// (GC drops index entries whose lease is gone).
-func (s *Store) dropLease(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.leaseTTL)
+// dropLease deletes the shared lease name and its index entry, best
+// effort, within limit (GC drops index entries whose lease is gone).
+func (s *Store) dropLease(name string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := s.backend.Delete(ctx, name); err != nil {
 		s.logger.Warn("lease release failed; it expires by itself", "lease", name, "error", err)
@@ -186,7 +191,7 @@ func (s *Store) release(l *lease) {
 	close(l.stop)
 	l.done.Wait()
 	if l.etag == "" || s.swapper == nil {
-		s.dropLease(l.name)
+		s.dropLease(l.name, s.leaseTTL)
 		return
 	}
 	if l.lost.Load() {

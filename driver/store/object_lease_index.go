@@ -60,7 +60,7 @@ func (s *Store) updateLeaseIndex(ctx context.Context, change func([]string) []st
 			return err
 		}
 		next := change(slices.Clone(idx.Leases))
-		if etag != "" && slices.Equal(next, idx.Leases) {
+		if slices.Equal(next, idx.Leases) {
 			return nil
 		}
 		b, _ := json.Marshal(leaseIndex{Seq: idx.Seq + 1, Leases: next})
