@@ -47,11 +47,46 @@ type UploadCleaner interface {
 	AbortStaleUploads(ctx context.Context, cutoff time.Time) (int, error)
 }
 
+// Swapper is a Backend with compare-and-swap: writes and deletes
+// conditional on the object's entity tag (If-Match), which S3 honours on
+// PutObject since 2024 and SeaweedFS on PutObject and DeleteObject (checked
+// against the pinned server by TestS3_ConditionalWritesHonoured). With one,
+// two hosts taking over one expired key lock cannot both win, and GC finds
+// the leases of commits and restores by key in an index object instead of
+// by a listing (README.md, "GC without file locks").
+type Swapper interface {
+	// PutIfMatch writes data under name only if the object's ETag is etag,
+	// or, with etag "", only if there is no object of that name. It returns
+	// the new object's ETag. A mismatch is ErrObjectChanged (ErrObjectExists
+	// when etag is ""; ErrObjectNotFound when the object is gone).
+	PutIfMatch(ctx context.Context, name string, data []byte, etag string) (string, error)
+	// DeleteIfMatch deletes name only if its ETag is etag, else
+	// ErrObjectChanged; a missing object is not an error.
+	DeleteIfMatch(ctx context.Context, name, etag string) error
+}
+
+// Toucher is a Backend that can set an object's modification time to the
+// server's present time without sending its contents again (S3: a copy of
+// the object onto itself). A commit touches the old chunks it reuses, so GC
+// never finds a chunk a recent manifest names old enough to delete, even
+// when a listing does not show that manifest yet. Without one the commit
+// uploads the chunk again.
+type Toucher interface {
+	Touch(ctx context.Context, name string) error
+}
+
+// Unwrapper is a Backend wrapping another (a test's fault injector): the
+// store looks for Swapper and Toucher on the wrapped backend too.
+type Unwrapper interface {
+	Unwrap() Backend
+}
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Name     string
 	Size     int64
 	Modified time.Time // the server's clock
+	ETag     string    // the server's entity tag; "" where the backend has none
 }
 
 var (
@@ -60,6 +95,9 @@ var (
 	// ErrObjectExists is returned by a Backend's conditional Put when the
 	// name is taken.
 	ErrObjectExists = errors.New("object exists")
+	// ErrObjectChanged is returned by a Swapper when the object's ETag is
+	// not the one the write or delete was conditional on.
+	ErrObjectChanged = errors.New("object changed")
 )
 
 // Object store defaults (Options fields of the same names).
@@ -82,6 +120,7 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 	}
 	s.backend = b
 	s.root = b.String()
+	s.swapper, s.toucher = capabilities(b)
 	if s.workers < 16 {
 		// Object I/O waits on the network, not the CPU.
 		s.workers = 16
@@ -108,6 +147,27 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: write store marker: %w", ErrUnavailable, err)
 	}
 	return s, nil
+}
+
+// capabilities returns b's Swapper and Toucher (nil where it has none),
+// looking through wrappers.
+func capabilities(b Backend) (Swapper, Toucher) {
+	var sw Swapper
+	var t Toucher
+	for b != nil {
+		if x, ok := b.(Swapper); ok && sw == nil {
+			sw = x
+		}
+		if x, ok := b.(Toucher); ok && t == nil {
+			t = x
+		}
+		u, ok := b.(Unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	return sw, t
 }
 
 // Ping reports whether the store is reachable now: the root directory of a
@@ -178,6 +238,11 @@ const (
 	objGCLease = objLeases + "gc"
 	objLatest  = "latest"
 	objMarker  = "caravan-store.json"
+	// objLeaseIndex names the live commit and restore leases, so GC reads
+	// them by key (with a Swapper; see object_lease_index.go). It is not
+	// below leases/, where plugins of older versions would take it for a
+	// lease.
+	objLeaseIndex = "lease-index.json"
 )
 
 func chunkObject(d string) string { return objChunks + d[:2] + "/" + d }

@@ -41,11 +41,11 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	if err := s.checkMarker(ctx); err != nil {
 		return nil, CommitStats{}, err
 	}
-	unlock, err := s.lockKeyObject(ctx, prefix, key, true)
+	lk, err := s.keyLock(ctx, prefix, key, true)
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
-	defer unlock()
+	defer s.release(lk)
 	l, err := s.acquireLease(ctx, "commit", key)
 	if err != nil {
 		return nil, CommitStats{}, err
@@ -59,7 +59,7 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	if err := s.checkNotStaleObject(ctx, prefix, gens, meta); err != nil {
 		return nil, CommitStats{}, err
 	}
-	newBytes, err := s.uploadChunks(ctx, src, files)
+	newBytes, err := s.uploadChunks(ctx, src, files, s.touchBefore(l.at))
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
@@ -82,6 +82,9 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	next := uint64(1)
 	if len(gens) > 0 {
 		next = gens[len(gens)-1] + 1
+	}
+	if err := s.stillHeld(ctx, lk, key); err != nil {
+		return nil, CommitStats{}, err
 	}
 	if err := s.publishObject(ctx, prefix, m, next, meta); err != nil {
 		return nil, CommitStats{}, err
@@ -164,7 +167,7 @@ func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, g
 // goroutines, each holding at most one chunk (a slice of the file's map, or
 // one chunk-sized buffer). It returns the bytes uploaded. Every chunk is
 // confirmed by the server when it returns nil.
-func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry) (int64, error) {
+func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, touchBefore time.Time) (int64, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -184,7 +187,7 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 			var buf []byte
 			for job := range jobs {
 				if ctx.Err() == nil {
-					n, err := s.uploadChunk(ctx, job, &buf, &mu, seen)
+					n, err := s.uploadChunk(ctx, job, &buf, &mu, seen, touchBefore)
 					if err != nil {
 						cancel(err)
 					}
@@ -242,9 +245,10 @@ func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, err error) {
 }
 
 // uploadChunk hashes one chunk and uploads it unless this commit already
-// did or the backend holds an object of its name and size. It returns the
-// bytes uploaded.
-func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *sync.Mutex, seen map[string]bool) (int64, error) {
+// did or the backend holds an object of its name and size; one held but
+// last written before touchBefore is touched (see touchChunk). It returns
+// the bytes uploaded.
+func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *sync.Mutex, seen map[string]bool, touchBefore time.Time) (int64, error) {
 	b, err := s.copyChunk(job, buf)
 	if err != nil {
 		return 0, err
@@ -262,6 +266,9 @@ func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *
 	name := chunkObject(d)
 	fi, err := s.backend.Stat(ctx, name)
 	if err == nil && fi.Size == int64(len(b)) {
+		if fi.Modified.Before(touchBefore) {
+			return s.touchChunk(ctx, name, b)
+		}
 		return 0, nil
 	}
 	if err != nil && !errors.Is(err, ErrObjectNotFound) {

@@ -69,6 +69,12 @@ func (s *Store) sweepObject(ctx context.Context) error {
 	var errs []error
 	deleted := 0
 	for _, name := range doomed {
+		if l.lost.Load() {
+			// Another client took GC's lease over (this one paused past
+			// LeaseTTL): commits may be running; delete nothing more.
+			errs = append(errs, fmt.Errorf("%w: gc's lease was taken over; sweep stopped", errLeaseLost))
+			break
+		}
 		if err := s.backend.Delete(ctx, name); err != nil {
 			errs = append(errs, err)
 			continue
@@ -126,4 +132,38 @@ func (s *Store) objectRefs(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	return refs, nil
+}
+
+// touchBefore is the server time before which a chunk a commit reuses was
+// last written long enough ago to need touching: half the grace period
+// before the commit's lease was written (zero, touching nothing, when GC
+// ignores age). GC deletes an unreferenced chunk only once it is older
+// than the grace period, so a chunk a manifest names is safe from a GC
+// that does not see that manifest in its listing for as long as the commit
+// plus the listing's lag stays under half the grace period.
+func (s *Store) touchBefore(leaseAt time.Time) time.Time {
+	if s.gcGrace <= 0 || leaseAt.IsZero() {
+		return time.Time{}
+	}
+	return leaseAt.Add(-s.gcGrace / 2)
+}
+
+// touchChunk brings the modification time of the chunk name, which a
+// commit reuses, to the server's present: with the backend's Toucher (a
+// server-side copy onto itself), else by uploading b again. It returns the
+// bytes uploaded.
+func (s *Store) touchChunk(ctx context.Context, name string, b []byte) (int64, error) {
+	if s.toucher != nil {
+		err := s.toucher.Touch(ctx, name)
+		if err == nil {
+			return 0, nil
+		}
+		if !errors.Is(err, ErrObjectNotFound) {
+			return 0, fmt.Errorf("touch chunk: %w", err)
+		}
+	}
+	if err := s.backend.Put(ctx, name, b, false); err != nil {
+		return 0, fmt.Errorf("upload chunk: %w", err)
+	}
+	return int64(len(b)), nil
 }

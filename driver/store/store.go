@@ -90,6 +90,8 @@ type Store struct {
 	// backend is the object store of a store opened with OpenBackend; nil
 	// for a directory store.
 	backend   Backend
+	swapper   Swapper       // backend's compare-and-swap, nil when it has none
+	toucher   Toucher       // backend's touch, nil when it has none
 	leaseTTL  time.Duration // how long a lease lives unrefreshed
 	gcGrace   time.Duration // how old an unreferenced chunk must be to go
 	settle    time.Duration // how long GC waits for listings to settle

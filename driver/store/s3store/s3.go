@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -46,6 +47,8 @@ type Backend struct {
 
 var _ store.Backend = (*Backend)(nil)
 var _ store.UploadCleaner = (*Backend)(nil)
+var _ store.Swapper = (*Backend)(nil)
+var _ store.Toucher = (*Backend)(nil)
 
 // New validates c, connects, and checks at once that the endpoint answers,
 // the bucket exists and the credentials may write below the prefix (a probe
@@ -228,11 +231,71 @@ func (b *Backend) Put(ctx context.Context, name string, data []byte, ifAbsent bo
 		in.IfNoneMatch = aws.String("*")
 	}
 	_, err := b.client.PutObject(ctx, in)
-	if ifAbsent && (httpStatus(err) == http.StatusPreconditionFailed || errorCode(err) == "PreconditionFailed" ||
-		httpStatus(err) == http.StatusConflict && errorCode(err) == "ConditionalRequestConflict") {
+	if ifAbsent && preconditionFailed(err) {
 		return fmt.Errorf("put %s: %w", name, store.ErrObjectExists)
 	}
 	return b.wrap("put", name, err)
+}
+
+// preconditionFailed reports whether err is a conditional request's
+// failure: 412, or 409 ConditionalRequestConflict (S3's answer to a
+// conditional write racing another on the same key).
+func preconditionFailed(err error) bool {
+	return httpStatus(err) == http.StatusPreconditionFailed || errorCode(err) == "PreconditionFailed" ||
+		httpStatus(err) == http.StatusConflict && errorCode(err) == "ConditionalRequestConflict"
+}
+
+// PutIfMatch implements store.Swapper: If-Match: etag, or If-None-Match: *
+// when etag is "".
+func (b *Backend) PutIfMatch(ctx context.Context, name string, data []byte, etag string) (string, error) {
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           b.key(name),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if etag == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(etag)
+	}
+	out, err := b.client.PutObject(ctx, in)
+	switch {
+	case err == nil:
+		return aws.ToString(out.ETag), nil
+	case preconditionFailed(err) && etag == "":
+		return "", fmt.Errorf("put %s: %w", name, store.ErrObjectExists)
+	case preconditionFailed(err):
+		return "", fmt.Errorf("put %s: %w", name, store.ErrObjectChanged)
+	}
+	return "", b.wrap("put", name, err)
+}
+
+// DeleteIfMatch implements store.Swapper with If-Match on DeleteObject.
+func (b *Backend) DeleteIfMatch(ctx context.Context, name, etag string) error {
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: b.key(name), IfMatch: aws.String(etag)})
+	if preconditionFailed(err) {
+		return fmt.Errorf("delete %s: %w", name, store.ErrObjectChanged)
+	}
+	if err != nil && errors.Is(b.wrap("delete", name, err), store.ErrObjectNotFound) {
+		return nil
+	}
+	return b.wrap("delete", name, err)
+}
+
+// Touch implements store.Toucher: the object is copied onto itself with
+// its metadata replaced (S3 refuses a copy onto itself that changes
+// nothing), which sets its Last-Modified to the server's present time and
+// sends no contents.
+func (b *Backend) Touch(ctx context.Context, name string) error {
+	_, err := b.client.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket:            aws.String(b.bucket),
+		Key:               b.key(name),
+		CopySource:        aws.String(url.PathEscape(b.bucket) + "/" + strings.ReplaceAll(url.PathEscape(b.prefix+name), "%2F", "/")),
+		MetadataDirective: types.MetadataDirectiveReplace,
+		Metadata:          map[string]string{"caravan-touched": "1"},
+	})
+	return b.wrap("touch", name, err)
 }
 
 // Get implements store.Backend.
@@ -261,6 +324,7 @@ func (b *Backend) Stat(ctx context.Context, name string) (store.ObjectInfo, erro
 	if out.LastModified != nil {
 		fi.Modified = *out.LastModified
 	}
+	fi.ETag = aws.ToString(out.ETag)
 	return fi, nil
 }
 
@@ -273,7 +337,7 @@ func (b *Backend) List(ctx context.Context, prefix string, fn func(store.ObjectI
 			return b.wrap("list", prefix, err)
 		}
 		for _, o := range page.Contents {
-			fi := store.ObjectInfo{Name: strings.TrimPrefix(aws.ToString(o.Key), b.prefix), Size: aws.ToInt64(o.Size)}
+			fi := store.ObjectInfo{Name: strings.TrimPrefix(aws.ToString(o.Key), b.prefix), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)}
 			if o.LastModified != nil {
 				fi.Modified = *o.LastModified
 			}
