@@ -81,6 +81,16 @@ type Unwrapper interface {
 	Unwrap() Backend
 }
 
+// DigestPutter is a Backend that can store data whose SHA-256 the store has
+// already computed (a chunk's name is its digest) without hashing it again:
+// S3 signs each body's SHA-256, which the SDK would otherwise compute a
+// second time over plain HTTP, and the server checks the body against it,
+// so a chunk damaged on its way is refused instead of stored.
+type DigestPutter interface {
+	// PutSHA256 is Put (not ifAbsent) of data whose SHA-256 is sum.
+	PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte) error
+}
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Name     string

@@ -274,9 +274,17 @@ func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *
 	if err != nil && !errors.Is(err, ErrObjectNotFound) {
 		return 0, fmt.Errorf("stat chunk: %w", err)
 	}
-	if err := s.backend.Put(ctx, name, b, false); err != nil {
+	if err := s.putChunk(ctx, name, b, sum); err != nil {
 		return 0, fmt.Errorf("upload chunk: %w", err)
 	}
 	hook(stepChunkTempWritten)
 	return int64(len(b)), nil
+}
+
+// putChunk uploads chunk b, handing its SHA-256 to a backend that takes it.
+func (s *Store) putChunk(ctx context.Context, name string, b []byte, sum [32]byte) error {
+	if dp, ok := s.backend.(DigestPutter); ok {
+		return dp.PutSHA256(ctx, name, b, sum)
+	}
+	return s.backend.Put(ctx, name, b, false)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/caravan-nomad/caravan/driver/store"
@@ -49,6 +52,7 @@ var _ store.Backend = (*Backend)(nil)
 var _ store.UploadCleaner = (*Backend)(nil)
 var _ store.Swapper = (*Backend)(nil)
 var _ store.Toucher = (*Backend)(nil)
+var _ store.DigestPutter = (*Backend)(nil)
 
 // New validates c, connects, and checks at once that the endpoint answers,
 // the bucket exists and the credentials may write below the prefix (a probe
@@ -296,6 +300,35 @@ func (b *Backend) Touch(ctx context.Context, name string) error {
 		Metadata:          map[string]string{"caravan-touched": "1"},
 	})
 	return b.wrap("touch", name, err)
+}
+
+// PutSHA256 implements store.DigestPutter: the body's SHA-256 goes into
+// the request's signature as given (x-amz-content-sha256), instead of the
+// SDK hashing the body again (over plain HTTP) or sending it unsigned
+// (over TLS). The server checks the body against it.
+func (b *Backend) PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte) error {
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           b.key(name),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	_, err := b.client.PutObject(ctx, in, withPayloadSHA256(hex.EncodeToString(sum[:])))
+	return b.wrap("put", name, err)
+}
+
+// withPayloadSHA256 sets a request's SigV4 payload hash to sum before the
+// signer's own payload-hash step, which then keeps it.
+func withPayloadSHA256(sum string) func(*s3.Options) {
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Insert(middleware.FinalizeMiddlewareFunc("CaravanPayloadSHA256",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+					middleware.FinalizeOutput, middleware.Metadata, error) {
+					return next.HandleFinalize(v4.SetPayloadHash(ctx, sum), in)
+				}), "ComputePayloadHash", middleware.Before)
+		})
+	}
 }
 
 // Get implements store.Backend.

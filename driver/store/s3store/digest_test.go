@@ -1,0 +1,85 @@
+package s3store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/storetest"
+)
+
+// TestS3_ChunkPutsCarryTheStoreDigest commits through a proxy that records
+// each chunk PUT's signed payload hash: every one is the chunk's own
+// SHA-256, the digest the store computed (the SDK does not hash the body a
+// second time).
+func TestS3_ChunkPutsCarryTheStoreDigest(t *testing.T) {
+	srv := requireServer(t)
+	target, err := url.Parse("http://" + srv.endpoint)
+	must.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	sent := map[string]string{} // chunk name -> x-amz-content-sha256
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/chunks/") {
+			mu.Lock()
+			sent[path.Base(r.URL.Path)] = r.Header.Get("X-Amz-Content-Sha256")
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	c := srv.newBucket(t)
+	c.Endpoint = proxy.Listener.Addr().String()
+	b, err := New(context.Background(), c)
+	must.NoError(t, err)
+	s, err := store.OpenBackend(b, storetest.Options())
+	must.NoError(t, err)
+	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
+	src := t.TempDir()
+	data := storetestData(t, src)
+	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
+	must.NoError(t, err)
+	must.MapNotEmpty(t, sent)
+	for name, hash := range sent {
+		must.Eq(t, name, hash)
+	}
+	dst := t.TempDir() + "/out"
+	_, err = s.Restore(context.Background(), k, dst)
+	must.NoError(t, err)
+	sameFile(t, dst, data)
+}
+
+// TestS3_PutSHA256RefusesAMismatchedBody gives the server a body whose
+// SHA-256 is not the one signed: the server refuses it and stores nothing,
+// so a chunk damaged between hashing and upload never lands under its name.
+func TestS3_PutSHA256RefusesAMismatchedBody(t *testing.T) {
+	srv := requireServer(t)
+	b, err := New(context.Background(), srv.newBucket(t))
+	must.NoError(t, err)
+	dp := b.(store.DigestPutter)
+	ctx := context.Background()
+	good := []byte("the chunk's bytes")
+	sum := sha256.Sum256(good)
+	name := "chunks/" + hex.EncodeToString(sum[:])
+	must.NoError(t, dp.PutSHA256(ctx, name, good, sum))
+	rc, size, err := b.Get(ctx, name)
+	must.NoError(t, err)
+	_ = rc.Close()
+	must.Eq(t, int64(len(good)), size)
+
+	bad := []byte("the chunk's bytez")
+	must.Error(t, dp.PutSHA256(ctx, "chunks/other", bad, sum))
+	_, _, err = b.Get(ctx, "chunks/other")
+	must.ErrorIs(t, err, store.ErrObjectNotFound)
+}
