@@ -58,9 +58,9 @@ func bucketKeys(t *testing.T, s harness.S3, prefix string) []string {
 	var keys []string
 	token := ""
 	for {
-		q := "?list-type=2&prefix=" + strings.ReplaceAll(prefix, "/", "%2F")
+		q := "?list-type=2&prefix=" + urlEscape(prefix)
 		if token != "" {
-			q = "?continuation-token=" + urlEscape(token) + "&list-type=2&prefix=" + strings.ReplaceAll(prefix, "/", "%2F")
+			q = "?continuation-token=" + urlEscape(token) + "&list-type=2&prefix=" + urlEscape(prefix)
 		}
 		code, body := s.Request(t, ak, sk, "GET", s.Bucket+q, nil)
 		must.Eq(t, 200, code, must.Sprint(body))
