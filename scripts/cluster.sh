@@ -74,6 +74,7 @@ source "$root/scripts/cluster/runtimes.sh"
 # shellcheck source=scripts/cluster/s3.sh
 source "$root/scripts/cluster/s3.sh"
 store=$(store_kind)
+check_s3_fault_proxy
 
 consul_http=$base
 server_http=$((base + 10))

@@ -54,10 +54,12 @@ s3_enabled() { [[ $(store_kind) == s3 ]]; }
 
 # s3_fault_proxy_asked says whether `up` was asked for the fault proxy;
 # s3_fault_proxy_on whether this cluster runs with it (`up` records it).
-s3_fault_proxy_asked() {
+s3_fault_proxy_asked() { [[ ${CARAVAN_S3_FAULT_PROXY:-0} == 1 ]] && s3_enabled; }
+
+# check_s3_fault_proxy refuses a CARAVAN_S3_FAULT_PROXY other than 0 or 1.
+check_s3_fault_proxy() {
   case "${CARAVAN_S3_FAULT_PROXY:-0}" in
-    0 | "") return 1 ;;
-    1) s3_enabled ;;
+    0 | 1) ;;
     *) echo "cluster: CARAVAN_S3_FAULT_PROXY must be 0 or 1, got '$CARAVAN_S3_FAULT_PROXY'" >&2; exit 2 ;;
   esac
 }
