@@ -26,11 +26,12 @@ const (
 var TrainerFinalRe = regexp.MustCompile(`final step=(\d+) .* params_sha256=([0-9a-f]{64})`)
 
 // TrainerReference runs the trainer uninterrupted for steps, outside Nomad,
-// with bin (the binary the cluster runs), and returns its parameters'
-// SHA-256.
-func TrainerReference(t testing.TB, bin string, steps int) string {
+// with bin (the binary the cluster runs) and any more trainer flags, and
+// returns its parameters' SHA-256.
+func TrainerReference(t testing.TB, bin string, steps int, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(bin, "trainer", "-steps", strconv.Itoa(steps), "-log-every", "0", "-checkpoint-dir", "").CombinedOutput()
+	out, err := exec.Command(bin, append([]string{"trainer", "-steps", strconv.Itoa(steps), "-log-every", "0",
+		"-checkpoint-dir", ""}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("harness: the reference run: %v\n%s", err, out)
 	}

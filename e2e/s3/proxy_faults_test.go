@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,20 +23,23 @@ const killTimeout = 30 * time.Second
 
 // trainOnClient1 runs the trainer (a service job) on client1 of the
 // cluster with the fault proxy, and returns the cluster, the proxy, the
-// uninterrupted run's hash and the running allocation.
+// uninterrupted run's hash and the running allocation. The trainer's seed
+// is new for each run: its checkpoints' chunks are then new too, and a
+// commit uploads them (it skips those already in the bucket, which an
+// earlier run at the same step of the same seed would have left).
 func trainOnClient1(t *testing.T) (*harness.C, *harness.S3Faults, string, *nomadapi.AllocationListStub) {
 	t.Helper()
 	c, _ := s3Cluster(t)
 	f := c.S3Faults(t)
-	want := harness.TrainerReference(t, c.Bin, steps)
+	seed := strconv.FormatInt(2+time.Now().UnixNano()%1_000_000_000, 10)
+	want := harness.TrainerReference(t, c.Bin, steps, "-seed", seed)
 	c.Eligible(t, "client2", false)
-	runTrainer(t, c, "job_type=service", "hold=true")
+	runTrainer(t, c, "job_type=service", "hold=true", `trainer_args=["-seed", "`+seed+`"]`)
 	return c, f, want, c.WaitRunning(t, trainJob, trainTask, nil)
 }
 
 // TestS3_SlowDownDuringStopCommit has the server answer 503 SlowDown to
-// every request for a while during the commit of a migration's stop
-// checkpoint: the commit retries, succeeds within kill_timeout and says so
+// four writes in a row during the commit of a migration's stop checkpoint: the commit retries, succeeds within kill_timeout and says so
 // in its event, and the replacement on the other client restores that
 // generation; the run ends bit for bit.
 func TestS3_SlowDownDuringStopCommit(t *testing.T) {
@@ -43,20 +47,26 @@ func TestS3_SlowDownDuringStopCommit(t *testing.T) {
 
 	c.Eligible(t, "client2", true)
 	c.Eligible(t, "client1", false)
-	f.Set(s3fault.Spec{Kind: "slow_down"})
+	// The next four writes below keys/ are answered SlowDown: the commit's
+	// first write, its key lock, tried again and again. Only a commit
+	// writes there, and the stop's is the only one under way (the
+	// replacement's restore only reads). The store tries each
+	// request up to 10 times, backing off (jittered, doubling up to 5s):
+	// four tries cost about 7s, at most about 15s, of the 27s a stop's
+	// commit may take.
+	before := f.Stats().Injected["slow_down"]
+	f.Set(s3fault.Spec{Kind: "slow_down", Method: "PUT", PathContains: "/keys/", Times: 4})
 	stopAt := time.Now()
 	_, err := c.CLI(t, "alloc", "stop", "-detach", a1.ID)
 	must.NoError(t, err)
-	// Five answers in a row are SlowDown (the store tries each request up
-	// to 10 times, backing off up to 5s), then the server recovers.
-	slowed := f.WaitInjected("slow_down", 5, time.Minute)
-	f.Clear()
 
 	saved := c.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint saved (stop)")
-	took := time.Unix(0, saved.Time).Sub(stopAt)
-	t.Logf("%d requests answered SlowDown; the stop's commit was saved %s after the stop: %s",
-		slowed, took.Round(time.Millisecond), saved.DriverMessage)
-	must.Less(t, killTimeout, took, must.Sprint("the commit did not finish within kill_timeout"))
+	savedAt := time.Unix(0, saved.Time)
+	slowed := f.Stats().Injected["slow_down"] - before
+	t.Logf("%d writes answered SlowDown; the stop's commit was saved %s after the stop: %s",
+		slowed, savedAt.Sub(stopAt).Round(time.Millisecond), saved.DriverMessage)
+	must.Eq(t, 4, slowed, must.Sprint("the commit was saved before the server answered SlowDown four times"))
+	must.Less(t, killTimeout, savedAt.Sub(stopAt), must.Sprint("the commit did not finish within kill_timeout"))
 	must.Nil(t, c.DriverEvent(t, a1.ID, trainTask, "Checkpoint failed"))
 
 	a2 := c.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true})

@@ -206,7 +206,7 @@ start_s3_fault_proxy() {
     fi
     mv -f "$dir/.s3fault.tmp" "$dir/s3fault"
     start s3fault "$dir/s3fault" -listen "127.0.0.1:$s3_proxy_port" -control "127.0.0.1:$s3_control_port" \
-      -target "$s3_endpoint"
+      -target "$s3_endpoint" -log-level debug
   fi
   wait_for "the S3 fault proxy at 127.0.0.1:$s3_proxy_port (see logs/s3fault.log)" 30 s3_proxy_ready
 }
