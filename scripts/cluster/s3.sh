@@ -211,33 +211,26 @@ start_s3_fault_proxy() {
   wait_for "the S3 fault proxy at 127.0.0.1:$s3_proxy_port (see logs/s3fault.log)" 30 s3_proxy_ready
 }
 
-stop_s3_fault_proxy() {
-  local p
-  p=$(pid_of s3fault)
-  if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
-    log "stopping the S3 fault proxy"
-    kill -TERM "$p" 2>/dev/null || true
-    local deadline=$((SECONDS + 5))
-    while kill -0 "$p" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
-    kill -KILL "$p" 2>/dev/null || true
-  fi
-  rm -f "$dir/pids/s3fault.pid"
-}
+stop_s3_fault_proxy() { stop_bounded s3fault "the S3 fault proxy"; }
 
 # stop_s3 stops the server this cluster started (its pid file), bounded:
 # weed ignores SIGTERM for seconds while it flushes.
-stop_s3() {
+stop_s3() { stop_bounded weed SeaweedFS; }
+
+# stop_bounded NAME WHAT stops the process of pids/NAME.pid: SIGTERM, then
+# SIGKILL after 5s, and waits until it is gone (its ports free).
+stop_bounded() {
   local p
-  p=$(pid_of weed)
+  p=$(pid_of "$1")
   if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
-    log "stopping SeaweedFS"
+    log "stopping $2"
     kill -TERM "$p" 2>/dev/null || true
     local deadline=$((SECONDS + 5))
     while kill -0 "$p" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
     kill -KILL "$p" 2>/dev/null || true
     while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
   fi
-  rm -f "$dir/pids/weed.pid"
+  rm -f "$dir/pids/$1.pid"
 }
 
 status_s3() {
