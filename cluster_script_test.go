@@ -50,6 +50,14 @@ func TestClusterScript_BadStore(t *testing.T) {
 	must.StrContains(t, errOut, "CARAVAN_STORE must be posix or s3, got 'nfs'")
 }
 
+// TestClusterScript_BadFaultProxy: CARAVAN_S3_FAULT_PROXY other than 0 or
+// 1 is refused by name.
+func TestClusterScript_BadFaultProxy(t *testing.T) {
+	code, errOut, _ := clusterScript(t, []string{"CARAVAN_S3_FAULT_PROXY=yes"}, "status")
+	must.Eq(t, 2, code)
+	must.StrContains(t, errOut, "CARAVAN_S3_FAULT_PROXY must be 0 or 1, got 'yes'")
+}
+
 // TestClusterScript_S3StartNeedsAnS3Cluster: s3-start on a cluster dir
 // that was not started with the S3 store says so.
 func TestClusterScript_S3StartNeedsAnS3Cluster(t *testing.T) {

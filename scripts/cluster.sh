@@ -15,6 +15,11 @@
 #   CARAVAN_STORE        the clients' checkpoint store: posix (default) or
 #                        s3; `up` on a running cluster with the other one
 #                        restarts it.
+#   CARAVAN_S3_FAULT_PROXY  1: TEST ONLY, with CARAVAN_STORE=s3, the clients
+#                        reach the server through a fault-injecting proxy
+#                        whose faults tests set at runtime (below); `up` on
+#                        a running cluster without it (or with it, for 0)
+#                        restarts it. Default 0.
 #   CARAVAN_CLIENTS      Nomad clients, 1 to 8 (default 2), each with two
 #                        simulated GPUs; `up` on a running cluster with
 #                        another count restarts it.
@@ -31,7 +36,12 @@
 # a SeaweedFS S3 server on loopback instead (`make seaweedfs` builds it;
 # scripts/cluster/s3.sh has its ports and credential files), and the clients
 # share no directory. `s3-stop` and `s3-start` stop and start that server
-# alone (for tests of an S3 outage).
+# alone (for tests of an S3 outage). With CARAVAN_S3_FAULT_PROXY=1 (tests
+# only; `make e2e-s3` sets it) the clients reach it through internal/s3fault's
+# proxy on 127.0.0.1:base+17, which passes every request through unchanged
+# until a test sets a fault (503 SlowDown, a reset midway through an upload, a
+# delay) on its loopback control endpoint, http://127.0.0.1:base+18
+# (scripts/cluster/s3.sh, e2e/s3/doc.go).
 #
 # Every agent starts with CARAVAN_CLUSTER_MARK=<cluster dir> in its
 # environment, which its plugins, executors, logmon and tasks inherit; `down`
@@ -64,6 +74,7 @@ source "$root/scripts/cluster/runtimes.sh"
 # shellcheck source=scripts/cluster/s3.sh
 source "$root/scripts/cluster/s3.sh"
 store=$(store_kind)
+check_s3_fault_proxy
 
 consul_http=$base
 server_http=$((base + 10))
@@ -156,9 +167,16 @@ cmd_up() {
   done
   local n
   n=$(running_agents)
-  local had had_store
+  local had had_store had_proxy=0 proxy=0
   had=$(cat "$dir/clients" 2>/dev/null || echo 2)
   had_store=$(cat "$dir/store" 2>/dev/null || echo posix)
+  s3_fault_proxy_on && had_proxy=1
+  s3_fault_proxy_asked && proxy=1
+  if (( n == ${#agents[@]} )) && [[ $had_proxy != "$proxy" ]]; then
+    log "running with CARAVAN_S3_FAULT_PROXY=$had_proxy, $proxy asked for; restarting it"
+    cmd_down
+    n=0
+  fi
   if (( n == ${#agents[@]} )) && [[ $had == "$nclients" && $had_store == "$store" ]]; then
     start_runtimes
     start_s3
@@ -178,6 +196,7 @@ cmd_up() {
   for n in "${clients[@]}"; do mkdir -p "$dir/$n" "$dir/mps/$n/pipe" "$dir/mps/$n/log"; done
   echo "$nclients" >"$dir/clients"
   echo "$store" >"$dir/store"
+  if s3_fault_proxy_asked; then echo on >"$dir/s3-fault-proxy"; else rm -f "$dir/s3-fault-proxy"; fi
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
   for p in caravan-gpu caravan; do
@@ -296,6 +315,7 @@ cmd_down() {
   done
   stop_runtimes
   stop_s3
+  stop_s3_fault_proxy
   local left
   left=$(owned_pids)
   if [[ -n $left ]]; then

@@ -170,7 +170,7 @@ func TestIdentity_GroupScopeScale20(t *testing.T) {
 		if step, err := strconv.Atoi(ev.Details["step"]); err == nil && ev.Details["stale"] == "" {
 			maxStep = max(maxStep, step)
 		}
-		waitTerminal(t, c, a.ID)
+		c.WaitTerminal(t, a.ID, 3*time.Minute)
 	}
 	out, err := checkpointCLI(t, c, "show", groupKey)
 	must.NoError(t, err, must.Sprint(out))

@@ -49,7 +49,7 @@ func TestS3_ElasticScaling(t *testing.T) {
 	t.Log("suspend: both groups to 0")
 	scale(t, c, "worker", 0)
 	scale(t, c, "ps", 0)
-	harness.Eventually(t, 2*time.Minute, func() error { return allStopped(c, elasticJob) })
+	c.WaitAllStopped(t, elasticJob, 2*time.Minute)
 	psEvent(t, c, co, "Checkpoint saved (stop)")
 	must.SliceNotEmpty(t, bucketKeys(t, s, s.Prefix+"/"))
 
@@ -68,8 +68,8 @@ func TestS3_ElasticScaling(t *testing.T) {
 	co = coordinator(t, c, old)
 	psEvent(t, c, co, "Checkpoint restored")
 
-	log := waitLog(t, c, co, "the final line", func(log string) bool { return finalRe.MatchString(log) })
-	m := finalRe.FindStringSubmatch(log)
+	log := waitLog(t, c, co, "the final line", func(log string) bool { return harness.TrainerFinalRe.MatchString(log) })
+	m := harness.TrainerFinalRe.FindStringSubmatch(log)
 	must.Eq(t, strconv.Itoa(elasticSteps), m[1])
 	must.Eq(t, want, m[2], must.Sprint("final parameters differ from the single-process run"))
 }

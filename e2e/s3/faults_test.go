@@ -99,10 +99,10 @@ func signal(t *testing.T, c *harness.C, allocID string) {
 // it, and the run ends bit for bit.
 func TestS3_PluginKilledMidUpload(t *testing.T) {
 	c, s := s3Cluster(t)
-	want := reference(t, c.Bin)
+	want := harness.TrainerReference(t, c.Bin, steps)
 	a, p := faultAgent(t, c, s, "s3kill", 0)
 	runTrainer(t, a.C, "job_type=service", "hold=true")
-	a1 := running(t, a.C, nil)
+	a1 := a.C.WaitRunning(t, trainJob, trainTask, nil)
 
 	p.Inject(s3fault.Fault{Kind: s3fault.Delay, Match: s3fault.Uploads, Delay: time.Hour})
 	signal(t, a.C, a1.ID)
@@ -115,24 +115,24 @@ func TestS3_PluginKilledMidUpload(t *testing.T) {
 	old := agentPlugin(t, a)
 	must.NoError(t, syscall.Kill(old, syscall.SIGKILL))
 	p.Clear()
-	must.Nil(t, findEvent(t, a.C, a1.ID, "Checkpoint saved"), must.Sprint("the held upload was committed"))
+	must.Nil(t, a.C.DriverEvent(t, a1.ID, trainTask, "Checkpoint saved"), must.Sprint("the held upload was committed"))
 
 	// The agent relaunches the plugin, which recovers the task; the next
 	// checkpoint goes through.
 	signal(t, a.C, a1.ID)
-	saved := event(t, a.C, a1.ID, "Checkpoint saved (on demand)")
+	saved := a.C.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint saved (on demand)")
 	must.NotEq(t, old, agentPlugin(t, a))
 
 	// A replacement restores from S3 what the new plugin committed (or the
 	// newer checkpoint on stop).
 	_, err := a.C.CLI(t, "alloc", "stop", "-detach", a1.ID)
 	must.NoError(t, err)
-	stopped := event(t, a.C, a1.ID, "Checkpoint saved (stop)")
-	a2 := running(t, a.C, map[string]bool{a1.ID: true})
-	restored := event(t, a.C, a2.ID, "Checkpoint restored")
+	stopped := a.C.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint saved (stop)")
+	a2 := a.C.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true})
+	restored := a.C.WaitDriverEvent(t, a2.ID, trainTask, "Checkpoint restored")
 	must.Eq(t, stopped.Details["generation"], restored.Details["generation"])
 	must.GreaterEq(t, mustInt(t, saved.Details["generation"]), mustInt(t, restored.Details["generation"]))
-	finish(t, a.C, a2.ID, want)
+	a.C.WaitTrainerFinal(t, a2.ID, steps, want, true)
 }
 
 func mustInt(t *testing.T, s string) int {
@@ -150,13 +150,13 @@ func mustInt(t *testing.T, s string) int {
 // works; the run ends bit for bit.
 func TestS3_ServerStoppedDuringCommit(t *testing.T) {
 	c, s := s3Cluster(t)
-	want := reference(t, c.Bin)
+	want := harness.TrainerReference(t, c.Bin, steps)
 	a, p := faultAgent(t, c, s, "s3down", 1)
 	runTrainer(t, a.C, "job_type=service", "hold=true")
-	a1 := running(t, a.C, nil)
+	a1 := a.C.WaitRunning(t, trainJob, trainTask, nil)
 
 	signal(t, a.C, a1.ID)
-	first := event(t, a.C, a1.ID, "Checkpoint saved (on demand)")
+	first := a.C.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint saved (on demand)")
 
 	// Suspend (no replacement while the server is down), with the upload
 	// of the stop's checkpoint held, then stop the server under it: the
@@ -177,26 +177,26 @@ func TestS3_ServerStoppedDuringCommit(t *testing.T) {
 	t.Cleanup(func() { c.StartS3(t) }) // the next test needs it, whatever happens here
 	p.Clear()
 
-	failed := event(t, a.C, a1.ID, "Checkpoint failed (stop)")
-	waitTerminal(t, a.C, a1.ID, 2*time.Minute)
+	failed := a.C.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint failed (stop)")
+	a.C.WaitTerminal(t, a1.ID, 2*time.Minute)
 	took := time.Since(stopAt)
 	t.Logf("stop with the server down: %s; event: %s", took.Round(time.Millisecond), failed.DriverMessage)
 	// kill_timeout is 30s in the jobspec; allow for the agent's own steps.
 	must.Less(t, 60*time.Second, took, must.Sprint("the stop was not bounded by kill_timeout"))
 	must.StrContains(t, failed.DriverMessage, "generation "+first.Details["generation"]+" kept")
-	must.Nil(t, findEvent(t, a.C, a1.ID, "Checkpoint saved (stop)"))
+	must.Nil(t, a.C.DriverEvent(t, a1.ID, trainTask, "Checkpoint saved (stop)"))
 
 	// The server is back: the kept generation restores, the next commit
 	// works.
 	c.StartS3(t)
 	_, err = a.C.CLI(t, "job", "scale", "-detach", trainJob, "train", "1")
 	must.NoError(t, err)
-	a2 := running(t, a.C, map[string]bool{a1.ID: true})
-	restored := event(t, a.C, a2.ID, "Checkpoint restored")
+	a2 := a.C.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true})
+	restored := a.C.WaitDriverEvent(t, a2.ID, trainTask, "Checkpoint restored")
 	must.Eq(t, first.Details["generation"], restored.Details["generation"])
 	must.StrContains(t, a.C.Logs(t, a2.ID, trainTask, "stdout"), "resumed step="+first.Details["step"])
 	signal(t, a.C, a2.ID)
-	next := event(t, a.C, a2.ID, "Checkpoint saved (on demand)")
+	next := a.C.WaitDriverEvent(t, a2.ID, trainTask, "Checkpoint saved (on demand)")
 	must.Greater(t, mustInt(t, first.Details["generation"]), mustInt(t, next.Details["generation"]))
-	finish(t, a.C, a2.ID, want)
+	a.C.WaitTrainerFinal(t, a2.ID, steps, want, true)
 }

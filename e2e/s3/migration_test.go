@@ -6,6 +6,8 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
 // TestS3_SuspendResumeMigrateDrain suspends the trainer (scale 0), resumes
@@ -15,27 +17,27 @@ import (
 // checks the final parameters equal an uninterrupted run's, bit for bit.
 func TestS3_SuspendResumeMigrateDrain(t *testing.T) {
 	c, s := s3Cluster(t)
-	want := reference(t, c.Bin)
+	want := harness.TrainerReference(t, c.Bin, steps)
 
-	eligible(t, c, "client2", false) // start on client1
+	c.Eligible(t, "client2", false) // start on client1
 	// A service job: Nomad does not replace drained batch allocations.
 	runTrainer(t, c, "job_type=service", "hold=true")
-	a1 := running(t, c, nil)
-	must.Eq(t, "client1", nodeName(t, c, a1.NodeID))
+	a1 := c.WaitRunning(t, trainJob, trainTask, nil)
+	must.Eq(t, "client1", c.NodeName(t, a1.NodeID))
 
 	// Suspend: scale to 0; the driver commits to S3 on stop.
 	_, err := c.CLI(t, "job", "scale", trainJob, "train", "0")
 	must.NoError(t, err)
-	saved := event(t, c, a1.ID, "Checkpoint saved (stop)")
-	waitTerminal(t, c, a1.ID, 3*time.Minute)
+	saved := c.WaitDriverEvent(t, a1.ID, trainTask, "Checkpoint saved (stop)")
+	c.WaitTerminal(t, a1.ID, 3*time.Minute)
 	must.SliceNotEmpty(t, bucketKeys(t, s, s.Prefix+"/"), must.Sprint("nothing under the clients' prefix"))
 	noSharedDirectory(t, c, s)
 
 	// Resume: scale back to 1; the new allocation restores from S3.
 	_, err = c.CLI(t, "job", "scale", trainJob, "train", "1")
 	must.NoError(t, err)
-	a2 := running(t, c, map[string]bool{a1.ID: true})
-	restored := event(t, c, a2.ID, "Checkpoint restored")
+	a2 := c.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true})
+	restored := c.WaitDriverEvent(t, a2.ID, trainTask, "Checkpoint restored")
 	must.Eq(t, "client1", restored.Details["node"])
 	must.Eq(t, saved.Details["generation"], restored.Details["generation"])
 	must.StrContains(t, c.Logs(t, a2.ID, trainTask, "stdout"), "resumed step="+saved.Details["step"])
@@ -44,24 +46,24 @@ func TestS3_SuspendResumeMigrateDrain(t *testing.T) {
 
 	// Migrate client1 -> client2: client2 reads what client1 wrote, through
 	// S3 only.
-	eligible(t, c, "client2", true)
-	eligible(t, c, "client1", false)
+	c.Eligible(t, "client2", true)
+	c.Eligible(t, "client1", false)
 	_, err = c.CLI(t, "alloc", "stop", "-detach", a2.ID)
 	must.NoError(t, err)
-	event(t, c, a2.ID, "Checkpoint saved (stop)")
-	a3 := running(t, c, map[string]bool{a1.ID: true, a2.ID: true})
-	must.Eq(t, "client2", nodeName(t, c, a3.NodeID))
-	must.Eq(t, "client1", event(t, c, a3.ID, "Checkpoint restored").Details["node"])
+	c.WaitDriverEvent(t, a2.ID, trainTask, "Checkpoint saved (stop)")
+	a3 := c.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true, a2.ID: true})
+	must.Eq(t, "client2", c.NodeName(t, a3.NodeID))
+	must.Eq(t, "client1", c.WaitDriverEvent(t, a3.ID, trainTask, "Checkpoint restored").Details["node"])
 
 	// Drain client2: the allocation moves back to client1.
-	eligible(t, c, "client1", true)
+	c.Eligible(t, "client1", true)
 	_, err = c.Nomad.Nodes().UpdateDrain(c.Client(t, "client2").NodeID, &nomadapi.DrainSpec{Deadline: 3 * time.Second}, false, nil)
 	must.NoError(t, err)
-	event(t, c, a3.ID, "Checkpoint saved (stop)")
-	a4 := running(t, c, map[string]bool{a1.ID: true, a2.ID: true, a3.ID: true})
-	must.Eq(t, "client1", nodeName(t, c, a4.NodeID))
-	must.Eq(t, "client2", event(t, c, a4.ID, "Checkpoint restored").Details["node"])
+	c.WaitDriverEvent(t, a3.ID, trainTask, "Checkpoint saved (stop)")
+	a4 := c.WaitRunning(t, trainJob, trainTask, map[string]bool{a1.ID: true, a2.ID: true, a3.ID: true})
+	must.Eq(t, "client1", c.NodeName(t, a4.NodeID))
+	must.Eq(t, "client2", c.WaitDriverEvent(t, a4.ID, trainTask, "Checkpoint restored").Details["node"])
 
-	finish(t, c, a4.ID, want)
+	c.WaitTrainerFinal(t, a4.ID, steps, want, true)
 	noSharedDirectory(t, c, s)
 }

@@ -20,6 +20,17 @@
 # Ports (loopback): S3 = base+16, master = base+13, volume = base+14,
 # filer = base+15, and their gRPC ports base+6..base+9 (weed's default,
 # port+10000, could land in another cluster's range).
+#
+# TEST ONLY: CARAVAN_S3_FAULT_PROXY=1 (with CARAVAN_STORE=s3, at `up`) puts
+# a fault-injecting proxy (internal/s3fault, built into $dir/s3fault) between
+# the clients and the server: the clients' store endpoint is then the proxy,
+# 127.0.0.1:base+17, and tests switch faults on and off at runtime through
+# its control endpoint, http://127.0.0.1:base+18 (POST /faults a JSON fault
+# spec, DELETE /faults, GET /stats; see internal/s3fault/control.go and
+# e2e/s3). With no fault set every request passes through unchanged; the
+# control endpoint has no authentication, so both listen on loopback only.
+# `make e2e-s3` sets it. `s3-stop` stops the server alone: the proxy stays
+# and drops the clients' connections, as a stopped server would.
 
 s3_dir=$dir/s3
 s3_port=$((base + 16))
@@ -28,6 +39,8 @@ s3_bucket=caravan
 s3_prefix=cluster-$base
 s3_region=us-east-1
 weed_bin=${CARAVAN_WEED:-$bin/seaweedfs}
+s3_proxy_port=$((base + 17))
+s3_control_port=$((base + 18))
 
 # store_kind prints the checkpoint store this cluster runs with: posix or s3.
 store_kind() {
@@ -38,6 +51,25 @@ store_kind() {
 }
 
 s3_enabled() { [[ $(store_kind) == s3 ]]; }
+
+# s3_fault_proxy_asked says whether `up` was asked for the fault proxy;
+# s3_fault_proxy_on whether this cluster runs with it (`up` records it).
+s3_fault_proxy_asked() { [[ ${CARAVAN_S3_FAULT_PROXY:-0} == 1 ]] && s3_enabled; }
+
+# check_s3_fault_proxy refuses a CARAVAN_S3_FAULT_PROXY other than 0 or 1.
+check_s3_fault_proxy() {
+  case "${CARAVAN_S3_FAULT_PROXY:-0}" in
+    0 | 1) ;;
+    *) echo "cluster: CARAVAN_S3_FAULT_PROXY must be 0 or 1, got '$CARAVAN_S3_FAULT_PROXY'" >&2; exit 2 ;;
+  esac
+}
+s3_fault_proxy_on() { [[ -f $dir/s3-fault-proxy ]]; }
+
+# s3_client_endpoint is the host:port the clients' store block names: the
+# fault proxy's when it runs, else the server's.
+s3_client_endpoint() {
+  if s3_fault_proxy_on; then echo "127.0.0.1:$s3_proxy_port"; else echo "127.0.0.1:$s3_port"; fi
+}
 
 check_weed() {
   if [[ ! -x $weed_bin ]]; then
@@ -152,27 +184,64 @@ start_s3() {
       -volume.preStopSeconds=0
   fi
   wait_for "SeaweedFS's S3 API at $s3_endpoint (see logs/weed.log)" 90 s3_bucket_ready
+  start_s3_fault_proxy
 }
+
+# s3_proxy_ready checks that a signed listing passes through the proxy.
+s3_proxy_ready() {
+  local code
+  code=$(s3_curl "$s3_dir/credentials" "http://127.0.0.1:$s3_proxy_port/$s3_bucket?list-type=2&max-keys=1&prefix=$s3_prefix%2F") || return 1
+  [[ $code == 200 ]] && curl -sf --max-time 5 "http://127.0.0.1:$s3_control_port/stats" >/dev/null
+}
+
+# start_s3_fault_proxy builds and starts the test-only fault proxy (if this
+# cluster runs with it and it is not running).
+start_s3_fault_proxy() {
+  s3_fault_proxy_on || return 0
+  if ! alive s3fault; then
+    log "building and starting the S3 fault proxy (TEST ONLY; 127.0.0.1:$s3_proxy_port, control http://127.0.0.1:$s3_control_port)"
+    if ! (cd "$root" && go build -o "$dir/.s3fault.tmp" ./internal/s3fault/cmd/s3fault); then
+      echo "cluster: building the S3 fault proxy (go build ./internal/s3fault/cmd/s3fault) failed" >&2
+      exit 1
+    fi
+    mv -f "$dir/.s3fault.tmp" "$dir/s3fault"
+    start s3fault "$dir/s3fault" -listen "127.0.0.1:$s3_proxy_port" -control "127.0.0.1:$s3_control_port" \
+      -target "$s3_endpoint" -log-level debug
+  fi
+  wait_for "the S3 fault proxy at 127.0.0.1:$s3_proxy_port (see logs/s3fault.log)" 30 s3_proxy_ready
+}
+
+stop_s3_fault_proxy() { stop_bounded s3fault "the S3 fault proxy"; }
 
 # stop_s3 stops the server this cluster started (its pid file), bounded:
 # weed ignores SIGTERM for seconds while it flushes.
-stop_s3() {
+stop_s3() { stop_bounded weed SeaweedFS; }
+
+# stop_bounded NAME WHAT stops the process of pids/NAME.pid: SIGTERM, then
+# SIGKILL after 5s, and waits until it is gone (its ports free).
+stop_bounded() {
   local p
-  p=$(pid_of weed)
+  p=$(pid_of "$1")
   if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then
-    log "stopping SeaweedFS"
+    log "stopping $2"
     kill -TERM "$p" 2>/dev/null || true
     local deadline=$((SECONDS + 5))
     while kill -0 "$p" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
     kill -KILL "$p" 2>/dev/null || true
     while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
   fi
-  rm -f "$dir/pids/weed.pid"
+  rm -f "$dir/pids/$1.pid"
 }
 
 status_s3() {
   s3_enabled || [[ -e $dir/pids/weed.pid ]] || return 0
   if alive weed; then echo "weed: running (pid $(pid_of weed), S3 $s3_endpoint)"; else echo "weed: stopped"; fi
+  s3_fault_proxy_on || return 0
+  if alive s3fault; then
+    echo "s3fault: running (pid $(pid_of s3fault), proxy 127.0.0.1:$s3_proxy_port, control http://127.0.0.1:$s3_control_port)"
+  else
+    echo "s3fault: stopped"
+  fi
 }
 
 # render_store NODE prints the driver plugin's checkpoint store settings:
@@ -186,7 +255,7 @@ render_store() {
     # No shared directory: both clients reach the S3 server
     # (scripts/cluster/s3.sh).
     store {
-      endpoint         = "127.0.0.1:$s3_port"
+      endpoint         = "$(s3_client_endpoint)"
       tls              = false
       bucket           = "$s3_bucket"
       prefix           = "$s3_prefix"
