@@ -92,6 +92,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	var restored *nomadapi.TaskEvent
 	for _, a := range resumedTwo {
 		ev := roleEvent(t, c, a.ID, "restore", "Checkpoint restored")
+		t.Logf("resumed %s: %s", a.Name, ev.DriverMessage)
 		must.Eq(t, saved.Details["step"], ev.Details["step"],
 			must.Sprintf("worker %s restored %q, not the suspend's checkpoint", a.Name, ev.DriverMessage))
 		if strings.HasSuffix(a.Name, "[1]") {
