@@ -180,6 +180,10 @@ const (
 	ScopeAlloc = "alloc"
 	// ScopeGroup keys one checkpoint series for the whole task group.
 	ScopeGroup = "group"
+	// ScopeReplica keys checkpoints per allocation index, as ScopeAlloc,
+	// for role tasks of a group whose every index holds the whole state:
+	// a restore takes the newest checkpoint of any index (replica.go).
+	ScopeReplica = "replica"
 )
 
 // maxKeyLen bounds checkpoint.key (the store escapes it into one path
@@ -198,8 +202,9 @@ type CheckpointConfig struct {
 	Timeout string `codec:"timeout"`
 	// OnRestoreError is OnRestoreErrorFail or OnRestoreErrorStartFresh.
 	OnRestoreError string `codec:"on_restore_error"`
-	// Scope is ScopeAlloc (one checkpoint series per allocation index) or
-	// ScopeGroup (one for the whole task group).
+	// Scope is ScopeAlloc (one checkpoint series per allocation index),
+	// ScopeGroup (one for the whole task group) or ScopeReplica (per index,
+	// restored from the newest of any index; role tasks only).
 	Scope string `codec:"scope"`
 	// Key, when set, names the checkpoints in place of the job ID, unbound
 	// from the job's incarnation: they survive purge and resubmission and
@@ -296,8 +301,12 @@ func (c *CheckpointConfig) validate() error {
 	case "":
 		c.Scope = ScopeAlloc // handles saved before scopes existed
 	case ScopeAlloc, ScopeGroup:
+	case ScopeReplica:
+		if c.Role == "" {
+			bad("checkpoint.scope: %q is for checkpoint.role tasks (restore, sidecar, commit)", c.Scope)
+		}
 	default:
-		bad("checkpoint.scope: %q must be %q or %q", c.Scope, ScopeAlloc, ScopeGroup)
+		bad("checkpoint.scope: %q must be %q, %q or %q", c.Scope, ScopeAlloc, ScopeGroup, ScopeReplica)
 	}
 	if err := validateKeyName(c.Key); err != nil {
 		errs = append(errs, err)

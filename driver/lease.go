@@ -171,9 +171,10 @@ func (ls lease) blocking(scope string, now time.Time) (block, stale bool) {
 var leasePoll = 200 * time.Millisecond
 
 // waitLeases waits, at most wait, while another allocation holds a lease
-// on key that blocks a restore (lease.blocking); a lease that aged out is
-// ignored with an event naming its allocation. Without a lease directory it
-// says so in an event and waits for nothing.
+// on key that blocks a restore (lease.blocking) or, with scope "replica",
+// a commit lease on another index's key (replicaLeases); a lease that aged
+// out is ignored with an event naming its allocation. Without a lease
+// directory it says so in an event and waits for nothing.
 func (d *Driver) waitLeases(cfg *drivers.TaskConfig, cc *CheckpointConfig, key store.Key, wait time.Duration, events *taskEmitter) error {
 	st, err := d.checkpointStore()
 	if err != nil {
@@ -185,30 +186,46 @@ func (d *Driver) waitLeases(cfg *drivers.TaskConfig, cc *CheckpointConfig, key s
 			"Cannot check for a commit in flight (%v); restoring the newest generation now", err)
 		return nil
 	}
-	return awaitLeases(d.ctx, l, cfg.AllocID, cc.Scope, wait, events)
+	watches := []leaseWatch{{l, cc.Scope}}
+	if cc.Scope == ScopeReplica {
+		watches = append(watches, replicaLeases(st, key)...)
+	}
+	return awaitLeases(d.ctx, watches, cfg.AllocID, wait, events)
 }
 
-func awaitLeases(ctx context.Context, l keyLeases, self, scope string, wait time.Duration, events *taskEmitter) error {
+// leaseWatch is one key's leases and the scope they block a restore under.
+type leaseWatch struct {
+	l     keyLeases
+	scope string
+}
+
+func awaitLeases(ctx context.Context, watches []leaseWatch, self string, wait time.Duration, events *taskEmitter) error {
 	ctx, cancel := context.WithTimeout(ctx, max(wait, 0))
 	defer cancel()
 	announced, ignored := false, map[string]bool{}
 	for {
-		ls, err := l.others(self)
-		if err != nil {
-			return fmt.Errorf("checkpoint.wait_timeout: %w", err)
-		}
-		var busy []string
+		var busy, keys []string
 		now := time.Now()
-		for _, x := range ls {
-			block, stale := x.blocking(scope, now)
-			if stale && !ignored[x.AllocID] {
-				ignored[x.AllocID] = true
-				events.emit(map[string]string{annotationReason: "restore"},
-					"Allocation %s did not finish its checkpoint commit (writer lease %q last renewed %s ago on %s); restoring the newest generation",
-					x.AllocID, x.State, now.Sub(x.Renewed).Round(time.Second), x.Node)
+		for _, w := range watches {
+			ls, err := w.l.others(self)
+			if err != nil {
+				return fmt.Errorf("checkpoint.wait_timeout: %w", err)
 			}
-			if block {
-				busy = append(busy, fmt.Sprintf("%s (%s)", x.AllocID, x.State))
+			n := len(busy)
+			for _, x := range ls {
+				block, stale := x.blocking(w.scope, now)
+				if stale && !ignored[x.AllocID] {
+					ignored[x.AllocID] = true
+					events.emit(map[string]string{annotationReason: "restore"},
+						"Allocation %s did not finish its checkpoint commit (writer lease %q last renewed %s ago on %s); restoring the newest generation",
+						x.AllocID, x.State, now.Sub(x.Renewed).Round(time.Second), x.Node)
+				}
+				if block {
+					busy = append(busy, fmt.Sprintf("%s (%s)", x.AllocID, x.State))
+				}
+			}
+			if len(busy) > n {
+				keys = append(keys, w.l.key.String())
 			}
 		}
 		if len(busy) == 0 {
@@ -217,12 +234,12 @@ func awaitLeases(ctx context.Context, l keyLeases, self, scope string, wait time
 		if !announced {
 			announced = true
 			events.emit(map[string]string{annotationReason: "restore"},
-				"Waiting for allocation %s to finish writing checkpoint %s", strings.Join(busy, ", "), l.key)
+				"Waiting for allocation %s to finish writing checkpoint %s", strings.Join(busy, ", "), strings.Join(keys, ", "))
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("checkpoint.wait_timeout: not restoring while allocation %s may still write a newer generation of %s",
-				strings.Join(busy, ", "), l.key)
+				strings.Join(busy, ", "), strings.Join(keys, ", "))
 		case <-time.After(leasePoll):
 		}
 	}

@@ -276,14 +276,17 @@ func waitAllocs(ctx context.Context, jobs allocLister, cfg *drivers.TaskConfig, 
 }
 
 // busyPredecessors are the IDs of the other allocations of the task's slot
-// that Nomad reports running.
+// that Nomad reports running; with scope "group" any of the group's, with
+// scope "replica" also any of the group's that Nomad is stopping (its
+// poststop commit may write the group's newest checkpoint).
 func busyPredecessors(stubs []*api.AllocationListStub, cfg *drivers.TaskConfig, scope string) []string {
 	var busy []string
 	for _, s := range stubs {
 		if s.ID == cfg.AllocID || s.ClientStatus != api.AllocClientStatusRunning || s.TaskGroup != cfg.TaskGroupName {
 			continue
 		}
-		if scope == ScopeGroup || s.Name == cfg.Env["NOMAD_ALLOC_NAME"] {
+		stopping := scope == ScopeReplica && s.DesiredStatus != api.AllocDesiredStatusRun
+		if scope == ScopeGroup || stopping || s.Name == cfg.Env["NOMAD_ALLOC_NAME"] {
 			busy = append(busy, s.ID)
 		}
 	}

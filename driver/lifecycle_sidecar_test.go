@@ -312,7 +312,7 @@ func TestAwaitLeases(t *testing.T) {
 					}
 				}
 			}()
-			err := awaitLeases(t.Context(), l, "self", c.scope, 300*time.Millisecond, ev)
+			err := awaitLeases(t.Context(), []leaseWatch{{l, c.scope}}, "self", 300*time.Millisecond, ev)
 			if c.want == "" {
 				must.NoError(t, err)
 			} else {

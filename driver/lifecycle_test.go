@@ -67,6 +67,10 @@ func TestCheckpointRole_ValidateNamesFields(t *testing.T) {
 		{"bad wait", func(tc *TaskConfig) { tc.Checkpoint.WaitTimeout = "soon" }, []string{"checkpoint.wait_timeout:"}},
 		{"role fields without a role", func(tc *TaskConfig) { tc.Command, tc.Checkpoint.Role = "/bin/true", "" },
 			[]string{"checkpoint.task:", "checkpoint.dir:"}},
+		{"replica ok", func(tc *TaskConfig) { tc.Checkpoint.Scope = ScopeReplica }, nil},
+		{"replica without a role", func(tc *TaskConfig) {
+			tc.Command, tc.Checkpoint.Role, tc.Checkpoint.Task, tc.Checkpoint.Dir, tc.Checkpoint.Scope = "/bin/true", "", "", "", ScopeReplica
+		}, []string{`checkpoint.scope: "replica" is for checkpoint.role tasks`}},
 		{"no command without a role", func(tc *TaskConfig) { tc.Checkpoint.Role, tc.Checkpoint.Task, tc.Checkpoint.Dir = "", "", "" },
 			[]string{"command:"}},
 	}

@@ -83,9 +83,15 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	if err != nil {
 		return restoreErr(err)
 	}
+	src, floor := key, uint64(0)
+	if cc.Scope == ScopeReplica {
+		if src, floor, err = newestReplica(st, key, d.logger); err != nil {
+			return restoreErr(err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(d.ctx, restoreTimeout)
 	defer cancel()
-	res, err := st.RestoreRoot(ctx, key, parent, base)
+	res, err := st.RestoreRoot(ctx, src, parent, base)
 	switch {
 	case errors.Is(err, store.ErrNoCheckpoint) && !errors.Is(err, store.ErrCorrupt):
 		d.logger.Info("no checkpoint to restore; starting fresh", "key", key.String(), "task_id", cfg.ID)
@@ -118,12 +124,18 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 		annotationDuration:   res.Duration.String(),
 	}
 	at := ""
+	if src != key {
+		at = fmt.Sprintf(" of allocation index %d", src.Index)
+	}
 	if m, err := cd.readMarker(); err == nil {
+		if err := raiseSequence(cd, m, floor); err != nil {
+			return nil, err
+		}
 		r.state.RestoredSequence = m.Sequence
 		r.env[protocol.EnvSequence] = strconv.FormatUint(m.Sequence, 10)
 		if m.Step != nil {
 			s := strconv.FormatUint(*m.Step, 10)
-			r.env[protocol.EnvStep], ann[annotationStep], at = s, s, " (step "+s+")"
+			r.env[protocol.EnvStep], ann[annotationStep], at = s, s, " (step "+s+")"+at
 		}
 	} else if v, ok := man.Meta[store.MetaSequence]; ok {
 		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
@@ -136,4 +148,19 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
 		man.Generation, at, man.Node, age, store.HumanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
 	return r, nil
+}
+
+// raiseSequence rewrites the restored marker m with sequence floor when
+// that is higher (scope "replica": the checkpoint came from another index,
+// whose sequences are not this index's), so the task's next marker is
+// newer than its own key's newest generation.
+func raiseSequence(cd ckptDir, m *protocol.Marker, floor uint64) error {
+	if floor <= m.Sequence {
+		return nil
+	}
+	m.Sequence = floor
+	if err := protocol.WriteMarker(cd.path(), m); err != nil {
+		return fmt.Errorf("restore: raise the marker's sequence to %d: %w", floor, err)
+	}
+	return nil
 }

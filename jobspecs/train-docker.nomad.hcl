@@ -8,6 +8,14 @@
 # caravan's store. Suspend with `nomad job scale train-docker train 0`,
 # resume with `... 1`: training continues from the saved step.
 #
+# A third, optional caravan task, the poststart sidecar "checkpoint", takes
+# periodic (checkpoint_interval) and on-demand checkpoints while the
+# container runs: `nomad alloc signal -s SIGUSR1 ALLOC checkpoint`. It asks
+# the trainer through a request file in /alloc/checkpoint, which the trainer
+# polls (a task cannot signal another without the alloc-lifecycle ACL), and
+# holds a writer lease, so a new allocation's restore waits for an old
+# allocation's commit still in flight.
+#
 # The image is built here, never pulled (scripts/build-images.sh,
 # localhost/caravan-trainer:local). To use your own image: keep its
 # checkpoint protocol (driver/protocol: save into the directory, write the
@@ -41,6 +49,30 @@ variable "steps" {
 variable "step_delay" {
   type    = string
   default = "2ms"
+}
+
+variable "extra_args" {
+  description = "More trainer flags, after the others (a later flag wins), e.g. a larger model."
+  type        = list(string)
+  default     = []
+}
+
+variable "memory" {
+  description = "Memory of the trainer container in MiB."
+  type        = number
+  default     = 128
+}
+
+variable "kill_timeout" {
+  description = "How long the trainer has to save and exit after its kill signal."
+  type        = string
+  default     = "30s"
+}
+
+variable "checkpoint_interval" {
+  description = "Period of the sidecar's checkpoints (\"0\": on demand only)."
+  type        = string
+  default     = "10m"
 }
 
 job "train-docker" {
@@ -79,18 +111,18 @@ job "train-docker" {
     task "trainer" {
       driver       = "docker"
       kill_signal  = "SIGTERM"
-      kill_timeout = "30s"
+      kill_timeout = var.kill_timeout
 
       config {
         image        = var.image
         network_mode = "none"
-        args = ["trainer", "-steps", "${var.steps}", "-step-delay", var.step_delay, "-log-every", "1000", "-hold",
-        "-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"]
+        args = concat(["trainer", "-steps", "${var.steps}", "-step-delay", var.step_delay, "-log-every", "1000", "-hold",
+        "-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"], var.extra_args)
       }
 
       resources {
         cpu    = 200
-        memory = 128
+        memory = var.memory
       }
     }
 
@@ -98,6 +130,20 @@ job "train-docker" {
       driver = "caravan"
       lifecycle { hook = "prestart" }
       config { checkpoint = { role = "restore", task = "trainer", dir = "checkpoint" } }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+
+    # Optional: periodic and on-demand checkpoints while the trainer runs.
+    task "checkpoint" {
+      driver = "caravan"
+      lifecycle {
+        hook    = "poststart"
+        sidecar = true
+      }
+      config { checkpoint = { role = "sidecar", task = "trainer", dir = "checkpoint", interval = var.checkpoint_interval } }
       resources {
         cpu    = 20
         memory = 32

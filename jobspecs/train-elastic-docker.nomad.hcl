@@ -1,7 +1,7 @@
 # train-elastic.nomad.hcl with the trainer as a container image under
 # Nomad's docker driver: the same parameter-server group ("ps") and worker
 # group ("worker"), the same planner meta, and caravan's checkpointing by
-# two lifecycle tasks beside the coordinating server (driver/README.md,
+# lifecycle tasks beside the parameter servers (driver/README.md,
 # "Containers"): a prestart "restore" task restores the newest checkpoint
 # into the allocation's shared directory (/alloc in the container), and a
 # poststop "commit" task commits what the server saved on its kill signal.
@@ -18,8 +18,9 @@
 #   the servers and workers talk over loopback on Nomad-assigned ports.
 # - The servers save on SIGTERM (the kill signal Nomad sends on scale-down,
 #   stop, alloc stop and drains): a container cannot be sent the driver's
-#   SIGUSR1 checkpoint request, so there are no periodic or on-demand
-#   checkpoints (the caravan driver's `checkpoint.interval`).
+#   SIGUSR1 checkpoint request. Periodic and on-demand checkpoints come from
+#   the checkpoint sidecar task (checkpoint_interval; `nomad alloc signal -s
+#   SIGUSR1 ALLOC checkpoint`), through a request file `trainer ps` polls.
 # - The checkpoint key is per server index (scope "alloc"), not the group's:
 #   the coordinator is always index 0, so ps[0]'s key holds the whole model,
 #   and a new server restores nothing that another still writes.
@@ -75,6 +76,12 @@ variable "trainer_args" {
   description = "More trainer flags for the parameter servers (see caravan trainer ps -h)."
   type        = list(string)
   default     = []
+}
+
+variable "checkpoint_interval" {
+  description = "Period of the parameter servers' checkpoint sidecar (\"0\": on demand only, `nomad alloc signal -s SIGUSR1 ALLOC checkpoint`)."
+  type        = string
+  default     = "10m"
 }
 
 variable "resize_cost" {
@@ -190,6 +197,23 @@ job "train-elastic-docker" {
       driver = "caravan"
       lifecycle { hook = "prestart" }
       config { checkpoint = { role = "restore", task = "ps", dir = "checkpoint", on_restore_error = "fail" } }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+
+    # Periodic and on-demand checkpoints while the servers run: the sidecar
+    # writes a request file into /alloc/checkpoint, which `trainer ps`
+    # polls (the coordinator saves, another server answers with a skip
+    # marker).
+    task "checkpoint" {
+      driver = "caravan"
+      lifecycle {
+        hook    = "poststart"
+        sidecar = true
+      }
+      config { checkpoint = { role = "sidecar", task = "ps", dir = "checkpoint", interval = var.checkpoint_interval } }
       resources {
         cpu    = 20
         memory = 32

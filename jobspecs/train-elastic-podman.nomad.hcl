@@ -66,6 +66,12 @@ variable "trainer_args" {
   default     = []
 }
 
+variable "checkpoint_interval" {
+  description = "Period of the parameter servers' checkpoint sidecar (\"0\": on demand only, `nomad alloc signal -s SIGUSR1 ALLOC checkpoint`)."
+  type        = string
+  default     = "10m"
+}
+
 variable "resize_cost" {
   description = "What a change of workers or parameter servers costs this job, for the planner (caravan_resize_cost)."
   type        = string
@@ -179,6 +185,23 @@ job "train-elastic-podman" {
       driver = "caravan"
       lifecycle { hook = "prestart" }
       config { checkpoint = { role = "restore", task = "ps", dir = "checkpoint", on_restore_error = "fail" } }
+      resources {
+        cpu    = 20
+        memory = 32
+      }
+    }
+
+    # Periodic and on-demand checkpoints while the servers run: the sidecar
+    # writes a request file into /alloc/checkpoint, which `trainer ps`
+    # polls (the coordinator saves, another server answers with a skip
+    # marker).
+    task "checkpoint" {
+      driver = "caravan"
+      lifecycle {
+        hook    = "poststart"
+        sidecar = true
+      }
+      config { checkpoint = { role = "sidecar", task = "ps", dir = "checkpoint", interval = var.checkpoint_interval } }
       resources {
         cpu    = 20
         memory = 32

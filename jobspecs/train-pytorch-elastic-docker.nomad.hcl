@@ -30,12 +30,15 @@
 #   (as on any membership change), and commits that snapshot to
 #   /alloc/checkpoint; the poststop task commits it to caravan's store. No
 #   periodic or on-demand checkpoints (the caravan driver's interval).
-# - The checkpoint key is per worker index (scope "alloc"), not the group's:
-#   every worker's snapshot holds the whole (replicated) model, so each
-#   stopped worker checkpoints, a new worker restores its own index's
-#   newest checkpoint, and el.restore() continues from the highest step any
-#   rank holds. A group-scoped restore would wait for the running workers
-#   to finish before a scale-up could start.
+# - The checkpoint key is per worker index, not the group's, with scope
+#   "replica": every worker's snapshot holds the whole (replicated) model,
+#   so each stopped worker checkpoints to its own index's key, and a new
+#   worker restores the newest checkpoint of ANY index (the highest step;
+#   after a scale-down the highest indexes stop first, so the newest state
+#   is often another index's), waiting for the commits of workers Nomad is
+#   stopping; el.restore() continues from the highest step any rank holds.
+#   A group-scoped restore would wait for the running workers to finish
+#   before a scale-up could start.
 #
 # Determinism: as train-pytorch-elastic.nomad.hcl (a run whose world size
 # changes follows an uninterrupted one up to floating-point reduction order).
@@ -327,11 +330,12 @@ job "train-pytorch-elastic-docker" {
     }
 
     # caravan's checkpointing of "train": restore before it starts, commit
-    # after it stops (the checkpoint key is per worker index).
+    # after it stops (a key per worker index; a restore takes the newest of
+    # any index: scope "replica").
     task "restore" {
       driver = "caravan"
       lifecycle { hook = "prestart" }
-      config { checkpoint = { role = "restore", task = "train", dir = "checkpoint" } }
+      config { checkpoint = { role = "restore", task = "train", dir = "checkpoint", scope = "replica" } }
       resources {
         cpu    = 20
         memory = 32
@@ -341,7 +345,7 @@ job "train-pytorch-elastic-docker" {
     task "commit" {
       driver = "caravan"
       lifecycle { hook = "poststop" }
-      config { checkpoint = { role = "commit", task = "train", dir = "checkpoint" } }
+      config { checkpoint = { role = "commit", task = "train", dir = "checkpoint", scope = "replica" } }
       resources {
         cpu    = 20
         memory = 32

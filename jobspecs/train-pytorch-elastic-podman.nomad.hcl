@@ -306,11 +306,12 @@ job "train-pytorch-elastic-podman" {
     }
 
     # caravan's checkpointing of "train": restore before it starts, commit
-    # after it stops (the checkpoint key is per worker index).
+    # after it stops (a key per worker index; a restore takes the newest of
+    # any index: scope "replica").
     task "restore" {
       driver = "caravan"
       lifecycle { hook = "prestart" }
-      config { checkpoint = { role = "restore", task = "train", dir = "checkpoint" } }
+      config { checkpoint = { role = "restore", task = "train", dir = "checkpoint", scope = "replica" } }
       resources {
         cpu    = 20
         memory = 32
@@ -320,7 +321,7 @@ job "train-pytorch-elastic-podman" {
     task "commit" {
       driver = "caravan"
       lifecycle { hook = "poststop" }
-      config { checkpoint = { role = "commit", task = "train", dir = "checkpoint" } }
+      config { checkpoint = { role = "commit", task = "train", dir = "checkpoint", scope = "replica" } }
       resources {
         cpu    = 20
         memory = 32

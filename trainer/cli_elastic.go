@@ -90,7 +90,7 @@ func runPS(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reqs, exitSig := signalRequests(ctx, ckptSig)
+	reqs, exitSig := checkpointRequests(ctx, ckptSig, *dir)
 	o := ServerOptions{Listener: ln, Advertise: *advertise, Coordinator: loc, Dir: *dir, MinSequence: env.Sequence, Out: stdout,
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")}}
 	if *index != 0 {
@@ -148,8 +148,9 @@ func runWorker(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	reqs, exitSig := signalRequests(ctx, syscall.SIGUSR1)
-	go AnswerWithSkips(ctx, getenv(protocol.EnvDir), 0, reqs, stdout, func(Request) { cancel() })
+	dir := getenv(protocol.EnvDir)
+	reqs, exitSig := checkpointRequests(ctx, syscall.SIGUSR1, dir)
+	go AnswerWithSkips(ctx, dir, 0, reqs, stdout, func(Request) { cancel() })
 	fmt.Fprintf(stdout, "worker starting alloc_index=%s\n", getenv("NOMAD_ALLOC_INDEX"))
 	err = RunWorker(ctx, WorkerOptions{Coordinator: loc, Out: stdout, ComputePerSample: *cps})
 	if errors.Is(err, ErrStopped) {

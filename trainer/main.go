@@ -80,8 +80,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	// Signals become requests served between two steps.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	requests, exitSig := signalRequests(ctx, ckptSig)
-	requests = withRequestFile(ctx, *dir, requests)
+	requests, exitSig := checkpointRequests(ctx, ckptSig, *dir)
 
 	o := Options{
 		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,

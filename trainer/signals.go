@@ -8,6 +8,16 @@ import (
 	"syscall"
 )
 
+// checkpointRequests are a task's checkpoint and exit requests: its
+// signals (signalRequests) and, with a checkpoint directory, the caravan
+// sidecar's request file there (withRequestFile). Every trainer mode (the
+// single process, a parameter server, a worker) takes its requests from
+// here, so each honours a container sidecar's on-demand checkpoints.
+func checkpointRequests(ctx context.Context, ckptSig syscall.Signal, dir string) (<-chan Request, *atomic.Int32) {
+	reqs, exitSig := signalRequests(ctx, ckptSig)
+	return withRequestFile(ctx, dir, reqs), exitSig
+}
+
 // signalRequests turns signals into requests; exitSig records the signal
 // of an exit request.
 func signalRequests(ctx context.Context, ckptSig syscall.Signal) (<-chan Request, *atomic.Int32) {

@@ -82,11 +82,10 @@ func TestContainers_SuspendResume(t *testing.T) {
 	}
 }
 
-const sidecarJob = "e2e/containers/testdata/trainer-sidecar.nomad.hcl"
-
 // TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
 // driver (dockerd on client1, podman on client2) with the
-// three caravan checkpoint tasks (testdata/trainer-sidecar.nomad.hcl). The
+// three caravan checkpoint tasks of the shipped jobspec
+// (jobspecs/train-docker.nomad.hcl, with a larger model). The
 // sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
 // sidecar; it writes the request file the trainer polls). Then the job is
 // scaled 1 -> 0 and, as soon as Nomad has marked the old allocation for
@@ -105,8 +104,9 @@ func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
 
 func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client string) {
 	requireRuntime(t, c, client, runtime)
-	jobID := c.RunJob(t, sidecarJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client, "memory=1024",
-		`trainer_args=["trainer","-steps","100000","-features","2048","-hidden","2048","-log-every","1","-hold"]`)
+	jobID := c.RunJob(t, dockerTrainJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client,
+		"memory=1024", "kill_timeout=60s", "checkpoint_interval=0", "steps=100000", "step_delay=0s",
+		`extra_args=["-features","2048","-hidden","2048","-log-every","1"]`)
 	a1 := liveAlloc(t, c, jobID, nil)
 	roleEvent(t, c, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
 	harness.Eventually(t, 3*time.Minute, func() error {

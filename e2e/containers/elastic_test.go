@@ -31,7 +31,8 @@ func setEligible(t *testing.T, c *harness.C, client string, on bool) {
 
 // TestContainers_Elastic: the distributed trainer as containers
 // (jobspecs/train-elastic-docker.nomad.hcl), started under one runtime
-// (dockerd on client1, or podman on client2): workers 1->3->2, servers
+// (dockerd on client1, or podman on client2): an on-demand checkpoint
+// through the servers' sidecar, workers 1->3->2, servers
 // 1->2, a suspension (both groups to 0: the coordinator saves on SIGTERM,
 // the commit task commits, the other server's commit finds a skip marker)
 // and a resume with 2 and 2 (the restore task restores), servers 2->1, and a
@@ -73,6 +74,13 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	co := j.Coordinator(nil)
 	j.WaitShape(co, 1, 1)
 	must.StrContains(t, j.Log(co), "compute=modelled 1ms/sample")
+	// An on-demand checkpoint through the servers' sidecar: `trainer ps`
+	// polls its request file.
+	roleEvent(t, c, co, "checkpoint", `Checkpoint sidecar for task "ps" started`)
+	_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", co, "checkpoint")
+	must.NoError(t, err)
+	roleEvent(t, c, co, "checkpoint", "Checkpoint saved (on demand)")
+	must.StrContains(t, j.Log(co), "checkpoint step=")
 	j.Reshape(co)
 	j.Suspend(co, "commit", "Checkpoint saved (exit)")
 
@@ -93,7 +101,7 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	t.Logf("migrate the coordinating server from %s to %s", from, to)
 	setEligible(t, c, to, true)
 	setEligible(t, c, from, false)
-	_, err := c.CLI(t, "alloc", "stop", "-detach", co)
+	_, err = c.CLI(t, "alloc", "stop", "-detach", co)
 	must.NoError(t, err)
 	old[co] = true
 	co = j.Coordinator(old)

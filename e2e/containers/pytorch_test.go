@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,9 @@ const (
 // (jobspecs/train-pytorch-elastic-docker.nomad.hcl, dockerd on client1)
 // through 1 -> 2 -> 1 workers, a suspend (scale 0: the launcher commits the
 // workers' live snapshot on SIGTERM, the poststop task commits it to the
-// store) and a resume (the prestart task restores it), next to the host
+// store) and a resume as 2 workers (both prestart tasks restore it, index
+// 1's although it holds an older checkpoint of its own), then 2 -> 1 to the
+// end, next to the host
 // job run uninterrupted. Every membership change continues from the step
 // the group stopped at, the resume from the suspend's checkpoint, and the
 // final evaluation loss matches the host run's within the host path's own
@@ -81,26 +84,37 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	savedStep, err := strconv.Atoi(saved.Details["step"])
 	must.NoError(t, err)
 	must.Between(t, down+1, savedStep, pytorchSteps-1, must.Sprint("suspended outside the run; the test proves nothing"))
-	j.Scale(1)
-	old := map[string]bool{two[0].ID: true, two[1].ID: true}
-	var resumed string
-	c.WaitAllocs(t, job, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
-		for _, a := range as {
-			if a.TaskGroup == harness.PyTorchWorkerGroup && !old[a.ID] {
-				resumed = a.ID
-				return true
-			}
+	// Resume as 2: both restore tasks restore the suspend's checkpoint,
+	// index 1's too, though index 1 holds an older checkpoint of its own
+	// (from the 2 -> 1 above): scope "replica" takes the newest of any index.
+	j.Scale(2)
+	resumedTwo := j.RunningWorkers(2)
+	var restored *nomadapi.TaskEvent
+	for _, a := range resumedTwo {
+		ev := roleEvent(t, c, a.ID, "restore", "Checkpoint restored")
+		t.Logf("resumed %s: %s", a.Name, ev.DriverMessage)
+		must.Eq(t, saved.Details["step"], ev.Details["step"],
+			must.Sprintf("worker %s restored %q, not the suspend's checkpoint", a.Name, ev.DriverMessage))
+		if strings.HasSuffix(a.Name, "[1]") {
+			must.StrContains(t, ev.DriverMessage, "of allocation index 0")
+		} else {
+			must.Eq(t, saved.Details["generation"], ev.Details["generation"])
 		}
-		return false
-	})
-	restored := roleEvent(t, c, resumed, "restore", "Checkpoint restored")
-	must.Eq(t, saved.Details["generation"], restored.Details["generation"])
+		restored = ev
+	}
+	j.WaitStepWorkers(resumedTwo, savedStep+1, 2)
+
+	// 2 -> 1 again, then train to the end alone.
+	j.Scale(1)
+	stopped2, resumed := stoppedAndKept(t, c, job, resumedTwo)
+	j.Regroup(resumed.ID, 2, 1, savedStep)
+	old := map[string]bool{two[0].ID: true, two[1].ID: true, stopped2.ID: true}
 	j.CompletedWorker(old, 6*time.Minute)
-	out := j.Log(resumed)
-	r, ok := harness.PyTorchRestored.Last(out, "1")
-	must.True(t, ok, must.Sprintf("the resumed worker did not restore:\n%s", out))
-	must.Eq(t, savedStep, r, must.Sprint("the resumed worker did not start from the suspend checkpoint"))
-	must.StrContains(t, out, "from checkpoint ")
+	out := j.Log(resumed.ID)
+	r, ok := harness.PyTorchRestored.Last(out, "2")
+	must.True(t, ok, must.Sprintf("the resumed worker did not restore as one of 2:\n%s", out))
+	must.Eq(t, savedStep, r, must.Sprint("the resumed workers did not start from the suspend checkpoint"))
+	must.StrContains(t, out+j.Log(stopped2.ID), "from checkpoint ")
 	final := harness.PyTorchFinal.FindStringSubmatch(out)
 	must.SliceLen(t, 4, final, must.Sprintf("no final line:\n%s", out))
 	must.Eq(t, strconv.Itoa(pytorchSteps), final[1])

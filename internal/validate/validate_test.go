@@ -56,7 +56,7 @@ func TestValidate_BadJobspecs(t *testing.T) {
 			`group "train" task "trainer" config: checkpoint.interval: "10ms" is shorter than 100ms`,
 			`group "train" task "trainer" config: checkpoint.timeout: must be positive`,
 			`group "train" task "trainer" config: checkpoint.on_restore_error: "retry" must be "fail" or "start_fresh"`,
-			`group "train" task "trainer" config: checkpoint.scope: "job" must be "alloc" or "group"`,
+			`group "train" task "trainer" config: checkpoint.scope: "job" must be "alloc", "group" or "replica"`,
 			`group "train" task "trainer" config: checkpoint.key: " padded" has leading or trailing space`,
 			`group "train" task "other" config: Invalid label: No argument or block type is named "commnd"`,
 		}},
