@@ -27,8 +27,9 @@ variable "trainer_args" {
 }
 
 variable "kill_timeout" {
-  type    = string
-  default = "60s"
+  description = "At most the client's max_kill_timeout (Nomad's default 30s caps a longer one)."
+  type        = string
+  default     = "30s"
 }
 
 variable "memory" {
