@@ -26,7 +26,8 @@
 #
 # Container runtimes: `up` also starts a loopback-only dockerd (no bridge, no
 # iptables) and podman's API service, each with its state, exec root and
-# socket under the cluster dir (scripts/cluster/runtimes.sh), and loads the
+# socket under the cluster dir (podman's runroot, which must be short, in
+# /tmp; scripts/cluster/runtimes.sh), and loads the
 # images of build/images/ (scripts/build-images.sh) into both. Neither can
 # pull: their proxy is a closed loopback port. CARAVAN_RUNTIMES=none starts
 # neither (the clients then deny the docker driver).

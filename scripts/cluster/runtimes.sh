@@ -18,6 +18,13 @@
 rt_dir=$dir/runtimes
 docker_sock=$rt_dir/docker/docker.sock
 podman_sock=$rt_dir/podman/podman.sock
+# podman's runroot is short and outside the cluster dir: podman refuses a
+# --runroot longer than 50 characters, and conmon's exit command (`podman
+# container cleanup`, which marks an exited container "exited") passes one.
+# Under a long cluster dir that cleanup failed: containers stayed "stopped"
+# and every wait on one (the docker driver's, on each stop of a task) hung
+# for podman's 20 s cleanup timeout. One per cluster dir.
+podman_run=/tmp/caravan-podman-$(printf %s "$dir" | sha256sum | cut -c1-12)
 # A closed port on loopback: any pull attempt fails at once, and nothing
 # leaves the machine.
 no_pull_proxy=http://127.0.0.1:9
@@ -78,7 +85,14 @@ render_runtimes() {
 
 write_podman_conf() {
   local p=$rt_dir/podman
-  mkdir -p "$p"/{root,run,tmp}
+  mkdir -p "$p"/{root,tmp} "$podman_run"
+  # podman keeps the runroot it was first started with in its database and
+  # refuses (or silently keeps) a changed one: a cluster dir from before the
+  # short runroot gets a new database (its images are in storage, kept).
+  if [[ $(cat "$p/runroot" 2>/dev/null) != "$podman_run" ]]; then
+    rm -f "$p/root/libpod/bolt_state.db"
+    echo "$podman_run" >"$p/runroot"
+  fi
   cat >"$p/containers.conf" <<EOF
 # Written by scripts/cluster.sh for this cluster's podman service.
 [containers]
@@ -103,7 +117,7 @@ EOF
 [storage]
 driver = "overlay"
 graphroot = "$p/root"
-runroot = "$p/run"
+runroot = "$podman_run"
 EOF
   # No search registries: a short name resolves to a local image or nothing.
   cat >"$p/registries.conf" <<EOF
@@ -192,6 +206,10 @@ stop_runtimes() {
     stop_agent "$a"
   done
   unmount_under "$rt_dir"
+  if ! alive podman; then
+    unmount_under "$podman_run"
+    rm -rf "$podman_run"
+  fi
 }
 
 # unmount_under DIR unmounts what is left mounted below DIR (podman keeps its
