@@ -77,10 +77,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	j.CompletedWorker(old, 6*time.Minute)
 	_, final := j.ResumedFinal(resumed, savedStep)
 
-	hostFinal := c.PyTorch(t, ref).Final(harness.PyTorchSteps)
-	c.PyTorch(t, ref).RendezvousDone()
-	j.RendezvousDone()
-	got, want, diff, same := harness.LossDiff(t, final, hostFinal)
+	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic in %s containers: 1 -> 2 at step %d, 2 -> 1 at step %d, suspended at step %d "+
 		"(generation %s), restored in %s; eval loss %.9f vs the uninterrupted host run's %.9f (|diff| %.2g, "+
 		"tolerance %g); params equal bit for bit: %v", rt.name, up, down, savedStep, saved.Details["generation"],

@@ -19,7 +19,7 @@ import (
 // uninterrupted run of the same job. Every membership change and the store's
 // move continue from the step the group stopped at (live snapshot), the
 // resume from the step rank 0 checkpointed, and the final evaluation loss
-// matches the uninterrupted run's within elasticLossTolerance.
+// matches the uninterrupted run's within harness.PyTorchLossTolerance.
 func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	c := harness.Cluster(t)
 	harness.RequireTorch(t)
@@ -80,10 +80,7 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	r, final := j.ResumedFinal(resumed.ID, savedStep)
 
 	// The uninterrupted run, and the rendezvous hosts that exit when done.
-	refFinal := c.PyTorch(t, ref).Final(harness.PyTorchSteps)
-	c.PyTorch(t, ref).RendezvousDone()
-	j.RendezvousDone()
-	got, want, diff, same := harness.LossDiff(t, final, refFinal)
+	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic: 1 -> 2 at step %d, 2 -> 1 at step %d (stopped worker: saved=%v), store moved at step %d, "+
 		"suspended at step %d, resumed at %d; eval loss %.9f vs uninterrupted %.9f (|diff| %.2g, tolerance %g); "+
 		"params equal bit for bit: %v",

@@ -108,3 +108,15 @@ func LossDiff(t testing.TB, got, want []string) (gotLoss, wantLoss, diff float64
 		must.Sprintf("final eval loss %v differs from the reference's %v by more than %g", gotLoss, wantLoss, PyTorchLossTolerance))
 	return gotLoss, wantLoss, diff, got[3] == want[3]
 }
+
+// AgainstReference waits for the uninterrupted reference job ref to finish
+// and for both jobs' rendezvous hosts to exit, then compares final (this
+// job's final line) with the reference's (LossDiff).
+func (j *PyTorchJob) AgainstReference(ref string, final []string) (gotLoss, wantLoss, diff float64, sameParams bool) {
+	j.t.Helper()
+	r := j.c.PyTorch(j.t, ref)
+	refFinal := r.Final(PyTorchSteps)
+	r.RendezvousDone()
+	j.RendezvousDone()
+	return LossDiff(j.t, final, refFinal)
+}
