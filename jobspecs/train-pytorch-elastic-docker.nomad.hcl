@@ -79,6 +79,12 @@ variable "max_workers" {
   default     = 4
 }
 
+variable "gpu_shares" {
+  description = "Shares of one caravan GPU per worker allocation (0: none). The planner counts a worker's GPUs from this request. The image built here holds Debian's CPU-only torch, so its workers train with gloo whatever they are given (the local cluster's GPUs are simulated)."
+  type        = number
+  default     = 0
+}
+
 variable "steps" {
   description = "Total optimizer steps."
   type        = number
@@ -89,6 +95,12 @@ variable "batch" {
   description = "Global batch size (split across the workers)."
   type        = number
   default     = 128
+}
+
+variable "compute_per_sample" {
+  description = "MODELLED compute for tests and demos, seconds per sample: each step also sleeps this times the rank's rows of the batch, so more workers make a step faster, as data-parallel compute does (0: none; no effect on the numbers)."
+  type        = number
+  default     = 0
 }
 
 variable "min_step_time" {
@@ -199,7 +211,8 @@ job "train-pytorch-elastic-docker" {
         args = ["-u", "-m", "caravan.launch", "--checkpoint-on-stop",
           "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "1",
           "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}"]
+        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
+        "--compute-per-sample", "${var.compute_per_sample}"]
       }
 
       # The store's address, from the Nomad service; rewritten when it moves
@@ -268,6 +281,7 @@ job "train-pytorch-elastic-docker" {
           p.add_argument("--seed", type=int, default=1)
           p.add_argument("--lr", type=float, default=0.05)
           p.add_argument("--min-step-time", type=float, default=0.0, help="pacing for tests, not a compute model")
+          p.add_argument("--compute-per-sample", type=float, default=0.0, help="MODELLED compute (s per sample) for tests")
           args = p.parse_args()
 
           torch.set_num_threads(1)
@@ -288,11 +302,14 @@ job "train-pytorch-elastic-docker" {
           loss_fn = nn.BCEWithLogitsLoss(reduction="sum")
           progress = caravan.Reporter() if el.rank == 0 else None
           t_last, n_last = time.time(), step
+          t_rep, n_rep = t_last, step  # the planner's samples: about one a second
           print(f"[rank {el.rank}/{W}] training from step={step} rows {lo}:{hi}", flush=True)
           while step < args.steps:
               el.boundary(step)  # checkpoint requests (rank 0 writes), agreed stops (live snapshot, exit)
               if args.min_step_time:
                   time.sleep(args.min_step_time)  # pacing (variable min_step_time), no effect on the numbers
+              if args.compute_per_sample:
+                  time.sleep(args.compute_per_sample * (hi - lo))  # MODELLED compute of this rank's rows
               x, y = batch(step)
               x, y = x[lo:hi].to(el.device), y[lo:hi].to(el.device)
               opt.zero_grad()
@@ -309,6 +326,13 @@ job "train-pytorch-elastic-docker" {
                       print(f"step={step} loss={total.item() / W:.6f} samples_per_sec={speed:.0f} workers={W}", flush=True)
                       progress.report(step, total.item() / W, speed, batch_size=B, steps_total=args.steps, workers=W)
                       t_last, n_last = now, step
+              if progress and time.time() - t_rep >= 1.0:
+                  # Rank 0's rows estimate the batch's loss; the planner
+                  # measures the speed from these samples.
+                  now = time.time()
+                  progress.report(step, loss.item(), (step - n_rep) * B / (now - t_rep), batch_size=B,
+                                  steps_total=args.steps, workers=W)
+                  t_rep, n_rep = now, step
           if el.rank == 0:
               x, y = batch(-1, 4096)  # a fixed evaluation set
               with torch.no_grad():
@@ -326,6 +350,14 @@ job "train-pytorch-elastic-docker" {
       resources {
         cpu    = 1000
         memory = 2048
+
+        dynamic "device" {
+          for_each = var.gpu_shares > 0 ? [1] : []
+          labels   = ["caravan/gpushare"]
+          content {
+            count = var.gpu_shares
+          }
+        }
       }
     }
 

@@ -1,9 +1,6 @@
 package containers_test
 
 import (
-	"math"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,16 +12,6 @@ import (
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
-const (
-	pytorchHostJob = "jobspecs/train-pytorch-elastic.nomad.hcl"
-	// pytorchSteps and the pacing are e2e/driver's for the host job, whose
-	// loss tolerance was measured at this length.
-	pytorchSteps = 6000
-	pytorchPace  = "min_step_time=0.02"
-	// hostPython is Debian's interpreter with python3-torch (make e2e-deps).
-	hostPython = "/usr/bin/python3"
-)
-
 // TestContainers_PyTorchElastic runs the elastic PyTorch job as containers
 // of the image built from Debian's python3-torch
 // (jobspecs/train-pytorch-elastic-docker.nomad.hcl, dockerd on client1)
@@ -32,44 +19,35 @@ const (
 // workers' live snapshot on SIGTERM, the poststop task commits it to the
 // store) and a resume as 2 workers (both prestart tasks restore it, index
 // 1's although it holds an older checkpoint of its own), then 2 -> 1 to the
-// end, next to the host
-// job run uninterrupted. Every membership change continues from the step
+// end, next to the host job run uninterrupted. Every membership change continues from the step
 // the group stopped at, the resume from the suspend's checkpoint, and the
 // final evaluation loss matches the host run's within the host path's own
 // tolerance (harness.PyTorchLossTolerance: a changing world size changes
 // the order of float sums, so neither path is bit for bit).
 func TestContainers_PyTorchElastic(t *testing.T) {
 	c := harness.Cluster(t)
-	if err := exec.Command(hostPython, "-c", "import torch").Run(); err != nil {
-		t.Fatalf("%s cannot import torch (make e2e-deps installs Debian's python3-torch): %v", hostPython, err)
-	}
+	harness.RequireTorch(t)
 	loadImages(t, c)
 	rt := runtimes[0]
 	requireRuntime(t, c, rt.client, rt.name)
 	const ref, job = "ctr-pte-host", "ctr-pte-docker"
 	c.StopJob(t, ref)
 	c.StopJob(t, job)
-	c.RunJob(t, pytorchHostJob, "name="+ref, "python="+hostPython, "caravan_python="+filepath.Join(c.Root, "python"),
-		"steps="+strconv.Itoa(pytorchSteps), "checkpoint_interval=", pytorchPace)
+	c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(ref)...)
 	c.RunJob(t, "jobspecs/train-pytorch-elastic-docker.nomad.hcl", "name="+job, "runtime="+rt.name,
-		"steps="+strconv.Itoa(pytorchSteps), pytorchPace)
+		"steps="+strconv.Itoa(harness.PyTorchSteps), harness.PyTorchPace)
 	j := c.PyTorch(t, job)
 
 	// 1 -> 2: the first worker leaves at an agreed step with a live snapshot;
 	// both ranks of the new group start from that step.
 	first := j.RunningWorkers(1)[0]
 	roleEvent(t, c, first.ID, "restore", "No checkpoint under")
-	j.WaitStep(first.ID, 500)
-	j.Scale(2)
-	snap1, up := j.Regroup(first.ID, 1, 2, 0)
-	must.Eq(t, snap1, up, must.Sprint("the group of 2 did not start from the step the group of 1 stopped at"))
-	two := j.RunningWorkers(2)
-	j.WaitStepWorkers(two, up+1, 2)
+	up, two := j.GrowToTwo(first, 500)
 
 	// 2 -> 1: the stopped container commits its live snapshot on SIGTERM
 	// (every rank holds the whole model), the other continues alone.
 	j.Scale(1)
-	stopped, kept := stoppedAndKept(t, c, job, two)
+	stopped, kept := j.StoppedAndKept(two)
 	snap2, down := j.Regroup(kept.ID, 2, 1, up)
 	must.Eq(t, snap2, down, must.Sprint("the group of 1 did not start from the step the group of 2 stopped at"))
 	ev := roleEvent(t, c, stopped.ID, "commit", "Checkpoint saved (exit)")
@@ -83,7 +61,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	c.WaitAllocStatus(t, kept.ID, nomadapi.AllocClientStatusComplete, 3*time.Minute)
 	savedStep, err := strconv.Atoi(saved.Details["step"])
 	must.NoError(t, err)
-	must.Between(t, down+1, savedStep, pytorchSteps-1, must.Sprint("suspended outside the run; the test proves nothing"))
+	must.Between(t, down+1, savedStep, harness.PyTorchSteps-1, must.Sprint("suspended outside the run; the test proves nothing"))
 	// Resume as 2: both restore tasks restore the suspend's checkpoint,
 	// index 1's too, though index 1 holds an older checkpoint of its own
 	// (from the 2 -> 1 above): scope "replica" takes the newest of any index.
@@ -106,7 +84,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 
 	// 2 -> 1 again, then train to the end alone.
 	j.Scale(1)
-	stopped2, resumed := stoppedAndKept(t, c, job, resumedTwo)
+	stopped2, resumed := j.StoppedAndKept(resumedTwo)
 	j.Regroup(resumed.ID, 2, 1, savedStep)
 	old := map[string]bool{two[0].ID: true, two[1].ID: true, stopped2.ID: true}
 	j.CompletedWorker(old, 6*time.Minute)
@@ -117,38 +95,11 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	must.StrContains(t, out+j.Log(stopped2.ID), "from checkpoint ")
 	final := harness.PyTorchFinal.FindStringSubmatch(out)
 	must.SliceLen(t, 4, final, must.Sprintf("no final line:\n%s", out))
-	must.Eq(t, strconv.Itoa(pytorchSteps), final[1])
+	must.Eq(t, strconv.Itoa(harness.PyTorchSteps), final[1])
 
-	hostFinal := c.PyTorch(t, ref).Final(pytorchSteps)
-	c.PyTorch(t, ref).RendezvousDone()
-	j.RendezvousDone()
-	got, _ := strconv.ParseFloat(final[2], 64)
-	want, _ := strconv.ParseFloat(hostFinal[2], 64)
+	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic in %s containers: 1 -> 2 at step %d, 2 -> 1 at step %d, suspended at step %d "+
 		"(generation %s), restored in %s; eval loss %.9f vs the uninterrupted host run's %.9f (|diff| %.2g, "+
 		"tolerance %g); params equal bit for bit: %v", rt.name, up, down, savedStep, saved.Details["generation"],
-		restored.Details["duration"], got, want, math.Abs(got-want), harness.PyTorchLossTolerance, final[3] == hostFinal[3])
-	must.True(t, math.Abs(got-want) <= harness.PyTorchLossTolerance,
-		must.Sprintf("final eval loss %v differs from the host run's %v by more than %g", got, want, harness.PyTorchLossTolerance))
-}
-
-// stoppedAndKept waits until one of two worker allocations has completed
-// after a scale-down and the other runs.
-func stoppedAndKept(t *testing.T, c *harness.C, job string, two []*nomadapi.AllocationListStub) (stopped, kept *nomadapi.AllocationListStub) {
-	t.Helper()
-	c.WaitAllocs(t, job, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
-		stopped, kept = nil, nil
-		for _, a := range as {
-			if a.TaskGroup != harness.PyTorchWorkerGroup || (a.ID != two[0].ID && a.ID != two[1].ID) {
-				continue
-			}
-			if a.DesiredStatus == nomadapi.AllocDesiredStatusStop && a.ClientStatus == nomadapi.AllocClientStatusComplete {
-				stopped = a
-			} else if a.ClientStatus == nomadapi.AllocClientStatusRunning {
-				kept = a
-			}
-		}
-		return stopped != nil && kept != nil
-	})
-	return stopped, kept
+		restored.Details["duration"], got, want, diff, harness.PyTorchLossTolerance, same)
 }

@@ -2,9 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"math"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -15,11 +12,6 @@ import (
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
-const (
-	elasticJobspec = "jobspecs/train-pytorch-elastic.nomad.hcl"
-	elasticSteps   = 6000
-)
-
 // TestPyTorchElastic_ScaleSuspendResume runs the elastic PyTorch jobspec
 // (torch.distributed.elastic, c10d rendezvous through a Nomad service, DDP
 // over gloo on CPU) through 1 -> 2 -> 1 workers, a move of the rendezvous
@@ -27,49 +19,25 @@ const (
 // uninterrupted run of the same job. Every membership change and the store's
 // move continue from the step the group stopped at (live snapshot), the
 // resume from the step rank 0 checkpointed, and the final evaluation loss
-// matches the uninterrupted run's within elasticLossTolerance.
+// matches the uninterrupted run's within harness.PyTorchLossTolerance.
 func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	c := harness.Cluster(t)
-	requireTorch(t)
-	vars := func(name string) []string {
-		return []string{"name=" + name, "python=" + pythonWithTorch, "caravan_python=" + filepath.Join(c.Root, "python"),
-			"steps=" + strconv.Itoa(elasticSteps), "checkpoint_interval=", "min_step_time=0.02"}
-	}
+	harness.RequireTorch(t)
 	const ref, job = "pte-reference", "pte-elastic"
 	c.StopJob(t, ref)
 	c.StopJob(t, job)
-	c.RunJob(t, elasticJobspec, vars(ref)...)
-	c.RunJob(t, elasticJobspec, vars(job)...)
+	c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(ref)...)
+	c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(job)...)
 	j := c.PyTorch(t, job)
 
 	// 1 -> 2: the first worker leaves at an agreed step with a live snapshot;
 	// both ranks of the new group start from that step.
-	first := j.RunningWorkers(1)[0]
-	j.WaitStep(first.ID, 1000)
-	j.Scale(2)
-	snap1, up := j.Regroup(first.ID, 1, 2, 0)
-	must.Eq(t, snap1, up, must.Sprint("the group of 2 did not start from the step the group of 1 stopped at"))
-	two := j.RunningWorkers(2)
-	j.WaitStepWorkers(two, up+1, 2)
+	up, two := j.GrowToTwo(j.RunningWorkers(1)[0], 1000)
 
 	// 2 -> 1: the stopped allocation answers its stop checkpoint (state if it
 	// held rank 0, a skip marker otherwise); the other continues alone.
 	j.Scale(1)
-	var stopped, kept *nomadapi.AllocationListStub
-	c.WaitAllocs(t, job, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
-		stopped, kept = nil, nil
-		for _, a := range as {
-			if a.TaskGroup != harness.PyTorchWorkerGroup || (a.ID != two[0].ID && a.ID != two[1].ID) {
-				continue
-			}
-			if a.DesiredStatus == nomadapi.AllocDesiredStatusStop && a.ClientStatus == nomadapi.AllocClientStatusComplete {
-				stopped = a
-			} else if a.ClientStatus == nomadapi.AllocClientStatusRunning {
-				kept = a
-			}
-		}
-		return stopped != nil && kept != nil
-	})
+	stopped, kept := j.StoppedAndKept(two)
 	stoppedAlloc, _, err := c.Nomad.Allocations().Info(stopped.ID, nil)
 	must.NoError(t, err)
 	saved := checkpointEvent(stoppedAlloc, harness.PyTorchTask, "Checkpoint saved (stop)")
@@ -109,32 +77,12 @@ func TestPyTorchElastic_ScaleSuspendResume(t *testing.T) {
 	must.GreaterEq(t, moved, savedStep)
 	j.Scale(1)
 	resumed := j.CompletedWorker(map[string]bool{two[0].ID: true, two[1].ID: true}, 6*time.Minute)
-	out = j.Log(resumed.ID)
-	r, ok := harness.PyTorchRestored.Last(out, "1")
-	must.True(t, ok, must.Sprintf("the resumed worker did not restore:\n%s", out))
-	must.Eq(t, savedStep, r, must.Sprint("the resumed worker did not start from the suspend checkpoint"))
-	must.StrContains(t, out, "from checkpoint ")
-	final := harness.PyTorchFinal.FindStringSubmatch(out)
-	must.SliceLen(t, 4, final, must.Sprintf("no final line:\n%s", out))
-	must.Eq(t, strconv.Itoa(elasticSteps), final[1])
+	r, final := j.ResumedFinal(resumed.ID, savedStep)
 
 	// The uninterrupted run, and the rendezvous hosts that exit when done.
-	refFinal := c.PyTorch(t, ref).Final(elasticSteps)
-	c.PyTorch(t, ref).RendezvousDone()
-	j.RendezvousDone()
-	got, _ := strconv.ParseFloat(final[2], 64)
-	want, _ := strconv.ParseFloat(refFinal[2], 64)
+	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic: 1 -> 2 at step %d, 2 -> 1 at step %d (stopped worker: saved=%v), store moved at step %d, "+
 		"suspended at step %d, resumed at %d; eval loss %.9f vs uninterrupted %.9f (|diff| %.2g, tolerance %g); "+
 		"params equal bit for bit: %v",
-		up, down, saved != nil, moved, savedStep, r, got, want, math.Abs(got-want), harness.PyTorchLossTolerance, final[3] == refFinal[3])
-	must.True(t, math.Abs(got-want) <= harness.PyTorchLossTolerance,
-		must.Sprintf("final eval loss %v differs from the uninterrupted run's %v by more than %g", got, want, harness.PyTorchLossTolerance))
-}
-
-func requireTorch(t *testing.T) {
-	t.Helper()
-	if err := exec.Command(pythonWithTorch, "-c", "import torch").Run(); err != nil {
-		t.Fatalf("%s cannot import torch (make test installs Debian's python3-torch): %v", pythonWithTorch, err)
-	}
+		up, down, saved != nil, moved, savedStep, r, got, want, diff, harness.PyTorchLossTolerance, same)
 }

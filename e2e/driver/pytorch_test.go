@@ -20,10 +20,7 @@ const (
 	pytorchJobspec = "jobspecs/train-pytorch.nomad.hcl"
 	pytorchJob     = "train-pytorch"
 	pytorchTask    = "train"
-	// pythonWithTorch is Debian's interpreter; make test installs
-	// python3-torch for it.
-	pythonWithTorch = "/usr/bin/python3"
-	pytorchSteps    = 8000
+	pytorchSteps   = 8000
 )
 
 var (
@@ -38,8 +35,8 @@ var (
 // from 0, and ends with the same parameters, bit for bit.
 func TestPyTorch_SuspendResumeBitForBit(t *testing.T) {
 	c := harness.Cluster(t)
-	requireTorch(t)
-	vars := []string{"python=" + pythonWithTorch, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval=",
+	harness.RequireTorch(t)
+	vars := []string{"python=" + harness.HostPython, "steps=" + strconv.Itoa(pytorchSteps), "checkpoint_interval=",
 		"caravan_python=" + filepath.Join(c.Root, "python")}
 	clean := func() {
 		c.StopJob(t, pytorchJob)

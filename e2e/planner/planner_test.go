@@ -133,6 +133,7 @@ type jobView struct {
 	Model   struct {
 		Step           int64   `json:"step"`
 		Loss           float64 `json:"loss"`
+		StepsPerSec    float64 `json:"steps_per_sec"`
 		RemainingSteps float64 `json:"remaining_steps"`
 		Source         string  `json:"remaining_source"`
 		GradSqr        float64 `json:"grad_sqr"`

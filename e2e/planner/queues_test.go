@@ -59,9 +59,16 @@ func submitElastic(t *testing.T, c *harness.C, ns, id string, steps, lo, hi int,
 // of them declare.
 func submitSpec(t *testing.T, c *harness.C, spec, ns, id string, steps, lo, hi int, vars ...string) *nsJob {
 	t.Helper()
+	return registerSpec(t, c, spec, ns, id, steps, lo, hi, append([]string{"compute_per_sample=1ms", "shares=4"}, vars...)...)
+}
+
+// registerSpec renders jobspecs/spec with its name, lo workers, steps and
+// vars, puts it in namespace ns with worker bounds [lo, hi] and registers
+// it. It is stopped and purged when the test ends.
+func registerSpec(t *testing.T, c *harness.C, spec, ns, id string, steps, lo, hi int, vars ...string) *nsJob {
+	t.Helper()
 	args := []string{"job", "run", "-output", "-var", "name=" + id,
-		"-var", fmt.Sprintf("workers=%d", lo), "-var", fmt.Sprintf("steps=%d", steps),
-		"-var", "compute_per_sample=1ms", "-var", "shares=4"}
+		"-var", fmt.Sprintf("workers=%d", lo), "-var", fmt.Sprintf("steps=%d", steps)}
 	for _, v := range vars {
 		args = append(args, "-var", v)
 	}
@@ -150,8 +157,11 @@ func (j *nsJob) coordinator(timeout time.Duration) string {
 	return id
 }
 
-func (j *nsJob) log(alloc string) string {
-	out, _ := j.c.CLI(j.t, "alloc", "logs", "-namespace", j.ns, alloc, "ps")
+func (j *nsJob) log(alloc string) string { return j.taskLog(alloc, "ps") }
+
+// taskLog is the stdout of one task of an allocation ("" until it starts).
+func (j *nsJob) taskLog(alloc, task string) string {
+	out, _ := j.c.CLI(j.t, "alloc", "logs", "-namespace", j.ns, alloc, task)
 	return out
 }
 
