@@ -20,7 +20,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
@@ -67,7 +67,7 @@ type Settings struct {
 type Config struct {
 	Settings Settings
 	Source   Snapshotter
-	Progress *progress.Store
+	Progress *ingest.Store
 	Writer   Writer
 	Leader   Leader
 	Clock    clock.Clock

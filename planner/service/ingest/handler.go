@@ -1,4 +1,4 @@
-package progress
+package ingest
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
-	wire "github.com/caravan-nomad/caravan/progress"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 // ErrForbidden is what an Authorizer returns for a valid identity that may
@@ -31,10 +31,10 @@ type Handler struct {
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
-	writeBody(w, code, wire.ErrorBody{Error: msg})
+	writeBody(w, code, progress.ErrorBody{Error: msg})
 }
 
-func writeBody(w http.ResponseWriter, code int, body wire.ErrorBody) {
+func writeBody(w http.ResponseWriter, code int, body progress.ErrorBody) {
 	w.Header().Set("Content-Type", "application/json")
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="caravan-planner"`)
@@ -45,8 +45,8 @@ func writeBody(w http.ResponseWriter, code int, body wire.ErrorBody) {
 
 // badSample answers 400, naming the field at fault when there is one.
 func badSample(w http.ResponseWriter, err error) {
-	body := wire.ErrorBody{Error: err.Error()}
-	var fe *wire.FieldError
+	body := progress.ErrorBody{Error: err.Error()}
+	var fe *progress.FieldError
 	if errors.As(err, &fe) {
 		body.Field = fe.Field
 	}
@@ -89,7 +89,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Unknown fields are ignored (a trainer may send its own job/alloc
 	// fields): which job a sample belongs to comes only from the token.
-	s, err := wire.Decode(r.Body)
+	s, err := progress.Decode(r.Body)
 	if err != nil {
 		badSample(w, err)
 		return

@@ -1,21 +1,21 @@
-// Package progress is the planner's side of the progress wire
+// Package ingest is the planner's side of the progress wire
 // (github.com/caravan-nomad/caravan/progress): the HTTP handler behind
 // POST /v1/progress, the verification of the Nomad workload identity that
 // proves which job a report belongs to (identity.go, jwks.go), and the
 // per-job store the manager fits models from.
-package progress
+package ingest
 
 import (
 	"time"
 
-	wire "github.com/caravan-nomad/caravan/progress"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 // Sample is the wire's sample (an alias: one definition, in the wire).
-type Sample = wire.Sample
+type Sample = progress.Sample
 
 // Path is where tasks POST their progress.
-const Path = wire.Path
+const Path = progress.Path
 
 // Record is a stored sample with where and when it came from. Every field
 // of the sample is kept and shown.

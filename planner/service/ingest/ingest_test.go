@@ -1,4 +1,4 @@
-package progress
+package ingest
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
-	wire "github.com/caravan-nomad/caravan/progress"
+	"github.com/caravan-nomad/caravan/progress"
 )
 
 var b64 = base64.RawURLEncoding
@@ -396,13 +396,13 @@ func TestReport(t *testing.T) {
 	srv := httptest.NewServer(&Handler{Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger()})
 	defer srv.Close()
 	tok := f.sign(t, "EdDSA", "ed-1", workload("train-a", now))
-	must.NoError(t, wire.Report(context.Background(), nil, srv.URL, tok, Sample{Step: 5, Loss: 2.5, SamplesPerSec: 10}))
-	must.NoError(t, wire.Report(context.Background(), nil, srv.URL+Path, tok, Sample{Step: 6, Loss: 2.4, SamplesPerSec: 10}))
+	must.NoError(t, progress.Report(context.Background(), nil, srv.URL, tok, Sample{Step: 5, Loss: 2.5, SamplesPerSec: 10}))
+	must.NoError(t, progress.Report(context.Background(), nil, srv.URL+Path, tok, Sample{Step: 6, Loss: 2.4, SamplesPerSec: 10}))
 	must.SliceLen(t, 2, store.Records(JobKey{Namespace: "default", ID: "train-a"}))
-	err := wire.Report(context.Background(), nil, srv.URL, "bad", Sample{Step: 7, Loss: 2.3})
-	must.ErrorIs(t, err, wire.ErrRejected)
-	err = wire.Report(context.Background(), nil, srv.URL, tok, Sample{Step: -1})
-	must.ErrorIs(t, err, wire.ErrBadSample)
+	err := progress.Report(context.Background(), nil, srv.URL, "bad", Sample{Step: 7, Loss: 2.3})
+	must.ErrorIs(t, err, progress.ErrRejected)
+	err = progress.Report(context.Background(), nil, srv.URL, tok, Sample{Step: -1})
+	must.ErrorIs(t, err, progress.ErrBadSample)
 }
 
 func TestStoreRate(t *testing.T) {
@@ -446,13 +446,13 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 	srv := httptest.NewServer(&Handler{Verifier: newVerifier(f, clk), Store: store, Clock: clk, Logger: hclog.NewNullLogger()})
 	defer srv.Close()
 	tok := f.sign(t, "RS256", "rsa-1", workload("train-a", now))
-	post := func(body string) (int, wire.ErrorBody) {
+	post := func(body string) (int, progress.ErrorBody) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		must.NoError(t, err)
 		defer resp.Body.Close()
-		var eb wire.ErrorBody
+		var eb progress.ErrorBody
 		_ = json.NewDecoder(resp.Body).Decode(&eb)
 		return resp.StatusCode, eb
 	}
