@@ -165,13 +165,7 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 }
 
 func settings(cfg *config.Config) manager.Settings {
-	p := cfg.Policy
-	return manager.Settings{
-		Policy: p.Name, Interval: p.Interval, Cooldown: p.Cooldown, RestartCost: p.RestartCost,
-		MaxChangesPerRound: p.MaxChangesPerRound, MinGain: p.MinGain, SuspendQuantum: p.SuspendQuantum,
-		DryRun: cfg.DryRun, Device: cfg.Capacity.Device, SharesPerGPU: cfg.Capacity.SharesPerGPU,
-		GPUsPerNode: cfg.Capacity.GPUsPerNode, PlacementAffinity: p.PlacementAffinity, Queues: cfg.Queues,
-	}
+	return manager.Settings{Policy: cfg.Policy, Capacity: cfg.Capacity, DryRun: cfg.DryRun, Queues: cfg.Queues}
 }
 
 // authorizeProgress lets a verified workload report only for a managed job,

@@ -35,7 +35,7 @@ func TestManager_TimeSlicingWithRestartHistory(t *testing.T) {
 	for _, pol := range []string{"optimus", "fifo"} {
 		t.Run(pol, func(t *testing.T) {
 			s := defaultSettings()
-			s.Policy, s.Cooldown, s.SuspendQuantum = pol, time.Minute, 5*time.Minute
+			s.Policy.Name, s.Cooldown, s.SuspendQuantum = pol, time.Minute, 5*time.Minute
 			h := newHarness(t, s, 1)
 			gang := map[string]string{"caravan_min_workers": "2", "caravan_max_workers": "2", "caravan_gang": "true"}
 			h.nomad.PutJob(fakenomad.TrainingJob("a", 2, gang))

@@ -16,6 +16,7 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -39,9 +40,11 @@ type harness struct {
 
 func defaultSettings() Settings {
 	return Settings{
-		Policy: "optimus", Interval: time.Minute, Cooldown: 2 * time.Minute, RestartCost: 30 * time.Second,
-		MaxChangesPerRound: 4, MinGain: 1, SuspendQuantum: 10 * time.Minute,
-		Device: "gpu", SharesPerGPU: 4, GPUsPerNode: 1,
+		Policy: config.Policy{
+			Name: "optimus", Interval: time.Minute, Cooldown: 2 * time.Minute, RestartCost: 30 * time.Second,
+			MaxChangesPerRound: 4, MinGain: 1, SuspendQuantum: 10 * time.Minute,
+		},
+		Capacity: config.Capacity{Device: "gpu", SharesPerGPU: 4, GPUsPerNode: 1},
 	}
 }
 

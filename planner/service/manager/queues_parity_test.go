@@ -22,7 +22,7 @@ import (
 // workers for every job.
 func TestManager_QueuesMatchTheSimulator(t *testing.T) {
 	s := defaultSettings()
-	s.Policy = "fifo"
+	s.Policy.Name = "fifo"
 	s.Queues = twoTeamQueues()
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
