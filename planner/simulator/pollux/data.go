@@ -1,9 +1,8 @@
-package simulator
+package pollux
 
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -83,24 +82,4 @@ func Known(apps map[string]*Application) map[string]bool {
 		k[n] = true
 	}
 	return k
-}
-
-// resolveWorkload finds the --workload file: as given, else (a relative
-// path) inside the Pollux data directory, so that the shared workloads are
-// named as `workloads/workload-1.csv` from anywhere. A missing file's error
-// names the flag and where it was looked for.
-func resolveWorkload(path, dataDir string) (string, error) {
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("--workload %s: %w", path, err)
-	}
-	if !filepath.IsAbs(path) && dataDir != "" {
-		in := filepath.Join(dataDir, path)
-		if _, err := os.Stat(in); err == nil {
-			return in, nil
-		}
-		return "", fmt.Errorf("--workload %s: no such file in the working directory or in the data directory %s", path, dataDir)
-	}
-	return "", fmt.Errorf("--workload %s: no such file", path)
 }

@@ -1,4 +1,4 @@
-package simulator
+package philly
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -95,9 +96,9 @@ func (j *phillyJob) finishIn() float64 {
 // arrived or finished (nothing else changes a plan), and running jobs are
 // advanced analytically between decisions, so a 108-day trace replays in
 // seconds to minutes.
-func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
+func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, error) {
 	start := time.Now()
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	pol, err := policy.New(policyName)
 	if err != nil {
 		return PhillyReport{}, err
@@ -139,25 +140,25 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 			next++
 		}
 		// Decide.
-		in.Now = epoch.Add(time.Duration(now * float64(time.Second)))
+		in.Now = engine.Epoch.Add(time.Duration(now * float64(time.Second)))
 		in.Jobs = in.Jobs[:0]
 		for _, j := range active {
-			pj := policy.Job{ID: j.id, Submitted: epoch.Add(time.Duration(j.submit * float64(time.Second))),
+			pj := policy.Job{ID: j.id, Submitted: engine.Epoch.Add(time.Duration(j.submit * float64(time.Second))),
 				Worker: policy.Demand{GPUMilli: policy.MilliGPU}, AttainedService: j.attained,
 				Current: policy.Allocation{Workers: j.w, Placement: j.alloc},
 				Age:     time.Duration((now - j.submit) * float64(time.Second)), Restarts: j.restarts,
-				RestartCost: time.Duration(restartPenalty * float64(time.Second))}
+				RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second))}
 			phillyLimits(info, j, &pj, &hist)
 			in.Jobs = append(in.Jobs, pj)
 		}
 		qjobs = qjobs[:0]
 		if cfg.Queues.Enabled() {
 			for i, j := range active {
-				qjobs = append(qjobs, queueView(&in.Jobs[i], j.vc, now, j.resumed))
+				qjobs = append(qjobs, engine.QueueView(&in.Jobs[i], j.vc, now, j.resumed))
 			}
 		}
 		t0 := time.Now()
-		plan, _, err := PlanWithQueues(pol, cfg.Queues, in, qjobs)
+		plan, _, err := engine.PlanWithQueues(pol, cfg.Queues, in, qjobs)
 		rep.PolicyTime += time.Since(t0)
 		rep.Rounds++
 		if err != nil {
@@ -169,7 +170,7 @@ func ReplayPhilly(cfg Config, policyName, path string) (PhillyReport, error) {
 				continue
 			}
 			if jp.Workers > 0 {
-				j.rescale = restartPenalty
+				j.rescale = engine.RestartPenalty
 				if j.w > 0 || j.attained > 0 {
 					j.restarts++
 				}
@@ -282,7 +283,7 @@ func nextPhillyDecision[J interface{ finishIn() float64 }](now, iv, nextSubmit f
 		}
 	}
 	if math.IsInf(t, 1) {
-		return 0, fmt.Errorf("%w: %d jobs can never run under %s", ErrStuck, len(active), under)
+		return 0, fmt.Errorf("%w: %d jobs can never run under %s", engine.ErrStuck, len(active), under)
 	}
 	return math.Max(t, now+iv), nil
 }

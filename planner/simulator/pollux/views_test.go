@@ -1,4 +1,4 @@
-package simulator
+package pollux
 
 import (
 	"reflect"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/shoenig/test/must"
 )
 
@@ -81,25 +82,12 @@ func TestSimulatorFollowsTraits(t *testing.T) {
 	jobs, apps := smallWorkload(t, dir, 2)
 	jobs[0].Replicas = 1000
 	for _, in := range policy.Infos() {
-		_, err := Simulate(Config{MaxTime: 1}, in.Name, jobs, apps)
+		_, err := Simulate(engine.Config{MaxTime: 1}, in.Name, jobs, apps)
 		if in.Traits.FixedSize {
-			must.ErrorIs(t, err, ErrStuck, must.Sprintf("%s", in.Name))
+			must.ErrorIs(t, err, engine.ErrStuck, must.Sprintf("%s", in.Name))
 			must.ErrorContains(t, err, "requested size")
 		} else if err != nil {
 			must.StrNotContains(t, err.Error(), "requested size", must.Sprintf("%s", in.Name))
 		}
 	}
-}
-
-func TestParseSweepFlags(t *testing.T) {
-	s, err := parseSeeds("11-13,20")
-	must.NoError(t, err)
-	must.Eq(t, []uint64{11, 12, 13, 20}, s)
-	_, err = parseSeeds("13-11")
-	must.ErrorContains(t, err, "--seeds")
-	l, err := parseLoads("0.5,1,2")
-	must.NoError(t, err)
-	must.Eq(t, []float64{0.5, 1, 2}, l)
-	_, err = parseLoads("0.5,x")
-	must.ErrorContains(t, err, "--loads")
 }

@@ -1,4 +1,4 @@
-package simulator
+package philly
 
 import (
 	"testing"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/shoenig/test/must"
 
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
 // teamTrace: team b fills the 4-GPU cluster with two 10 h jobs; an hour
 // later team a, whose guarantee is half the cluster, submits a 1 h job.
 func teamTrace() []workload.PhillyJob {
-	at := func(h float64) time.Time { return epoch.Add(time.Duration(h * float64(time.Hour))) }
+	at := func(h float64) time.Time { return engine.Epoch.Add(time.Duration(h * float64(time.Hour))) }
 	return []workload.PhillyJob{
 		{Submit: at(0), Duration: 10 * 3600, GPUs: 2, Cluster: "b"},
 		{Submit: at(0), Duration: 10 * 3600, GPUs: 2, Cluster: "b"},
@@ -37,7 +38,7 @@ func TestGuarantees(t *testing.T) {
 }
 
 func TestReplayPhillyQueues(t *testing.T) {
-	cfg := Config{Nodes: 1, GPUsPerNode: 4}
+	cfg := engine.Config{Nodes: 1, GPUsPerNode: 4}
 	reps := map[QueueMode]QueueReport{}
 	for _, m := range QueueModes {
 		r, err := ReplayPhillyQueues(cfg, m, teamTrace())
@@ -65,7 +66,7 @@ func TestReplayPhillyQueues(t *testing.T) {
 	// reclaim: b's borrower is suspended for a, then resumes.
 	rc := reps[ModeReclaim]
 	must.Eq(t, 1, rc.Reclaims)
-	commit, restore := checkpointTimes(2)
+	commit, restore := CheckpointTimes(2)
 	must.Eq(t, 2*(commit+restore), rc.LostGPUSec)
 	must.Less(t, 300, vc(ModeReclaim, "a").MeanWait)
 	must.Less(t, 0.5*reps[ModeStrict].MeanWait, rc.MeanWait)
@@ -79,8 +80,8 @@ func TestReplayPhillyQueues(t *testing.T) {
 // its VC's guarantee still runs (alone in its VC), so the replay ends.
 func TestReplayPhillyQueues_Oversize(t *testing.T) {
 	rows := teamTrace()
-	rows = append(rows, workload.PhillyJob{Submit: epoch.Add(2 * time.Hour), Duration: 60, GPUs: 4, Cluster: "a"})
-	r, err := ReplayPhillyQueues(Config{Nodes: 1, GPUsPerNode: 4}, ModeStrict, rows)
+	rows = append(rows, workload.PhillyJob{Submit: engine.Epoch.Add(2 * time.Hour), Duration: 60, GPUs: 4, Cluster: "a"})
+	r, err := ReplayPhillyQueues(engine.Config{Nodes: 1, GPUsPerNode: 4}, ModeStrict, rows)
 	must.NoError(t, err)
 	must.Eq(t, 1, r.Oversize)
 	must.Eq(t, 5, r.Jobs)

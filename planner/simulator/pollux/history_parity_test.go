@@ -1,4 +1,4 @@
-package simulator
+package pollux
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -46,7 +47,7 @@ func TestLiveAndSimulatorHandThePolicyTheSameHistory(t *testing.T) {
 	o := j.observed(880, nil)
 	sim := baseJob(&o)
 
-	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	at := func(s float64) time.Time { return engine.Epoch.Add(time.Duration(s * float64(time.Second))) }
 	alloc := func(id string, start, end float64) *nomadapi.AllocationListStub {
 		ts := &nomadapi.TaskState{State: "running", StartedAt: at(start),
 			Events: []*nomadapi.TaskEvent{{Type: nomadapi.TaskStarted, Time: at(start).UnixNano()}}}
@@ -60,7 +61,7 @@ func TestLiveAndSimulatorHandThePolicyTheSameHistory(t *testing.T) {
 	submit := at(100).UnixNano()
 	live := history.Live{
 		ID: "job-1", Kind: "cifar10", Group: "worker", GPUMilli: policy.MilliGPU, Workers: 3,
-		RestartCost: time.Duration(restartPenalty * float64(time.Second)),
+		RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second)),
 		Job:         &nomadapi.Job{SubmitTime: &submit},
 		Allocs: []*nomadapi.AllocationListStub{
 			alloc("w1", 160, 400), alloc("w2", 160, 520),

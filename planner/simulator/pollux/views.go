@@ -1,4 +1,4 @@
-package simulator
+package pollux
 
 import (
 	"math"
@@ -7,6 +7,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // The simulator knows everything about a job (its trace, its exact
@@ -68,12 +69,12 @@ func (o *observed) record() history.Record {
 	return history.Record{
 		ID: o.name, Kind: o.kind, Submitted: simTime(o.submitted), Now: simTime(o.now),
 		Attained: o.attained, Restarts: o.restarts, Current: o.current,
-		RestartCost: time.Duration(restartPenalty * float64(time.Second)),
+		RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second)),
 	}
 }
 
 func simTime(seconds float64) time.Time {
-	return epoch.Add(time.Duration(seconds * float64(time.Second)))
+	return engine.Epoch.Add(time.Duration(seconds * float64(time.Second)))
 }
 
 // baseJob is the part of a policy.Job every class may see: the history

@@ -1,4 +1,4 @@
-package simulator
+package steps
 
 import (
 	"testing"
@@ -10,23 +10,24 @@ import (
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/source"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // TestLiveAndSimulatorBuildTheSamePolicyJob: one job, asking for 4 workers
 // of one GPU each, with one history (submitted at 100 s, running 3 workers
 // since 700 s after two restarts, observed at 880 s), is handed to the live
 // manager's job builder (history.Live's record, sized by the live job's
-// meta through source.Spec.Request, as manager.policyJob does) and to each
-// simulator engine's (the step engine's stepState.policyJob, the Pollux
-// replay's declared view, the Philly replay's phillyLimits). For every
-// registered policy, the policy.Job they build agree on the job's size:
-// under FixedSize (fifo, tiresias) exactly the requested 4, all or nothing,
-// everywhere; otherwise the live job and the step engine (which models the
+// meta through source.Spec.Request, as manager.policyJob does) and to the
+// step engine's (stepState.policyJob). For every registered policy, the
+// policy.Job they build agree on the job's size: under FixedSize (fifo,
+// tiresias) exactly the requested 4, all or nothing (as the Pollux and
+// Philly replays build it: TestFixedSizeJobIsAllOrNothing in pollux and
+// philly); otherwise the live job and the step engine (which models the
 // live planner) agree on bounds, gang, demand and resize cost, and the
 // history fields agree too. Before, the live builder ignored FixedSize.
 func TestLiveAndSimulatorBuildTheSamePolicyJob(t *testing.T) {
 	const requested = 4
-	at := func(s float64) time.Time { return epoch.Add(time.Duration(s * float64(time.Second))) }
+	at := func(s float64) time.Time { return engine.Epoch.Add(time.Duration(s * float64(time.Second))) }
 	submit := at(100).UnixNano()
 	count := 3
 	job := &nomadapi.Job{ID: ptr("job-1"), SubmitTime: &submit, Meta: map[string]string{
@@ -60,11 +61,6 @@ func TestLiveAndSimulatorBuildTheSamePolicyJob(t *testing.T) {
 				want := [3]any{requested, requested, true}
 				must.Eq(t, want, size(live), must.Sprint("live"))
 				must.Eq(t, want, size(steps), must.Sprint("step engine"))
-				d := declared{replicas: requested, batch: 128, observed: observed{limits: batchLimits{MinLocalBsz: 32}}}
-				must.Eq(t, want, size(declaredJob(tr, &d)), must.Sprint("Pollux replay (declared view)"))
-				pj := policy.Job{Worker: policy.Demand{GPUMilli: policy.MilliGPU}}
-				phillyLimits(info, &phillyJob{gpus: requested}, &pj, &residualWork{})
-				must.Eq(t, want, size(pj), must.Sprint("Philly replay"))
 			}
 			must.Eq(t, size(live), size(steps))
 			must.Eq(t, live.Worker, steps.Worker)

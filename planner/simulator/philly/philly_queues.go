@@ -1,4 +1,4 @@
-package simulator
+package philly
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -44,9 +45,9 @@ const (
 	RestoreMBps        = 697.0
 )
 
-// checkpointTimes returns the modelled commit and restore seconds of a
+// CheckpointTimes returns the modelled commit and restore seconds of a
 // job of gpus GPUs.
-func checkpointTimes(gpus int) (commit, restore float64) {
+func CheckpointTimes(gpus int) (commit, restore float64) {
 	mb := CheckpointGBPerGPU * 1000 * float64(gpus)
 	return mb / CommitMBps, mb / RestoreMBps
 }
@@ -63,6 +64,9 @@ type VCStats struct {
 	Slowdown  float64 `json:"mean_slowdown"` // mean of JCT / run time at the requested size
 	waits     []float64
 }
+
+// Waits are the waits of the virtual cluster's jobs, in seconds.
+func (s VCStats) Waits() []float64 { return s.waits }
 
 // QueueReport is one mode's replay of the Philly trace as its teams.
 type QueueReport struct {
@@ -169,9 +173,9 @@ type qjob struct {
 // Every round the queues decide admission (planner/queue, the same code as
 // the live planner) and the fifo policy places the admitted jobs; the
 // trace's durations only advance time (no decision reads them).
-func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (QueueReport, error) {
+func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.PhillyJob) (QueueReport, error) {
 	start := time.Now()
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if len(rows) == 0 {
 		return QueueReport{}, errors.New("no jobs")
 	}
@@ -212,10 +216,10 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 			next++
 		}
 		qjobs = qjobs[:0]
-		in.Now = epoch.Add(time.Duration(now * float64(time.Second)))
+		in.Now = engine.Epoch.Add(time.Duration(now * float64(time.Second)))
 		in.Jobs = in.Jobs[:0]
 		for _, j := range active {
-			qj := queue.Job{ID: j.id, Namespace: j.vc, Submitted: epoch.Add(time.Duration(j.submit * float64(time.Second))),
+			qj := queue.Job{ID: j.id, Namespace: j.vc, Submitted: engine.Epoch.Add(time.Duration(j.submit * float64(time.Second))),
 				Min: j.gpus * policy.MilliGPU, Max: j.gpus * policy.MilliGPU,
 				SinceResume: time.Duration((now - j.started) * float64(time.Second))}
 			if mode == ModeStrict && j.gpus > quota[j.vc] {
@@ -246,10 +250,10 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 		commitFor := map[string]float64{} // queue -> longest commit of its victims
 		for i, d := range round.Jobs {
 			if j := active[i]; d.Suspend && j.w > 0 {
-				c, r := checkpointTimes(j.gpus)
+				c, r := CheckpointTimes(j.gpus)
 				rep.Reclaims++
 				rep.LostGPUSec += (c + r) * float64(j.gpus)
-				rep.LostWithRestart += (c + r + restartPenalty) * float64(j.gpus)
+				rep.LostWithRestart += (c + r + engine.RestartPenalty) * float64(j.gpus)
 				commitFor[d.ReclaimFor] = math.Max(commitFor[d.ReclaimFor], c)
 				j.w, j.alloc, j.suspended = 0, nil, true
 				j.rescale = 0
@@ -261,9 +265,9 @@ func ReplayPhillyQueues(cfg Config, mode QueueMode, rows []workload.PhillyJob) (
 				continue
 			}
 			if jp.Workers > 0 {
-				j.rescale = restartPenalty + commitFor[round.Jobs[kept[k]].Queue]
+				j.rescale = engine.RestartPenalty + commitFor[round.Jobs[kept[k]].Queue]
 				if j.suspended {
-					_, r := checkpointTimes(j.gpus)
+					_, r := CheckpointTimes(j.gpus)
 					j.rescale += r
 					j.suspended = false
 				}

@@ -1,17 +1,13 @@
-package simulator
+package pollux
 
 import (
 	"maps"
 	"math"
 
 	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
-
-// restartPenalty is the artifact's rescale delay: a job whose allocation
-// changes makes no progress for 30 s (checkpoint, restart, restore) while
-// holding its new GPUs.
-const restartPenalty = 30.0
 
 // batchMode says how a job picks its batch size.
 type batchMode int
@@ -178,7 +174,7 @@ func (j *simJob) reallocate(placement []int, alloc []string) {
 	}
 	j.placement, j.alloc = placement, alloc
 	j.updateBatch()
-	j.rescale = restartPenalty
+	j.rescale = engine.RestartPenalty
 	j.restarts++
 }
 

@@ -1,4 +1,4 @@
-package simulator
+package steps
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // StepJob is a job of a fixed number of SGD steps whose step time is a
@@ -124,12 +125,12 @@ type stepState struct {
 // live planner does. The policy sees a job's speed once it has run (one
 // observed shape: linear scaling from it, as the live planner's cold start;
 // two or more: the step model) and its remaining steps (declared).
-func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, error) {
+func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (engine.Result, error) {
 	var pol policy.Policy
 	if policyName != NoPlanner {
 		var err error
 		if pol, err = policy.New(policyName); err != nil {
-			return Result{}, err
+			return engine.Result{}, err
 		}
 	}
 	if cfg.Tick <= 0 {
@@ -147,11 +148,11 @@ func SimulateSteps(cfg StepConfig, policyName string, jobs []StepJob) (Result, e
 		st[i] = &stepState{spec: j, completion: -1, lastChange: math.Inf(-1), noticed: math.Inf(-1), waitingSince: j.Submitted}
 	}
 	sort.SliceStable(st, func(a, b int) bool { return st[a].spec.Submitted < st[b].spec.Submitted })
-	res := Result{Policy: policyName}
+	res := engine.Result{Policy: policyName}
 	nextRound := 0.0
 	for now := 0.0; ; now += cfg.Tick {
 		if now > 30*24*3600 {
-			return res, fmt.Errorf("%w: step replay under %s did not finish", ErrStuck, policyName)
+			return res, fmt.Errorf("%w: step replay under %s did not finish", engine.ErrStuck, policyName)
 		}
 		for _, s := range st {
 			if !s.arrived && s.spec.Submitted <= now {
@@ -258,7 +259,7 @@ func stepRound(cfg StepConfig, pol policy.Policy, cluster policy.Cluster, st []*
 	for i, s := range active {
 		pinned[i] = s.desired > 0 && now-s.lastChange < cfg.Cooldown
 	}
-	at := epoch.Add(time.Duration(now * float64(time.Second)))
+	at := engine.Epoch.Add(time.Duration(now * float64(time.Second)))
 	qr, err := stepQueues(cfg, pol, policy.Input{Now: at, Cluster: cluster, Jobs: base}, active, now)
 	if err != nil {
 		return err
@@ -319,7 +320,7 @@ func stepQueues(cfg StepConfig, pol policy.Policy, in policy.Input, active []*st
 		if ns == "" {
 			ns = "default"
 		}
-		qjobs[i] = queueView(&in.Jobs[i], ns, now, s.lastResume)
+		qjobs[i] = engine.QueueView(&in.Jobs[i], ns, now, s.lastResume)
 		qjobs[i].Priority = s.spec.Priority
 		if qjobs[i].Priority == 0 {
 			qjobs[i].Priority = 50
@@ -433,12 +434,12 @@ func (s *stepState) speed(overhead float64) policy.SpeedModel {
 // it from the start of its current slice, a waiting one from when it began
 // to wait.
 func (s *stepState) queueKey(cfg StepConfig, now float64) time.Time {
-	at := func(sec float64) time.Time { return epoch.Add(time.Duration(sec * float64(time.Second))) }
+	at := func(sec float64) time.Time { return engine.Epoch.Add(time.Duration(sec * float64(time.Second))) }
 	switch {
 	case s.workers == 0:
 		return at(s.waitingSince)
 	case cfg.SuspendQuantum <= 0 || now < s.lastResume+cfg.SuspendQuantum:
-		return epoch.AddDate(-100, 0, 0)
+		return engine.Epoch.AddDate(-100, 0, 0)
 	}
 	slices := math.Floor((now - s.lastResume) / cfg.SuspendQuantum)
 	return at(s.lastResume + slices*cfg.SuspendQuantum)
@@ -469,11 +470,11 @@ func (s *stepState) setWorkers(w int, now float64, cfg StepConfig) {
 	s.workers = w
 }
 
-func stepResult(res Result, st []*stepState, gpus int) Result {
+func stepResult(res engine.Result, st []*stepState, gpus int) engine.Result {
 	var sum, first, last, gpuSec float64
 	first = math.Inf(1)
 	for _, s := range st {
-		r := JobResult{Name: s.spec.Name, Submitted: s.spec.Submitted, Completed: s.completion,
+		r := engine.JobResult{Name: s.spec.Name, Submitted: s.spec.Submitted, Completed: s.completion,
 			JCT: s.completion - s.spec.Submitted, Restarts: s.restarts}
 		res.Jobs = append(res.Jobs, r)
 		res.Restarts += r.Restarts

@@ -1,4 +1,4 @@
-package simulator
+package engine
 
 import (
 	"time"
@@ -13,7 +13,7 @@ import (
 // policy's rank orders each queue, the queues admit whole minimums and
 // reclaim, the policy sizes and places what they admitted, and a job held
 // back is planned at zero workers. qjobs are the queue views of in.Jobs,
-// in the same order (queueView).
+// in the same order (QueueView).
 func PlanWithQueues(pol policy.Policy, qc queue.Config, in policy.Input, qjobs []queue.Job) (policy.Plan, *queue.Round, error) {
 	if !qc.Enabled() {
 		plan, err := pol.Allocate(in)
@@ -26,11 +26,11 @@ func PlanWithQueues(pol policy.Policy, qc queue.Config, in policy.Input, qjobs [
 	return plan, &r, nil
 }
 
-// queueView is a simulated job as the queues see it: in namespace ns,
+// QueueView is a simulated job as the queues see it: in namespace ns,
 // running since resumed seconds (the progress a suspension loses: the
 // engines model no checkpoint but the one a suspension commits, which the
 // job resumed from).
-func queueView(pj *policy.Job, ns string, now, resumed float64) queue.Job {
+func QueueView(pj *policy.Job, ns string, now, resumed float64) queue.Job {
 	qj := queue.FromPolicy(pj, ns, "")
 	if qj.Held > 0 {
 		qj.SinceResume = time.Duration(max(now-resumed, 0) * float64(time.Second))

@@ -1,7 +1,6 @@
-package simulator
+package pollux
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -9,93 +8,16 @@ import (
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
-// ErrStuck is returned when a replay stops making progress (a job can
-// never be scheduled).
-var ErrStuck = errors.New("simulation stuck")
-
-// Config describes the simulated cluster and loop.
-type Config struct {
-	Nodes       int     // default 16
-	GPUsPerNode int     // default 4
-	Interval    float64 // scheduling interval, seconds; default 60
-	// MaxTime bounds simulated time (seconds); 0 means 60 days.
-	MaxTime float64
-	// Interference slows a multi-node job down by this fraction while it
-	// shares a node with another multi-node job (the artifact's
-	// --interference; 0 by default, as in the published runs).
-	Interference float64
-	// Record keeps every round's allocation in Result.Trace (for --out).
-	Record bool
-	// Queues, when it names any queue, runs every round through the team
-	// queues (PlanWithQueues, the live planner's code); Namespaces maps a
-	// workload job's name to its Nomad namespace (unlisted: "default").
-	// Simulate and ReplayPhilly read them (ReplayPhilly: a job's namespace
-	// is its trace row's virtual cluster).
-	Queues     queue.Config
-	Namespaces map[string]string
-}
-
-func (c Config) withDefaults() Config {
-	if c.Nodes <= 0 {
-		c.Nodes = 16
-	}
-	if c.GPUsPerNode <= 0 {
-		c.GPUsPerNode = 4
-	}
-	if c.Interval <= 0 {
-		c.Interval = 60
-	}
-	if c.MaxTime <= 0 {
-		c.MaxTime = 60 * 24 * 3600
-	}
-	return c
-}
-
-// JobResult is one finished job.
-type JobResult struct {
-	Name        string  `json:"name"`
-	Application string  `json:"application"`
-	Submitted   float64 `json:"submitted_s"`
-	Completed   float64 `json:"completed_s"`
-	JCT         float64 `json:"jct_s"`
-	Restarts    int     `json:"restarts"`
-}
-
-// Result summarises a replay.
-type Result struct {
-	Policy   string
-	Workload string
-	Jobs     []JobResult // workload order
-	AvgJCT   float64     // seconds
-	Makespan float64     // seconds from the first submission to the last completion
-	GPUUtil  float64     // allocated GPU-seconds / (GPUs x makespan)
-	Rounds   int
-	Restarts int
-	// DecideTime is the wall time spent inside the policy.
-	DecideTime time.Duration
-	// GPUs is the cluster's size; Trace, with Config.Record, the GPUs each
-	// job held in every interval.
-	GPUs  int
-	Trace []TraceRound
-}
-
-// TraceRound is the allocation in effect from Time for one interval.
-type TraceRound struct {
-	Time float64 // seconds since the simulation's start
-	GPUs []int   // by job, in workload order
-}
-
-var epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
-
 // Simulate replays jobs under the named policy.
-func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[string]*Application) (Result, error) {
-	cfg = cfg.withDefaults()
+func Simulate(cfg engine.Config, policyName string, jobs []workload.Job, apps map[string]*Application) (engine.Result, error) {
+	cfg = cfg.WithDefaults()
 	pol, err := policy.New(policyName)
 	if err != nil {
-		return Result{}, err
+		return engine.Result{}, err
 	}
 	if am, ok := pol.(policy.ArtifactMode); ok {
 		am.UseArtifactMode()
@@ -114,11 +36,11 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	for i, j := range jobs {
 		app, ok := apps[j.Application]
 		if !ok {
-			return Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
+			return engine.Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
 		}
 		if info.Traits.FixedSize && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
-			return Result{}, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
-				ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
+			return engine.Result{}, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
+				engine.ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
 		}
 		sj[i] = newSimJob(j, app, mode)
 		sj[i].pool = pool
@@ -134,7 +56,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	for n, node := range cluster.Nodes {
 		nodeIndex[node.ID] = n
 	}
-	res := Result{Policy: policyName, GPUs: cfg.Nodes * cfg.GPUsPerNode}
+	res := engine.Result{Policy: policyName, GPUs: cfg.Nodes * cfg.GPUsPerNode}
 	var gpuSeconds float64
 	now := 0.0
 	lastProgress := 0.0
@@ -168,19 +90,19 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 			break
 		}
 		if now > cfg.MaxTime || now-lastProgress > 20*24*3600 {
-			return res, fmt.Errorf("%w: %d jobs unfinished at t=%.0fs under %s", ErrStuck, remaining, now, policyName)
+			return res, fmt.Errorf("%w: %d jobs unfinished at t=%.0fs under %s", engine.ErrStuck, remaining, now, policyName)
 		}
 		if len(active) == 0 {
 			continue
 		}
-		in := policy.Input{Now: epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
+		in := policy.Input{Now: engine.Epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
 		in.Jobs = make([]policy.Job, len(active))
 		for i, j := range active {
 			in.Jobs[i] = jobFor(info, j, now, pool, kinds, cfg.GPUsPerNode)
 		}
 		qjobs := simQueueJobs(cfg, in.Jobs, active, now)
 		t0 := time.Now()
-		plan, _, err := PlanWithQueues(pol, cfg.Queues, in, qjobs)
+		plan, _, err := engine.PlanWithQueues(pol, cfg.Queues, in, qjobs)
 		res.DecideTime += time.Since(t0)
 		res.Rounds++
 		if err != nil {
@@ -203,7 +125,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 	var sum, first, last float64
 	first = math.Inf(1)
 	for _, j := range sj {
-		r := JobResult{Name: j.spec.Name, Application: j.spec.Application, Submitted: j.submitted,
+		r := engine.JobResult{Name: j.spec.Name, Application: j.spec.Application, Submitted: j.submitted,
 			Completed: j.completion, JCT: j.completion - j.submitted, Restarts: max(j.restarts, 0)}
 		res.Jobs = append(res.Jobs, r)
 		res.Restarts += r.Restarts
@@ -220,7 +142,7 @@ func Simulate(cfg Config, policyName string, jobs []workload.Job, apps map[strin
 }
 
 // simQueueJobs is the queue view of a round's jobs (nil without queues).
-func simQueueJobs(cfg Config, pjs []policy.Job, active []*simJob, now float64) []queue.Job {
+func simQueueJobs(cfg engine.Config, pjs []policy.Job, active []*simJob, now float64) []queue.Job {
 	if !cfg.Queues.Enabled() {
 		return nil
 	}
@@ -230,7 +152,7 @@ func simQueueJobs(cfg Config, pjs []policy.Job, active []*simJob, now float64) [
 		if ns == "" {
 			ns = "default"
 		}
-		out[i] = queueView(&pjs[i], ns, now, j.resumed)
+		out[i] = engine.QueueView(&pjs[i], ns, now, j.resumed)
 	}
 	return out
 }
@@ -448,8 +370,8 @@ func interferenceOf(jobs []*simJob, factor float64) map[*simJob]float64 {
 	return out
 }
 
-func traceOf(now float64, sj []*simJob) TraceRound {
-	t := TraceRound{Time: now, GPUs: make([]int, len(sj))}
+func traceOf(now float64, sj []*simJob) engine.TraceRound {
+	t := engine.TraceRound{Time: now, GPUs: make([]int, len(sj))}
 	for i, j := range sj {
 		t.GPUs[i] = j.replicas()
 	}
