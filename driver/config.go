@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/consul-template/signals"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
 
+	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
 	"github.com/caravan-nomad/caravan/internal/metrics"
 )
@@ -25,8 +26,8 @@ const (
 	// defaultGCInterval is checkpoint_gc_interval's default.
 	defaultGCInterval = "10m"
 
-	minChunkSize = 4 << 10
-	maxChunkSize = 256 << 20
+	minChunkSize = store.MinChunkSize
+	maxChunkSize = store.MaxChunkSize
 )
 
 // Config is the plugin configuration (the client's `plugin "caravan"

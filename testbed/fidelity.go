@@ -5,25 +5,26 @@ import (
 	"sort"
 	"time"
 
-	"github.com/caravan-nomad/caravan/planner/simulator"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/steps"
 )
 
 // SimPolicy is the simulator policy a testbed run is compared with. The
 // static baseline (no planner: each job at its requested workers, queued by
-// Nomad) is simulator.NoPlanner: the simulated Nomad places every job's
+// Nomad) is steps.NoPlanner: the simulated Nomad places every job's
 // requested workers one by one, in arrival order, as GPUs free up. That is
 // closer than the simulator's fifo policy, which is all or nothing and does
 // not backfill (the two agree when every job asks for one worker).
 func SimPolicy(pol string) string {
 	if pol == Static {
-		return simulator.NoPlanner
+		return steps.NoPlanner
 	}
 	return pol
 }
 
 // SimLabel names SimPolicy(pol) in tables and CSV files.
 func SimLabel(pol string) string {
-	if p := SimPolicy(pol); p != simulator.NoPlanner {
+	if p := SimPolicy(pol); p != steps.NoPlanner {
 		return p
 	}
 	return "nomad-queue"
@@ -109,14 +110,14 @@ func medianOr(xs []float64, def float64) float64 {
 
 // stepJob is a testbed job as the simulator's step model sees it (the
 // trainer's default batch and micro-shards), its compute scaled by factor.
-func stepJob(j Job, factor float64) simulator.StepJob {
-	return simulator.StepJob{Name: j.Name, Submitted: j.Arrival.Seconds(), Steps: j.Steps, Requested: j.Workers,
+func stepJob(j Job, factor float64) steps.StepJob {
+	return steps.StepJob{Name: j.Name, Submitted: j.Arrival.Seconds(), Steps: j.Steps, Requested: j.Workers,
 		Batch: trainerBatch, MicroShards: trainerMicroShards, ComputePerSample: j.ComputePerSample.Seconds() * factor}
 }
 
 // SimConfig is the simulator's view of the testbed cluster and loop.
-func SimConfig(cfg Config, cal Calibration) simulator.StepConfig {
-	return simulator.StepConfig{
+func SimConfig(cfg Config, cal Calibration) steps.StepConfig {
+	return steps.StepConfig{
 		Nodes: cfg.Cluster.Nodes, GPUsPerNode: cfg.Cluster.GPUsPerNode,
 		WorkerMilliGPU: 1000 * cfg.Cluster.WorkerShares / max(cfg.Cluster.SharesPerGPU, 1),
 		MaxWorkers:     cfg.Cluster.GPUs(),
@@ -145,26 +146,26 @@ type Fidelity struct {
 
 // Simulate replays the workload through the simulator for a live run.
 func Simulate(run *Run, jobs []Job, cfg Config, cal Calibration) (Fidelity, error) {
-	res, err := simulator.SimulateSteps(SimConfig(cfg, cal), SimPolicy(run.Policy), stepJobs(jobs, cal))
+	res, err := steps.SimulateSteps(SimConfig(cfg, cal), SimPolicy(run.Policy), stepJobs(jobs, cal))
 	if err != nil {
 		return Fidelity{}, err
 	}
 	return compare(run, res), nil
 }
 
-func stepJobs(jobs []Job, cal Calibration) []simulator.StepJob {
+func stepJobs(jobs []Job, cal Calibration) []steps.StepJob {
 	f := cal.ComputeFactor
 	if f <= 0 {
 		f = 1
 	}
-	out := make([]simulator.StepJob, len(jobs))
+	out := make([]steps.StepJob, len(jobs))
 	for i, j := range jobs {
 		out[i] = stepJob(j, f)
 	}
 	return out
 }
 
-func compare(run *Run, res simulator.Result) Fidelity {
+func compare(run *Run, res engine.Result) Fidelity {
 	f := Fidelity{Policy: run.Policy, SimPolicy: SimLabel(run.Policy), SimMakespan: secs(res.Makespan)}
 	var live, sim float64
 	n := 0

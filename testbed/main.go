@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/demo"
-	"github.com/caravan-nomad/caravan/planner/simulator"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/steps"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -88,7 +89,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&d.CaravanBin, "caravan-bin", "", "caravan binary as the clients run it (required unless --dry-run)")
 	fs.StringVar(&d.NomadAddr, "nomad-addr", envOr("NOMAD_ADDR", "http://127.0.0.1:4646"), "Nomad HTTP address")
 	fs.StringVar(&d.ConsulAddr, "consul-addr", envOr("CONSUL_HTTP_ADDR", "127.0.0.1:8500"), "Consul HTTP address")
-	fs.StringVar(&o.data, "data", "", "Pollux data directory (default: $"+simulator.DataEnv+", ../shared/data/pollux)")
+	fs.StringVar(&o.data, "data", "", "Pollux data directory (default: $"+pollux.DataEnv+", ../shared/data/pollux)")
 	fs.StringVar(&o.workload, "workload", "workloads/workload-1.csv", "trace workload to sample, relative to --data (name,time,application,num_replicas,batch_size)")
 	pols := fs.String("policies", "static,optimus,goodput", "runs, in order: planner policies and \"static\" (no planner)")
 	fs.StringVar(&o.out, "out", filepath.Join("build", "testbed"), "directory for results.json and the CSV files")
@@ -184,7 +185,7 @@ func (o *options) validate() error {
 
 // loadWorkload samples the workload from the data directory.
 func (o *options) loadWorkload() ([]Job, error) {
-	dir, err := simulator.FindData(o.data)
+	dir, err := pollux.FindData(o.data)
 	if err != nil {
 		return nil, fmt.Errorf("--data: %w", err)
 	}
@@ -352,7 +353,7 @@ func dryRun(stdout io.Writer, o *options, res *Results) error {
 	sc, sjs := SimConfig(o.cfg, cal), stepJobs(res.Workload, cal)
 	fmt.Fprintln(stdout, "\nsimulator only (--dry-run):")
 	for _, pol := range o.policies {
-		r, err := simulator.SimulateSteps(sc, SimPolicy(pol), sjs)
+		r, err := steps.SimulateSteps(sc, SimPolicy(pol), sjs)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // Results is everything one `caravan testbed` invocation measured.
@@ -83,7 +83,7 @@ func PrintTable(w io.Writer, r *Results) {
 			vs = fmt.Sprintf("%.2fx", x)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", run.Policy, s.Jobs, s.Finished,
-			dur(s.AvgJCT), vs, dur(s.Makespan), 100*s.Util, s.Restarts, s.Checkpoints, store.HumanBytes(s.CheckpointBytes),
+			dur(s.AvgJCT), vs, dur(s.Makespan), 100*s.Util, s.Restarts, s.Checkpoints, bytesize.Human(s.CheckpointBytes),
 			simPol, simJCT, errS, maxS)
 	}
 	tw.Flush()

@@ -40,7 +40,18 @@ func plannerToken(t *testing.T, a *harness.Agent) string {
 	_, err := a.C.CLI(t, "acl", "policy", "apply", "caravan-planner",
 		filepath.Join(a.C.Root, "jobspecs", "acl", "planner-nomad.policy.hcl"))
 	must.NoError(t, err)
-	out, err := a.C.CLI(t, "acl", "token", "create", "-name", "caravan-planner", "-policy", "caravan-planner", "-json")
+	return mintToken(t, a, "caravan-planner", "caravan-planner")
+}
+
+// mintToken creates a client token named name holding the (applied) ACL
+// policies, and returns its secret.
+func mintToken(t *testing.T, a *harness.Agent, name string, policies ...string) string {
+	t.Helper()
+	args := []string{"acl", "token", "create", "-name", name, "-json"}
+	for _, p := range policies {
+		args = append(args, "-policy", p)
+	}
+	out, err := a.C.CLI(t, args...)
 	must.NoError(t, err)
 	var tok struct{ SecretID string }
 	must.NoError(t, json.Unmarshal([]byte(out), &tok))
@@ -48,11 +59,55 @@ func plannerToken(t *testing.T, a *harness.Agent) string {
 	return tok.SecretID
 }
 
+// startACLPlanner runs the planner against the ACL-enabled agent's cluster
+// ac with token (its only Nomad credential), and waits until it leads.
+// extra is appended to its config (e.g. queue blocks).
+func startACLPlanner(t *testing.T, ac *harness.C, name, token, extra string) *instance {
+	t.Helper()
+	port := freePort(t)
+	p := runPlanner(t, ac, name, port, fmt.Sprintf(`
+log_level = "debug"
+bind_addr = "127.0.0.1"
+port      = %d
+nomad {
+  address       = %q
+  blocking_wait = "30s"
+}
+consul {
+  address        = %q
+  service_id     = "caravan-planner-%s"
+  lock_key       = "caravan/planner/%s-e2e"
+  check_interval = "1s"
+  session_ttl    = "10s"
+}
+policy {
+  name         = "optimus"
+  interval     = "3s"
+  cooldown     = "10s"
+  restart_cost = "5s"
+}
+capacity {
+  device = "caravan/gpushare"
+}
+%s`, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://"), name, name, extra), "NOMAD_TOKEN="+token)
+	p.waitLeading(t)
+	return p
+}
+
 type planAction struct {
 	Job    string `json:"job"`
 	Kind   string `json:"kind"`
 	Status string `json:"status"`
 	Error  string `json:"error"`
+}
+
+// actions are the actions of the planner's last round (GET /v1/plan).
+func (in *instance) actions() ([]planAction, error) {
+	var plan struct {
+		Actions []planAction `json:"actions"`
+	}
+	err := harness.GetJSON(in.url+"/v1/plan", &plan)
+	return plan.Actions, err
 }
 
 // TestPlanner_ScaleOnlyACL runs the planner on an ACL-enabled Nomad with a
@@ -68,33 +123,7 @@ func TestPlanner_ScaleOnlyACL(t *testing.T) {
 	ac := a.C
 	token := plannerToken(t, a)
 
-	port := freePort(t)
-	p := runPlanner(t, ac, "acl", port, fmt.Sprintf(`
-log_level = "debug"
-bind_addr = "127.0.0.1"
-port      = %d
-nomad {
-  address       = %q
-  blocking_wait = "30s"
-}
-consul {
-  address        = %q
-  service_id     = "caravan-planner-acl"
-  lock_key       = "caravan/planner/acl-e2e"
-  check_interval = "1s"
-  session_ttl    = "10s"
-}
-policy {
-  name         = "optimus"
-  interval     = "3s"
-  cooldown     = "10s"
-  restart_cost = "5s"
-}
-capacity {
-  device = "caravan/gpushare"
-}
-`, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://")), "NOMAD_TOKEN="+token)
-	p.waitLeading(t)
+	p := startACLPlanner(t, ac, "acl", token, "")
 
 	bin := filepath.Join(ac.Root, "build", "caravan")
 	sim := func(name string, vars ...string) string {
@@ -122,19 +151,17 @@ capacity {
 	// Stopping the converged job needs submit-job: refused, and said so.
 	var refused planAction
 	harness.Eventually(t, 3*time.Minute, func() error {
-		var plan struct {
-			Actions []planAction `json:"actions"`
-		}
-		if err := harness.GetJSON(p.url+"/v1/plan", &plan); err != nil {
+		actions, err := p.actions()
+		if err != nil {
 			return err
 		}
-		for _, act := range plan.Actions {
+		for _, act := range actions {
 			if act.Job == "default/"+converging && act.Kind == "stop" && act.Status == "refused" {
 				refused = act
 				return nil
 			}
 		}
-		return fmt.Errorf("no refused stop of %s yet: %+v", converging, plan.Actions)
+		return fmt.Errorf("no refused stop of %s yet: %+v", converging, actions)
 	})
 	must.StrContains(t, refused.Error, "needs the submit-job capability (policy jobspecs/acl/planner-nomad-register.policy.hcl)")
 	job, _, err := ac.Nomad.Jobs().Info(converging, nil)

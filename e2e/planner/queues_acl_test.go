@@ -21,7 +21,7 @@ import (
 // mints a token holding only them.
 func teamPolicies(t *testing.T, a *harness.Agent, namespaces ...string) string {
 	t.Helper()
-	args := []string{"acl", "token", "create", "-name", "caravan-planner-queues", "-json"}
+	var policies []string
 	for _, file := range []string{"planner-nomad.policy.hcl", "planner-nomad-register.policy.hcl"} {
 		pol := readFile(t, filepath.Join(a.C.Root, "jobspecs", "acl", file))
 		must.StrContains(t, pol, `namespace "*" {`)
@@ -31,15 +31,10 @@ func teamPolicies(t *testing.T, a *harness.Agent, namespaces ...string) string {
 			must.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(pol, `namespace "*" {`, fmt.Sprintf("namespace %q {", ns))), 0o600))
 			_, err := a.C.CLI(t, "acl", "policy", "apply", name, path)
 			must.NoError(t, err)
-			args = append(args, "-policy", name)
+			policies = append(policies, name)
 		}
 	}
-	out, err := a.C.CLI(t, args...)
-	must.NoError(t, err)
-	var tok struct{ SecretID string }
-	must.NoError(t, json.Unmarshal([]byte(out), &tok))
-	must.NotEq(t, "", tok.SecretID)
-	return tok.SecretID
+	return mintToken(t, a, "caravan-planner-queues", policies...)
 }
 
 // submitSim registers jobspecs/planner-train-sim.nomad.hcl with vars in
@@ -90,32 +85,7 @@ func TestPlanner_QueuesUnderACL(t *testing.T) {
 	_, _, err = tc.Jobs().List(&nomadapi.QueryOptions{Namespace: "default"})
 	must.ErrorContains(t, err, "403")
 
-	port := freePort(t)
-	p := runPlanner(t, ac, "queues-acl", port, fmt.Sprintf(`
-log_level = "debug"
-bind_addr = "127.0.0.1"
-port      = %d
-nomad {
-  address       = %q
-  blocking_wait = "30s"
-}
-consul {
-  address        = %q
-  service_id     = "caravan-planner-queues-acl"
-  lock_key       = "caravan/planner/queues-acl-e2e"
-  check_interval = "1s"
-  session_ttl    = "10s"
-}
-policy {
-  name         = "optimus"
-  interval     = "3s"
-  cooldown     = "10s"
-  restart_cost = "5s"
-}
-capacity {
-  device = "caravan/gpushare"
-}
-queue "team-a" {
+	p := startACLPlanner(t, ac, "queues-acl", token, `queue "team-a" {
   namespaces = ["team-a"]
   guarantee  = "0.5"
 }
@@ -123,8 +93,7 @@ queue "team-b" {
   namespaces = ["team-b"]
   guarantee  = "0.5"
 }
-`, port, ac.NomadAddr, strings.TrimPrefix(ac.ConsulAddr, "http://")), "NOMAD_TOKEN="+token)
-	p.waitLeading(t)
+`)
 
 	run := time.Now().Unix() % 1000000
 	idB, idA := fmt.Sprintf("qacl-b-%d", run), fmt.Sprintf("qacl-a-%d", run)
@@ -140,11 +109,9 @@ queue "team-b" {
 	must.SliceNotEmpty(t, evs, must.Sprint("no scaling event on team B's job naming team-a"))
 	t.Logf("under the narrowed shipped policies: team B suspended (%s); team A started", evs[0].Message)
 
-	var plan struct {
-		Actions []planAction `json:"actions"`
-	}
-	must.NoError(t, harness.GetJSON(p.url+"/v1/plan", &plan))
-	for _, act := range plan.Actions {
+	actions, err := p.actions()
+	must.NoError(t, err)
+	for _, act := range actions {
 		must.NotEq(t, "refused", act.Status, must.Sprintf("%+v", act))
 	}
 	log, err := os.ReadFile(p.log)

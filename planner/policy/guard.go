@@ -3,7 +3,7 @@ package policy
 // Guard is what the planner's gates (its cooldown and its time-slicing
 // quantum) hold a running job to in one round, whatever the policy would
 // rather do. The live planner (planner/service/manager) and the
-// simulator's step replay (planner/simulator/steps.go) both apply guards
+// simulator's step replay (planner/simulator/steps/steps.go) both apply guards
 // through Guarded and HoldPlan, so they agree on when a job may move.
 type Guard int
 

@@ -21,8 +21,8 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/consul"
 	"github.com/caravan-nomad/caravan/planner/service/httpapi"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 	"github.com/caravan-nomad/caravan/planner/service/ui"
@@ -42,7 +42,7 @@ type Agent struct {
 	nomad    *nomadapi.Client
 	consul   *consulapi.Client
 	source   *source.Source
-	store    *progress.Store
+	store    *ingest.Store
 	manager  *manager.Manager
 	elector  *consul.Elector
 	registry *consul.Registrar
@@ -77,7 +77,7 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 		Client: a.nomad, Clock: clk, Logger: log, Namespace: cfg.Nomad.Namespace,
 		Wait: cfg.Nomad.BlockingWait, Device: cfg.Capacity.Device,
 	})
-	a.store = progress.NewStore(cfg.Progress.MaxSamples)
+	a.store = ingest.NewStore(cfg.Progress.MaxSamples)
 
 	a.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port)))
 	if err != nil {
@@ -135,15 +135,15 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 			return nil, fmt.Errorf("TLS for the JWKS endpoint: %w", err)
 		}
 	}
-	keys := progress.NewKeySet(jwks, hc, clk)
+	keys := ingest.NewKeySet(jwks, hc, clk)
 	keys.MaxAge = cfg.Progress.JWKSMaxAge
-	verifier := &progress.Verifier{
+	verifier := &ingest.Verifier{
 		Keys: keys, Clock: clk,
 		Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
 	}
 	a.api = &httpapi.Server{
 		ID: id, Version: Version, Rounds: a.manager, Leader: leader, Source: a.source, Logger: log.Named("http"),
-		Progress: &progress.Handler{
+		Progress: &ingest.Handler{
 			Verifier: verifier, Store: a.store, Clock: clk, Logger: log.Named("progress"),
 			Authorize: a.authorizeProgress,
 		},
@@ -165,26 +165,20 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 }
 
 func settings(cfg *config.Config) manager.Settings {
-	p := cfg.Policy
-	return manager.Settings{
-		Policy: p.Name, Interval: p.Interval, Cooldown: p.Cooldown, RestartCost: p.RestartCost,
-		MaxChangesPerRound: p.MaxChangesPerRound, MinGain: p.MinGain, SuspendQuantum: p.SuspendQuantum,
-		DryRun: cfg.DryRun, Device: cfg.Capacity.Device, SharesPerGPU: cfg.Capacity.SharesPerGPU,
-		GPUsPerNode: cfg.Capacity.GPUsPerNode, PlacementAffinity: p.PlacementAffinity, Queues: cfg.Queues,
-	}
+	return manager.Settings{Policy: cfg.Policy, Capacity: cfg.Capacity, DryRun: cfg.DryRun, Queues: cfg.Queues}
 }
 
 // authorizeProgress lets a verified workload report only for a managed job,
 // and not from an allocation Nomad already considers finished.
-func (a *Agent) authorizeProgress(id progress.Identity) error {
+func (a *Agent) authorizeProgress(id ingest.Identity) error {
 	snap := a.source.Snapshot()
 	j, ok := snap.Jobs[source.JobKey{Namespace: id.Namespace, ID: id.JobID}]
 	if !ok {
-		return fmt.Errorf("%w: job %s/%s is not managed by the planner", progress.ErrForbidden, id.Namespace, id.JobID)
+		return fmt.Errorf("%w: job %s/%s is not managed by the planner", ingest.ErrForbidden, id.Namespace, id.JobID)
 	}
 	for _, al := range j.Allocs {
 		if al.ID == id.AllocationID && (al.ClientStatus == "complete" || al.ClientStatus == "failed" || al.ClientStatus == "lost") {
-			return fmt.Errorf("%w: allocation %s is %s", progress.ErrForbidden, id.AllocationID, al.ClientStatus)
+			return fmt.Errorf("%w: allocation %s is %s", ingest.ErrForbidden, id.AllocationID, al.ClientStatus)
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/internal/cli"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 )
 
 // expensiveExamples name the flags of usage examples that replay whole
@@ -26,11 +27,11 @@ var expensiveExamples = []string{"--table", "--philly", "--philly-queues", "--sw
 // earlier one wrote, like w.csv); the expensive ones must name defined
 // flags only.
 func TestUsageExamples(t *testing.T) {
-	dir, err := FindData("")
+	dir, err := pollux.FindData("")
 	if err != nil {
 		t.Skip("shared Pollux data not present")
 	}
-	t.Setenv(DataEnv, dir)
+	t.Setenv(pollux.DataEnv, dir)
 	t.Chdir(t.TempDir())
 	exs := cli.Examples(usage, "caravan planner simulate")
 	must.SliceNotEmpty(t, exs)
@@ -68,11 +69,11 @@ func TestUsageExamples(t *testing.T) {
 // TestWorkloadErrorNamesTheFlag: a --workload that exists neither as given
 // nor in the data directory fails with an error naming the flag.
 func TestWorkloadErrorNamesTheFlag(t *testing.T) {
-	dir, err := FindData("")
+	dir, err := pollux.FindData("")
 	if err != nil {
 		t.Skip("shared Pollux data not present")
 	}
-	t.Setenv(DataEnv, dir)
+	t.Setenv(pollux.DataEnv, dir)
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer
 	must.Eq(t, 1, run([]string{"--workload", "workloads/no-such.csv"}, &stdout, &stderr))

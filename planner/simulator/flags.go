@@ -1,7 +1,12 @@
 package simulator
 
 import (
+	"errors"
 	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -36,4 +41,24 @@ func policyList(c *cli.Checks, name, list string) {
 			c.Fail(name, "unknown policy %q (want a comma-separated list of %s)", p, strings.Join(policy.Names(), ", "))
 		}
 	}
+}
+
+// resolveWorkload finds the --workload file: as given, else (a relative
+// path) inside the Pollux data directory, so that the shared workloads are
+// named as `workloads/workload-1.csv` from anywhere. A missing file's error
+// names the flag and where it was looked for.
+func resolveWorkload(path, dataDir string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("--workload %s: %w", path, err)
+	}
+	if !filepath.IsAbs(path) && dataDir != "" {
+		in := filepath.Join(dataDir, path)
+		if _, err := os.Stat(in); err == nil {
+			return in, nil
+		}
+		return "", fmt.Errorf("--workload %s: no such file in the working directory or in the data directory %s", path, dataDir)
+	}
+	return "", fmt.Errorf("--workload %s: no such file", path)
 }

@@ -1,7 +1,12 @@
-// Package simulator replays a workload through the planner's policies: a
-// discrete-event simulation of a GPU cluster in which job speed and
-// progress come from measured traces (the Pollux OSDI'21 artifact's data),
-// so policies can be compared with the published results.
+// Package simulator replays a workload through the planner's policies and
+// is the CLI of `caravan planner simulate`: a discrete-event simulation of a
+// GPU cluster in which job speed and progress come from measured traces
+// (the Pollux OSDI'21 artifact's data), so policies can be compared with
+// the published results. The engines live in sub-packages, one each:
+// pollux (Simulate), steps (SimulateSteps) and philly (ReplayPhilly,
+// ReplayPhillyQueues), sharing engine (Config, Result, PlanWithQueues);
+// this package holds the CLI, the tables, the sweep, the output files and
+// the decision-speed measurements.
 package simulator
 
 import (
@@ -15,6 +20,9 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/philly"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -49,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	pol := fs.String("policy", policy.Best, "policy, or a comma-separated list replayed in turn: "+strings.Join(policy.Names(), ", "))
 	out := fs.String("out", "", "with --workload or --sweep: write CSV, JSON and SVG figures into this directory (see planner/README.md)")
 	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size); a relative path not found in the working directory is looked up in the data directory (workloads/workload-1.csv)")
-	data := fs.String("data", "", "Pollux data directory (default: $"+DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
+	data := fs.String("data", "", "Pollux data directory (default: $"+pollux.DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
 	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
 	all := fs.Bool("all", false, "alias for --table")
 	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput-oracle,pollux,goodput", "policies for --table and --sweep")
@@ -58,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	loads := fs.String("loads", "0.5,1,1.5,2", "job loads for --sweep (jobs = 160 x load in the same window)")
 	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
 	workers := fs.Int("workers", 1, "replays run in parallel by --sweep")
-	philly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
+	replayPhilly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
 	phillyQueues := fs.Bool("philly-queues", false, "replay philly-jobs.csv with each virtual cluster as a team queue: strict quotas, one shared pool, borrowing, borrowing with reclaim")
 	nodes := fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
 	gpus := fs.Int("gpus", 4, "GPUs per node")
@@ -81,29 +89,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cli.Report(stderr, "caravan planner simulate", err)
 	}
 	if *data != "" {
-		if _, err := FindData(*data); err != nil {
+		if _, err := pollux.FindData(*data); err != nil {
 			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
 		}
 	}
-	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues || *table || *all || *philly || *generate > 0) {
+	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues || *table || *all || *replayPhilly || *generate > 0) {
 		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues)")
 		return 2
 	}
-	cfg := Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
+	cfg := engine.Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
 	if *list {
 		for _, in := range policy.Infos() {
 			fmt.Fprintf(stdout, "%-15s %-9s %s\n", in.Name, in.Class, in.Summary)
 		}
 		return 0
 	}
-	dir, err := FindData(*data)
-	if err != nil && (*table || *all || *sweep || *philly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
+	dir, err := pollux.FindData(*data)
+	if err != nil && (*table || *all || *sweep || *replayPhilly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	switch {
 	case *generate > 0:
-		apps, err := LoadApplications(dir)
+		apps, err := pollux.LoadApplications(dir)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -113,9 +121,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		jobs, err := Generate(trace, apps, *generate, *startHour, *hours, *seed)
+		jobs, err := pollux.Generate(trace, apps, *generate, *startHour, *hours, *seed)
 		if err == nil {
-			err = WriteJobs(stdout, jobs)
+			err = pollux.WriteJobs(stdout, jobs)
 		}
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
@@ -153,7 +161,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case *phillyQueues:
 		return runPhillyQueues(cfg, filepath.Join(dir, "philly-jobs.csv"), *out, stdout, stderr)
-	case *philly:
+	case *replayPhilly:
 		if strings.Contains(*pol, ",") {
 			fmt.Fprintf(stderr, "caravan planner simulate: -policy: --philly replays one policy, got %q\n", *pol)
 			return 2
@@ -161,7 +169,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg.Nodes == 0 {
 			cfg.Nodes = 128
 		}
-		rep, err := ReplayPhilly(cfg, *pol, filepath.Join(dir, "philly-jobs.csv"))
+		rep, err := philly.ReplayPhilly(cfg, *pol, filepath.Join(dir, "philly-jobs.csv"))
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -177,7 +185,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	apps, err := LoadApplications(dir)
+	apps, err := pollux.LoadApplications(dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -187,15 +195,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	jobs, err := workload.ReadJobs(wlPath, Known(apps))
+	jobs, err := workload.ReadJobs(wlPath, pollux.Known(apps))
 	if err != nil {
 		fmt.Fprintf(stderr, "error: --workload %s: %v\n", *wl, err)
 		return 1
 	}
 	cfg.Record = *out != ""
-	var results []Result
+	var results []engine.Result
 	for _, p := range strings.Split(*pol, ",") {
-		res, err := Simulate(cfg, strings.TrimSpace(p), jobs, apps)
+		res, err := pollux.Simulate(cfg, strings.TrimSpace(p), jobs, apps)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -217,7 +225,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // printRun prints one replay's jobs (with perJob), per-application and
 // overall summary.
-func printRun(stdout io.Writer, res Result, perJob bool) {
+func printRun(stdout io.Writer, res engine.Result, perJob bool) {
 	wl := &res.Workload
 	if perJob {
 		fmt.Fprintf(stdout, "%-20s %-12s %10s %10s %10s %8s\n", "job", "application", "submitted", "completed", "jct_s", "restarts")
@@ -246,7 +254,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-func runSweep(cfg Config, dir, loads, seeds, policies string, start, hours, workers int, out string, stdout, stderr io.Writer) int {
+func runSweep(cfg engine.Config, dir, loads, seeds, policies string, start, hours, workers int, out string, stdout, stderr io.Writer) int {
 	sw := Sweep{Policies: strings.Split(policies, ","), Start: start, Hours: hours, Workers: workers}
 	var err error
 	if sw.Loads, err = parseLoads(loads); err == nil {

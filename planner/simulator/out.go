@@ -13,6 +13,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/svgplot"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // Files --out writes (see planner/README.md, "Simulator output files").
@@ -31,23 +32,23 @@ const (
 
 // runJSON is one replay in runs.json.
 type runJSON struct {
-	Policy     string      `json:"policy"`
-	Class      string      `json:"class"`
-	Workload   string      `json:"workload"`
-	AvgJCT     float64     `json:"avg_jct_s"`
-	Makespan   float64     `json:"makespan_s"`
-	GPUUtil    float64     `json:"gpu_utilisation"`
-	GPUs       int         `json:"cluster_gpus"`
-	Restarts   int         `json:"restarts"`
-	Rounds     int         `json:"rounds"`
-	DecideTime float64     `json:"policy_time_s"`
-	Jobs       []JobResult `json:"jobs"`
+	Policy     string             `json:"policy"`
+	Class      string             `json:"class"`
+	Workload   string             `json:"workload"`
+	AvgJCT     float64            `json:"avg_jct_s"`
+	Makespan   float64            `json:"makespan_s"`
+	GPUUtil    float64            `json:"gpu_utilisation"`
+	GPUs       int                `json:"cluster_gpus"`
+	Restarts   int                `json:"restarts"`
+	Rounds     int                `json:"rounds"`
+	DecideTime float64            `json:"policy_time_s"`
+	Jobs       []engine.JobResult `json:"jobs"`
 }
 
 // WriteRun writes the per-job and per-round CSV and JSON of one or more
 // replays of the same workload, and their figures, into dir (created if
 // needed). Results need Config.Record for the per-round files.
-func WriteRun(dir string, results []Result) error {
+func WriteRun(dir string, results []engine.Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -110,7 +111,7 @@ func WriteRun(dir string, results []Result) error {
 
 // allocationChart draws each job's GPUs over time (a legend only for a
 // handful of jobs).
-func allocationChart(r Result) []byte {
+func allocationChart(r engine.Result) []byte {
 	c := svgplot.Chart{Title: "GPUs per job over time: " + r.Policy, XLabel: "time (h)", YLabel: "GPUs", Width: 720, Height: 360}
 	for i, j := range r.Jobs {
 		var xs, ys []float64

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/shoenig/test/must"
+
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 func readCSV(t *testing.T, path string) [][]string {
@@ -39,12 +41,12 @@ func wellFormedSVG(t *testing.T, path string) string {
 }
 
 func TestWriteRun(t *testing.T) {
-	res := Result{Policy: "optimus", Workload: "w.csv", GPUs: 4, AvgJCT: 150, Jobs: []JobResult{
+	res := engine.Result{Policy: "optimus", Workload: "w.csv", GPUs: 4, AvgJCT: 150, Jobs: []engine.JobResult{
 		{Name: "a<&>", Application: "cifar10", Submitted: 0, Completed: 100, JCT: 100, Restarts: 1},
 		{Name: "b", Application: "bert", Submitted: 60, Completed: 260, JCT: 200},
-	}, Trace: []TraceRound{{Time: 0, GPUs: []int{0, 0}}, {Time: 60, GPUs: []int{4, 0}}, {Time: 120, GPUs: []int{2, 2}}, {Time: 180, GPUs: []int{0, 2}}}}
+	}, Trace: []engine.TraceRound{{Time: 0, GPUs: []int{0, 0}}, {Time: 60, GPUs: []int{4, 0}}, {Time: 120, GPUs: []int{2, 2}}, {Time: 180, GPUs: []int{0, 2}}}}
 	dir := filepath.Join(t.TempDir(), "out")
-	must.NoError(t, WriteRun(dir, []Result{res, {Policy: "fifo", Workload: "w.csv", GPUs: 4, Jobs: res.Jobs}}))
+	must.NoError(t, WriteRun(dir, []engine.Result{res, {Policy: "fifo", Workload: "w.csv", GPUs: 4, Jobs: res.Jobs}}))
 
 	jobs := readCSV(t, filepath.Join(dir, FileJobsCSV))
 	must.Eq(t, []string{"policy", "workload", "job", "application", "submitted_s", "completed_s", "jct_s", "restarts"}, jobs[0])

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/caravan-nomad/caravan/internal/svgplot"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/philly"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -22,8 +24,8 @@ const (
 
 // RunPhillyQueues replays rows under every mode (in parallel) and returns
 // the reports by mode.
-func RunPhillyQueues(cfg Config, rows []workload.PhillyJob, modes []QueueMode) (map[QueueMode]QueueReport, error) {
-	out := map[QueueMode]QueueReport{}
+func RunPhillyQueues(cfg engine.Config, rows []workload.PhillyJob, modes []philly.QueueMode) (map[philly.QueueMode]philly.QueueReport, error) {
+	out := map[philly.QueueMode]philly.QueueReport{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var first error
@@ -31,7 +33,7 @@ func RunPhillyQueues(cfg Config, rows []workload.PhillyJob, modes []QueueMode) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := ReplayPhillyQueues(cfg, m, rows)
+			r, err := philly.ReplayPhillyQueues(cfg, m, rows)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && first == nil {
@@ -45,13 +47,13 @@ func RunPhillyQueues(cfg Config, rows []workload.PhillyJob, modes []QueueMode) (
 }
 
 // PrintPhillyQueues prints the summary, the per-VC table and the goals.
-func PrintPhillyQueues(w io.Writer, reps map[QueueMode]QueueReport, modes []QueueMode) {
+func PrintPhillyQueues(w io.Writer, reps map[philly.QueueMode]philly.QueueReport, modes []philly.QueueMode) {
 	ref := reps[modes[0]]
-	commit, restore := checkpointTimes(1)
+	commit, restore := philly.CheckpointTimes(1)
 	fmt.Fprintf(w, "philly as teams: %d jobs, %d virtual clusters, %d GPUs (%d jobs larger than their VC's guarantee)\n",
-		ref.Jobs, len(ref.VCs), ref.GPUs, reps[ModeStrict].Oversize)
+		ref.Jobs, len(ref.VCs), ref.GPUs, reps[philly.ModeStrict].Oversize)
 	fmt.Fprintf(w, "checkpoints modelled: %.0f GB per GPU, commit %.1f s and restore %.1f s per GPU (store: %.0f and %.0f MB/s)\n",
-		CheckpointGBPerGPU, commit, restore, CommitMBps, RestoreMBps)
+		philly.CheckpointGBPerGPU, commit, restore, philly.CommitMBps, philly.RestoreMBps)
 	for _, m := range modes {
 		fmt.Fprintln(w, reps[m])
 	}
@@ -69,13 +71,13 @@ func PrintPhillyQueues(w io.Writer, reps map[QueueMode]QueueReport, modes []Queu
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
-	for _, g := range Goals(reps) {
+	for _, g := range philly.Goals(reps) {
 		fmt.Fprintln(w, "goal:", g)
 	}
 }
 
 // WritePhillyQueues writes the tables and the wait CDFs into dir.
-func WritePhillyQueues(dir string, reps map[QueueMode]QueueReport, modes []QueueMode) error {
+func WritePhillyQueues(dir string, reps map[philly.QueueMode]philly.QueueReport, modes []philly.QueueMode) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
@@ -97,8 +99,8 @@ func WritePhillyQueues(dir string, reps map[QueueMode]QueueReport, modes []Queue
 					v.VC, v.Jobs, 100*v.GPUShare, v.Guarantee), XLabel: "wait (h)", YLabel: "fraction of jobs", Width: 720, Height: 400}
 				charts[v.VC] = c
 			}
-			c.Add(waitCDF(string(m), v.waits))
-			every = append(every, v.waits...)
+			c.Add(waitCDF(string(m), v.Waits()))
+			every = append(every, v.Waits()...)
 		}
 		all.Add(waitCDF(string(m), every))
 	}
@@ -135,17 +137,17 @@ func waitCDF(name string, waits []float64) svgplot.Series {
 	return s
 }
 
-func runPhillyQueues(cfg Config, path, out string, stdout, stderr io.Writer) int {
+func runPhillyQueues(cfg engine.Config, path, out string, stdout, stderr io.Writer) int {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 128
 	}
 	rows, err := workload.ReadPhilly(path)
 	if err == nil {
-		var reps map[QueueMode]QueueReport
-		if reps, err = RunPhillyQueues(cfg, rows, QueueModes); err == nil {
-			PrintPhillyQueues(stdout, reps, QueueModes)
+		var reps map[philly.QueueMode]philly.QueueReport
+		if reps, err = RunPhillyQueues(cfg, rows, philly.QueueModes); err == nil {
+			PrintPhillyQueues(stdout, reps, philly.QueueModes)
 			if out != "" {
-				if err = WritePhillyQueues(out, reps, QueueModes); err == nil {
+				if err = WritePhillyQueues(out, reps, philly.QueueModes); err == nil {
 					fmt.Fprintf(stdout, "wrote %s, %s and %s<vc>.svg, %sall.svg to %s\n", FileQueueVCsCSV, FileQueueSummaryCSV, waitCDFPrefix, waitCDFPrefix, out)
 				}
 			}

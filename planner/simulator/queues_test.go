@@ -9,6 +9,10 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/philly"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/steps"
 )
 
 // twoTeams is two queues of 2 GPUs each on a 4-GPU cluster; strict gives
@@ -33,18 +37,18 @@ func TestReplayPhilly_Queues(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "philly.csv")
 	must.NoError(t, os.WriteFile(path, []byte("timestamp,duration,num_gpus,gpu_time,cluster\n"+
 		"2017-10-09 07:00:00,36000,2,72000,b\n2017-10-09 07:00:00,36000,2,72000,b\n2017-10-09 08:00:00,3600,2,7200,a\n"), 0o644))
-	cfg := Config{Nodes: 1, GPUsPerNode: 4}
-	plain, err := ReplayPhilly(cfg, "fifo", path)
+	cfg := engine.Config{Nodes: 1, GPUsPerNode: 4}
+	plain, err := philly.ReplayPhilly(cfg, "fifo", path)
 	must.NoError(t, err)
 	must.Eq(t, 0, plain.Restarts)
 	must.Between(t, 36000, plain.AvgJCT, 36000+600) // a: 9 h wait + 1 h
 	cfg.Queues = twoTeams(false)
-	rc, err := ReplayPhilly(cfg, "fifo", path)
+	rc, err := philly.ReplayPhilly(cfg, "fifo", path)
 	must.NoError(t, err)
 	must.Eq(t, 1, rc.Restarts)                                  // b's borrower resumed once
 	must.Between(t, (36000+3600+39600)/3, rc.AvgJCT, 27000+600) // a: 1 h; b's second: 10 h + 1 h suspended
 	cfg.Queues = twoTeams(true)
-	strict, err := ReplayPhilly(cfg, "fifo", path)
+	strict, err := philly.ReplayPhilly(cfg, "fifo", path)
 	must.NoError(t, err)
 	must.Eq(t, 0, strict.Restarts)
 	must.Between(t, (36000+72000+3600)/3, strict.AvgJCT, (36000+72000+3600)/3+600)
@@ -54,18 +58,18 @@ func TestReplayPhilly_Queues(t *testing.T) {
 // queues: b's 4-worker gang borrows a's idle GPUs; when a's job arrives
 // the gang is suspended for it and resumes when it is done.
 func TestSimulateSteps_Queues(t *testing.T) {
-	cfg := StepConfig{Nodes: 2, GPUsPerNode: 2, WorkerMilliGPU: 1000, MaxWorkers: 4, Interval: 10, Cooldown: 30,
+	cfg := steps.StepConfig{Nodes: 2, GPUsPerNode: 2, WorkerMilliGPU: 1000, MaxWorkers: 4, Interval: 10, Cooldown: 30,
 		StartDelay: 5, ResizeDelay: 5, ResumeDelay: 10, RestartCost: 30}
-	jobs := []StepJob{
+	jobs := []steps.StepJob{
 		{Name: "b1", Namespace: "b", Steps: 20000, Requested: 4, Batch: 64, MicroShards: 8, ComputePerSample: 0.001},
 		{Name: "a1", Namespace: "a", Submitted: 100, Steps: 2000, Requested: 2, Batch: 64, MicroShards: 8, ComputePerSample: 0.001},
 	}
-	plain, err := SimulateSteps(cfg, "fifo", jobs)
+	plain, err := steps.SimulateSteps(cfg, "fifo", jobs)
 	must.NoError(t, err)
 	cfg.Queues = twoTeams(false)
-	rc, err := SimulateSteps(cfg, "fifo", jobs)
+	rc, err := steps.SimulateSteps(cfg, "fifo", jobs)
 	must.NoError(t, err)
-	jct := func(r Result, name string) float64 {
+	jct := func(r engine.Result, name string) float64 {
 		for _, j := range r.Jobs {
 			if j.Name == name {
 				return j.JCT
@@ -87,7 +91,7 @@ func TestSimulateSteps_Queues(t *testing.T) {
 func TestSimulate_QueuesCapEachTeam(t *testing.T) {
 	dir := sharedData(t)
 	jobs, apps := smallWorkload(t, dir, 8)
-	cfg := Config{Nodes: 4, GPUsPerNode: 4, Record: true, Namespaces: map[string]string{}}
+	cfg := engine.Config{Nodes: 4, GPUsPerNode: 4, Record: true, Namespaces: map[string]string{}}
 	cfg.Queues = queue.Config{Queues: []queue.Queue{
 		{Name: "a", Namespaces: []string{"a"}, Guarantee: 8 * policy.MilliGPU, BorrowLimit: 0, LendLimit: queue.Unlimited, Weight: 1},
 		{Name: "b", Namespaces: []string{"b"}, Guarantee: 8 * policy.MilliGPU, BorrowLimit: 0, LendLimit: queue.Unlimited, Weight: 1},
@@ -96,7 +100,7 @@ func TestSimulate_QueuesCapEachTeam(t *testing.T) {
 		cfg.Namespaces[j.Name] = []string{"a", "b"}[i%2]
 	}
 	for _, p := range []string{"optimus", "goodput"} {
-		res, err := Simulate(cfg, p, jobs, apps)
+		res, err := pollux.Simulate(cfg, p, jobs, apps)
 		must.NoError(t, err, must.Sprint(p))
 		must.SliceLen(t, len(jobs), res.Jobs)
 		for _, tr := range res.Trace {

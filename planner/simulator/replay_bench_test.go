@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/philly"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 	"github.com/caravan-nomad/caravan/planner/workload"
 	"github.com/shoenig/test/must"
 )
@@ -17,18 +20,18 @@ import (
 // same replays run as benchmarks and through `simulate --table`).
 const longEnv = "CARAVAN_LONG_TESTS"
 
-func loadShared(tb testing.TB) (map[string][]workload.Job, map[string]*Application, map[string]map[string]float64) {
+func loadShared(tb testing.TB) (map[string][]workload.Job, map[string]*pollux.Application, map[string]map[string]float64) {
 	tb.Helper()
-	dir, err := FindData("")
+	dir, err := pollux.FindData("")
 	if err != nil {
 		tb.Skip("shared Pollux data not present")
 	}
-	apps, err := LoadApplications(dir)
+	apps, err := pollux.LoadApplications(dir)
 	must.NoError(tb, err)
 	files, _ := filepath.Glob(filepath.Join(dir, "workloads", "*.csv"))
 	jobs := map[string][]workload.Job{}
 	for _, f := range files {
-		js, err := workload.ReadJobs(f, Known(apps))
+		js, err := workload.ReadJobs(f, pollux.Known(apps))
 		must.NoError(tb, err)
 		jobs[strings.TrimSuffix(filepath.Base(f), ".csv")] = js
 	}
@@ -56,7 +59,7 @@ func TestFidelityAgainstPublished(t *testing.T) {
 	jobs, apps, published := loadShared(t)
 	for _, p := range []string{"tiresias", "optimus", "pollux", "goodput"} {
 		for w, js := range jobs {
-			res, err := Simulate(Config{}, p, js, apps)
+			res, err := pollux.Simulate(engine.Config{}, p, js, apps)
 			must.NoError(t, err)
 			ref := published[publishedFor[p]][w]
 			t.Logf("%s %s: %.0f s, published %s %.0f s (%+.1f%%)", p, w, res.AvgJCT, publishedFor[p], ref, 100*(res.AvgJCT/ref-1))
@@ -80,7 +83,7 @@ func benchReplay(b *testing.B, policyName string) {
 	for b.Loop() {
 		sum := 0.0
 		for _, js := range jobs {
-			res, err := Simulate(Config{}, policyName, js, apps)
+			res, err := pollux.Simulate(engine.Config{}, policyName, js, apps)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,7 +102,7 @@ func BenchmarkReplayPollux(b *testing.B)   { benchReplay(b, "pollux") }
 // policy (about a minute) and reports peak resident memory. With -short
 // (`make bench-smoke`) it replays the trace's first phillyShortJobs jobs.
 func BenchmarkReplayPhilly(b *testing.B) {
-	dir, err := FindData("")
+	dir, err := pollux.FindData("")
 	if err != nil {
 		b.Skip("shared Pollux data not present")
 	}
@@ -108,7 +111,7 @@ func BenchmarkReplayPhilly(b *testing.B) {
 		trace = traceHead(b, trace, phillyShortJobs)
 	}
 	for b.Loop() {
-		rep, err := ReplayPhilly(Config{Nodes: 128}, "goodput", trace)
+		rep, err := philly.ReplayPhilly(engine.Config{Nodes: 128}, "goodput", trace)
 		if err != nil {
 			b.Fatal(err)
 		}

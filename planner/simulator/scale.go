@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // ScaleInput builds a synthetic round of the size Optimus's paper reports
@@ -17,7 +18,7 @@ import (
 // keeping and re-placing. Deterministic for a seed.
 func ScaleInput(jobs, nodes int, seed uint64) policy.Input {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	in := policy.Input{Now: epoch}
+	in := policy.Input{Now: engine.Epoch}
 	for n := 0; n < nodes; n++ {
 		in.Cluster.Nodes = append(in.Cluster.Nodes, policy.Node{ID: fmt.Sprintf("node-%05d", n), GPUs: 4, CPUMHz: 64000, MemoryMB: 512000})
 	}
@@ -25,7 +26,7 @@ func ScaleInput(jobs, nodes int, seed uint64) policy.Input {
 		a, b := 0.5+4*r.Float64(), 0.005+0.1*r.Float64()
 		j := policy.Job{
 			ID:        fmt.Sprintf("job-%05d", i),
-			Submitted: epoch.Add(time.Duration(r.IntN(86400)) * time.Second),
+			Submitted: engine.Epoch.Add(time.Duration(r.IntN(86400)) * time.Second),
 			Min:       1, Max: 1 + r.IntN(32),
 			Worker: policy.Demand{GPUMilli: policy.MilliGPU, CPUMHz: 4000, MemoryMB: 16000},
 			Speed: policy.SpeedFunc(func(s policy.Shape) float64 {

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -56,7 +58,7 @@ func meanSD(x []float64) (float64, float64) {
 
 // RunSweep generates every (load, seed) workload from philly-jobs.csv and
 // replays it under every policy.
-func RunSweep(cfg Config, dataDir string, sw Sweep, progress io.Writer) ([]SweepCell, error) {
+func RunSweep(cfg engine.Config, dataDir string, sw Sweep, progress io.Writer) ([]SweepCell, error) {
 	if sw.BaseJobs <= 0 {
 		sw.BaseJobs = 160
 	}
@@ -64,7 +66,7 @@ func RunSweep(cfg Config, dataDir string, sw Sweep, progress io.Writer) ([]Sweep
 		sw.Hours = 8
 	}
 	sw.Workers = max(sw.Workers, 1)
-	apps, err := LoadApplications(dataDir)
+	apps, err := pollux.LoadApplications(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +89,7 @@ func RunSweep(cfg Config, dataDir string, sw Sweep, progress io.Writer) ([]Sweep
 	for li, load := range sw.Loads {
 		n := int(math.Round(float64(sw.BaseJobs) * load))
 		for si, seed := range sw.Seeds {
-			jobs, err := Generate(trace, apps, n, sw.Start, sw.Hours, seed)
+			jobs, err := pollux.Generate(trace, apps, n, sw.Start, sw.Hours, seed)
 			if err != nil {
 				return nil, fmt.Errorf("load %g seed %d: %w", load, seed, err)
 			}
@@ -114,7 +116,7 @@ func RunSweep(cfg Config, dataDir string, sw Sweep, progress io.Writer) ([]Sweep
 			defer wg.Done()
 			for t := range ch {
 				c := &cells[t.cell]
-				res, err := Simulate(cfg, c.Policy, wls[[2]int{loadIndex[c.Load], t.seed}], apps)
+				res, err := pollux.Simulate(cfg, c.Policy, wls[[2]int{loadIndex[c.Load], t.seed}], apps)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("%s at load %g seed %d: %w", c.Policy, c.Load, sw.Seeds[t.seed], err)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 	"github.com/caravan-nomad/caravan/planner/workload"
 )
 
@@ -23,8 +25,8 @@ type TableRow struct {
 var publishedFor = map[string]string{"tiresias": "tiresias", "optimus": "optimus", "goodput": "pollux", "goodput-oracle": "pollux", "pollux": "pollux"}
 
 // RunTable replays every workload under every policy.
-func RunTable(cfg Config, dataDir string, policies []string, progress io.Writer) ([]TableRow, []string, error) {
-	apps, err := LoadApplications(dataDir)
+func RunTable(cfg engine.Config, dataDir string, policies []string, progress io.Writer) ([]TableRow, []string, error) {
+	apps, err := pollux.LoadApplications(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,7 +43,7 @@ func RunTable(cfg Config, dataDir string, policies []string, progress io.Writer)
 	jobsByName := map[string][]workload.Job{}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".csv")
-		jobs, err := workload.ReadJobs(f, Known(apps))
+		jobs, err := workload.ReadJobs(f, pollux.Known(apps))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -52,7 +54,7 @@ func RunTable(cfg Config, dataDir string, policies []string, progress io.Writer)
 	for _, p := range policies {
 		row := TableRow{Policy: p, Published: publishedFor[p], Ours: map[string]float64{}, Paper: map[string]float64{}}
 		for _, w := range names {
-			res, err := Simulate(cfg, p, jobsByName[w], apps)
+			res, err := pollux.Simulate(cfg, p, jobsByName[w], apps)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s on %s: %w", p, w, err)
 			}

@@ -71,6 +71,33 @@ func (a *Action) registers() bool {
 	return a.PSGroup != "" && a.From != a.To && a.PSFrom != a.PSTo && a.From > 0 && a.To > 0
 }
 
+// scaledGroups are the groups whose counts write scales, workers first,
+// when a is not applied as one registration.
+func (a *Action) scaledGroups() []string {
+	var groups []string
+	if a.From != a.To {
+		groups = append(groups, a.Group)
+	}
+	if a.PSGroup != "" && a.PSFrom != a.PSTo {
+		groups = append(groups, a.PSGroup)
+	}
+	return groups
+}
+
+// change is the decision a as the writes that apply it to job take it.
+func (a *Action) change(policyName string, job *source.Job) submit.Change {
+	counts := map[string]int{a.Group: a.To}
+	if a.PSGroup != "" {
+		counts[a.PSGroup] = a.PSTo
+	}
+	return submit.Change{
+		Namespace: a.key.Namespace, JobID: a.key.ID,
+		Job: job.Job, JobModifyIndex: a.jobModifyIndex,
+		Counts: counts, Group: a.Group, Nodes: a.Nodes,
+		Message: a.Message, Meta: a.eventMeta(policyName),
+	}
+}
+
 func (a Action) priority() int {
 	switch a.Kind {
 	case KindStop, KindUserError, KindFinish:

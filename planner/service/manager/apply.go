@@ -161,89 +161,64 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 	if job == nil {
 		return errors.New("job vanished")
 	}
+	c := a.change(r.Policy, job)
 	// Nomad refuses a count below the worker group's scaling min, so a
 	// user-error stop of such a group stops the job instead.
 	if a.Kind == KindStop || a.Kind == KindFinish || (a.Kind == KindUserError && job.Spec.NomadMinWorkers > 0) {
-		res, err := m.cfg.Writer.Stop(ctx, job.Job, a.jobModifyIndex, a.Reason)
+		res, err := m.cfg.Writer.Stop(ctx, c.Job, c.JobModifyIndex, a.Reason)
 		a.EvalID = res.EvalID
 		return err
 	}
-	workers := a.From != a.To
-	ps := a.PSGroup != "" && a.PSFrom != a.PSTo
-	counts := map[string]int{a.Group: a.To}
-	if a.PSGroup != "" {
-		counts[a.PSGroup] = a.PSTo
-	}
 	if a.registers() {
-		cp, err := submit.SetCounts(job.Job, counts)
-		if err == nil && len(a.Nodes) > 0 {
-			cp, err = submit.SetPlacement(cp, a.Group, a.Nodes)
-		}
+		cp, err := c.Version()
 		if err != nil {
 			return err
 		}
-		res, err := m.cfg.Writer.Register(ctx, cp, a.jobModifyIndex, a.Message)
+		res, err := m.cfg.Writer.Register(ctx, cp, c.JobModifyIndex, c.Message)
 		a.EvalID = res.EvalID
 		if err == nil && a.ReclaimedBy != "" {
-			m.recordReclaim(ctx, r, a)
+			m.recordReclaim(ctx, a, c)
 		}
 		return err
 	}
-	index := a.jobModifyIndex
-	if workers {
-		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{
-			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group, Count: a.To,
-			JobModifyIndex: index, Message: a.Message, Meta: a.eventMeta(r.Policy),
-		})
+	index := c.JobModifyIndex
+	scaled := a.scaledGroups()
+	for _, group := range scaled {
+		res, err := m.cfg.Writer.Scale(ctx, c.Scale(group, index))
 		if err != nil {
 			return err
 		}
 		a.EvalID, index = res.EvalID, res.JobModifyIndex
-		if a.Kind == KindUserError {
+		if group == a.Group && a.Kind == KindUserError {
 			// Nomad takes no count with an error: the count change above
 			// carries the planner's meta, this event shows red in the UI.
-			if _, err := m.cfg.Writer.Scale(ctx, submit.Scale{
-				Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group,
-				EventOnly: true, Error: true, Message: a.Message, Meta: a.eventMeta(r.Policy),
-			}); err != nil {
+			if _, err := m.cfg.Writer.Scale(ctx, c.Event(group, true)); err != nil {
 				m.log.Warn("recording the error event failed (the job is stopped)", "job", a.Job, "error", err)
 			}
 		}
 	}
-	if ps {
-		res, err := m.cfg.Writer.Scale(ctx, submit.Scale{
-			Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.PSGroup, Count: a.PSTo,
-			JobModifyIndex: index, Message: a.Message, Meta: a.eventMeta(r.Policy),
-		})
-		if err != nil {
-			return err
-		}
-		a.EvalID, index = res.EvalID, res.JobModifyIndex
+	if !c.MovesPlacement() {
+		return nil
 	}
-	if len(a.Nodes) > 0 && !slices.Equal(a.Nodes, submit.PlacementNodes(job.Job, a.Group)) {
-		// The version the scales produced is the one read plus the new
-		// counts (the chained indexes guarantee nothing else changed).
-		cp, err := submit.SetCounts(job.Job, counts)
-		if err == nil {
-			cp, err = submit.SetPlacement(cp, a.Group, a.Nodes)
-		}
-		if err != nil {
-			return err
-		}
-		res, err := m.cfg.Writer.Register(ctx, cp, index, a.Message+" (placement affinity)")
-		if errors.Is(err, submit.ErrForbidden) && (workers || ps) {
-			// The counts are applied; only the affinity is not.
-			a.Error = "scaled; placement affinity not registered: " + err.Error()
-			m.mu.Lock()
-			m.logForbiddenLocked(a, err)
-			m.mu.Unlock()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		a.EvalID = res.EvalID
+	// The version the scales produced is the one read plus the new counts
+	// (the chained indexes guarantee nothing else changed).
+	cp, err := c.Version()
+	if err != nil {
+		return err
 	}
+	res, err := m.cfg.Writer.Register(ctx, cp, index, c.Message+" (placement affinity)")
+	if errors.Is(err, submit.ErrForbidden) && len(scaled) > 0 {
+		// The counts are applied; only the affinity is not.
+		a.Error = "scaled; placement affinity not registered: " + err.Error()
+		m.mu.Lock()
+		m.logForbiddenLocked(a, err)
+		m.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a.EvalID = res.EvalID
 	return nil
 }
 
@@ -253,11 +228,8 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 // message and meta. Putting the queue in the job's meta instead would
 // change every task's meta, which Nomad treats as a destructive update:
 // every running allocation of the job would restart.
-func (m *Manager) recordReclaim(ctx context.Context, r *Round, a *Action) {
-	if _, err := m.cfg.Writer.Scale(ctx, submit.Scale{
-		Namespace: a.key.Namespace, JobID: a.key.ID, Group: a.Group,
-		EventOnly: true, Message: a.Message, Meta: a.eventMeta(r.Policy),
-	}); err != nil {
+func (m *Manager) recordReclaim(ctx context.Context, a *Action, c submit.Change) {
+	if _, err := m.cfg.Writer.Scale(ctx, c.Event(a.Group, false)); err != nil {
 		m.log.Warn("recording the reclaim event failed (the job is changed)", "job", a.Job, "reclaimed_by", a.ReclaimedBy, "error", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
 
 // TestManager_FinishedJobIsNeverGrown: live, a worker the planner added as
@@ -52,10 +52,10 @@ func TestManager_FinishedJobIsNeverGrown(t *testing.T) {
 			h.nomad.SetAllocs(append(allocs, psAlloc))
 			deadlineAllocs(t, h, 2)
 			h.measuredAt("a", 1)
-			k := progress.JobKey{Namespace: "default", ID: "a"}
-			h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 990, Loss: 0.5, StepsTotal: 1000}, Time: done.Add(-time.Second), AllocationID: "a-ps"})
+			k := ingest.JobKey{Namespace: "default", ID: "a"}
+			h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: 990, Loss: 0.5, StepsTotal: 1000}, Time: done.Add(-time.Second), AllocationID: "a-ps"})
 			if tc.reported {
-				h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 1000, Loss: 0.4, StepsTotal: 1000, Done: true}, Time: done, AllocationID: "a-ps"})
+				h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: 1000, Loss: 0.4, StepsTotal: 1000, Done: true}, Time: done, AllocationID: "a-ps"})
 			}
 
 			r := h.round()

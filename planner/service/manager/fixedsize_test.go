@@ -18,7 +18,7 @@ func TestManager_FixedSizePolicyRunsTheRequestedSize(t *testing.T) {
 	for _, pol := range []string{"fifo", "tiresias"} {
 		t.Run(pol, func(t *testing.T) {
 			s := defaultSettings()
-			s.Policy = pol
+			s.Policy.Name = pol
 			h := newHarness(t, s, 2)
 			h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
 			r := h.round()

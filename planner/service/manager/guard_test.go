@@ -32,7 +32,7 @@ func TestManager_GuardsHoldUnderEveryPolicy(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(pol+"/"+tc.name, func(t *testing.T) {
 				s := defaultSettings()
-				s.Policy = pol
+				s.Policy.Name = pol
 				h := newHarness(t, s, 2) // 2 GPUs: 4 half-GPU workers
 				gang := map[string]string{"caravan_min_workers": "4", "caravan_max_workers": "4", "caravan_gang": "true"}
 				a := fakenomad.TrainingJob("a", 4, merge(gang, "caravan_total_steps", "100000"))
@@ -74,7 +74,7 @@ func TestManager_UnmeasuredJobGrowsByDoubling(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/measured %d", pol, tc.measured), func(t *testing.T) {
 				s := defaultSettings()
-				s.Policy = pol
+				s.Policy.Name = pol
 				h := newHarness(t, s, 4) // 4 GPUs: 8 half-GPU workers
 				h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "8"}))
 				h.nomad.SetAllocs(running(map[string]int{"a": 1}))
@@ -94,7 +94,7 @@ func TestManager_UnmeasuredJobGrowsByDoubling(t *testing.T) {
 // until the quantum ends; the waiting job then gets its turn.
 func TestManager_GuardedJobSurvivesRounds(t *testing.T) {
 	s := defaultSettings()
-	s.Policy = "goodput"
+	s.Policy.Name = "goodput"
 	h := newHarness(t, s, 2)
 	gang := map[string]string{"caravan_min_workers": "4", "caravan_max_workers": "4", "caravan_gang": "true"}
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 4, merge(gang, "caravan_total_steps", "100000")))

@@ -7,7 +7,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 )
 
 // History is a job's history as the policy is told it (the API's
@@ -38,7 +38,7 @@ type gradStats struct {
 }
 
 // observeGrads keeps the newest reported statistics and batch sizes.
-func (g *gradStats) observe(recs []progress.Record) {
+func (g *gradStats) observe(recs []ingest.Record) {
 	for _, r := range recs {
 		if r.GradSqr > 0 || r.GradVar > 0 {
 			g.sqr, g.variance, g.batch = r.GradSqr, r.GradVar, float64(r.BatchSize)

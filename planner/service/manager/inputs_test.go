@@ -9,8 +9,8 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
 
 // allocAt is a worker allocation of job id whose task started at start and,
@@ -35,7 +35,7 @@ func TestManager_TimeSlicingWithRestartHistory(t *testing.T) {
 	for _, pol := range []string{"optimus", "fifo"} {
 		t.Run(pol, func(t *testing.T) {
 			s := defaultSettings()
-			s.Policy, s.Cooldown, s.SuspendQuantum = pol, time.Minute, 5*time.Minute
+			s.Policy.Name, s.Cooldown, s.SuspendQuantum = pol, time.Minute, 5*time.Minute
 			h := newHarness(t, s, 1)
 			gang := map[string]string{"caravan_min_workers": "2", "caravan_max_workers": "2", "caravan_gang": "true"}
 			h.nomad.PutJob(fakenomad.TrainingJob("a", 2, gang))
@@ -82,9 +82,9 @@ func TestManager_TimeSlicingWithRestartHistory(t *testing.T) {
 // gain from a larger, less efficient batch.
 func TestManager_ReportedGradStatsReachTheModel(t *testing.T) {
 	var g gradStats
-	g.observe([]progress.Record{
-		{Sample: progress.Sample{BatchSize: 64, Workers: 1, GradSqr: 1, GradVar: 4}},
-		{Sample: progress.Sample{BatchSize: 128, Workers: 2}}, // a window without statistics keeps the last
+	g.observe([]ingest.Record{
+		{Sample: ingest.Sample{BatchSize: 64, Workers: 1, GradSqr: 1, GradVar: 4}},
+		{Sample: ingest.Sample{BatchSize: 128, Workers: 2}}, // a window without statistics keeps the last
 	})
 	must.Eq(t, 1.0, g.sqr)
 	must.Eq(t, 4.0, g.variance)
@@ -97,9 +97,9 @@ func TestManager_ReportedGradStatsReachTheModel(t *testing.T) {
 
 	// A fixed global batch: the factor is 1 at every size.
 	var fixed gradStats
-	fixed.observe([]progress.Record{
-		{Sample: progress.Sample{BatchSize: 64, Workers: 1, GradSqr: 1, GradVar: 4}},
-		{Sample: progress.Sample{BatchSize: 64, Workers: 2, GradSqr: 1, GradVar: 4}},
+	fixed.observe([]ingest.Record{
+		{Sample: ingest.Sample{BatchSize: 64, Workers: 1, GradSqr: 1, GradVar: 4}},
+		{Sample: ingest.Sample{BatchSize: 64, Workers: 2, GradSqr: 1, GradVar: 4}},
 	})
 	must.Eq(t, 10.0, fixed.goodput(linear, 64).Rate(policy.Shape{Workers: 4, Nodes: 1}))
 }

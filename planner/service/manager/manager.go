@@ -20,7 +20,8 @@ import (
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/config"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
@@ -44,21 +45,11 @@ type Leader interface{ IsLeader() bool }
 
 // Settings are the tunables of the loop (from config.Policy and Capacity).
 type Settings struct {
-	Policy             string
-	Interval           time.Duration
-	Cooldown           time.Duration
-	RestartCost        time.Duration
-	MaxChangesPerRound int
-	MinGain            float64
-	SuspendQuantum     time.Duration
-	DryRun             bool
-	Device             string
-	SharesPerGPU       int
-	GPUsPerNode        int
-	// PlacementAffinity makes resizes also register an affinity for the
-	// nodes the policy placed the job on (Nomad applies it in place: it
-	// steers where new workers land, running ones stay).
-	PlacementAffinity bool
+	// Policy (its Name selects the policy) and Capacity are the config
+	// file's blocks, as they are: one definition of each tunable.
+	config.Policy
+	config.Capacity
+	DryRun bool
 	// Queues are the team queues; none configured: one pool.
 	Queues queue.Config
 }
@@ -67,7 +58,7 @@ type Settings struct {
 type Config struct {
 	Settings Settings
 	Source   Snapshotter
-	Progress *progress.Store
+	Progress *ingest.Store
 	Writer   Writer
 	Leader   Leader
 	Clock    clock.Clock
@@ -156,7 +147,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	p, err := policy.New(cfg.Settings.Policy)
+	p, err := policy.New(cfg.Settings.Policy.Name)
 	if err != nil {
 		return nil, fmt.Errorf("planner policy: %w", err)
 	}
@@ -177,15 +168,15 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Reload(s Settings) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s.Policy != m.settings.Policy {
-		p, err := policy.New(s.Policy)
+	if s.Policy.Name != m.settings.Policy.Name {
+		p, err := policy.New(s.Policy.Name)
 		if err != nil {
 			return fmt.Errorf("planner policy: %w", err)
 		}
 		m.pol = p
 	}
 	m.settings = s
-	m.log.Info("settings reloaded", "policy", s.Policy, "interval", s.Interval, "dry_run", s.DryRun)
+	m.log.Info("settings reloaded", "policy", s.Policy.Name, "interval", s.Interval, "dry_run", s.DryRun)
 	m.Kick()
 	return nil
 }

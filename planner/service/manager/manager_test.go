@@ -16,8 +16,9 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/config"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
@@ -30,7 +31,7 @@ type harness struct {
 	t      *testing.T
 	nomad  *fakenomad.Server
 	src    *source.Source
-	store  *progress.Store
+	store  *ingest.Store
 	clk    *clock.Fake
 	mgr    *Manager
 	leader *leaderFlag
@@ -39,15 +40,17 @@ type harness struct {
 
 func defaultSettings() Settings {
 	return Settings{
-		Policy: "optimus", Interval: time.Minute, Cooldown: 2 * time.Minute, RestartCost: 30 * time.Second,
-		MaxChangesPerRound: 4, MinGain: 1, SuspendQuantum: 10 * time.Minute,
-		Device: "gpu", SharesPerGPU: 4, GPUsPerNode: 1,
+		Policy: config.Policy{
+			Name: "optimus", Interval: time.Minute, Cooldown: 2 * time.Minute, RestartCost: 30 * time.Second,
+			MaxChangesPerRound: 4, MinGain: 1, SuspendQuantum: 10 * time.Minute,
+		},
+		Capacity: config.Capacity{Device: "gpu", SharesPerGPU: 4, GPUsPerNode: 1},
 	}
 }
 
 func newHarness(t *testing.T, s Settings, nodes int) *harness {
 	t.Helper()
-	h := &harness{t: t, nomad: fakenomad.New(), clk: clock.NewFake(time.Now()), store: progress.NewStore(1000)}
+	h := &harness{t: t, nomad: fakenomad.New(), clk: clock.NewFake(time.Now()), store: ingest.NewStore(1000)}
 	t.Cleanup(h.nomad.Close)
 	var stubs []*nomadapi.NodeListStub
 	for i := 0; i < nodes; i++ {
@@ -321,9 +324,9 @@ func TestManager_StopsConvergedJob(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 1)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{
 		"caravan_max_workers": "1", "caravan_stop_on_converge": "true", "caravan_target_loss": "0.5"}))
-	k := progress.JobKey{Namespace: "default", ID: "a"}
+	k := ingest.JobKey{Namespace: "default", ID: "a"}
 	for i := 1; i <= 20; i++ {
-		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3},
+		h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3},
 			Time: h.clk.Now(), AllocationID: "x"})
 	}
 	r := h.round()
@@ -501,10 +504,10 @@ func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "alloc-0", Namespace: "default", JobID: "a", TaskGroup: "worker",
 		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
 	deadlineAllocs(t, h, 1)
-	k := progress.JobKey{Namespace: "default", ID: "a"}
+	k := ingest.JobKey{Namespace: "default", ID: "a"}
 	t0 := h.clk.Now()
 	report := func(step int64) {
-		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 3, PS: 2,
+		h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 3, PS: 2,
 			StepsTotal: 1000, GradSqr: 0.5, GradVar: 2}, Time: h.clk.Now(), AllocationID: "alloc-0"})
 	}
 	report(100)
@@ -524,14 +527,14 @@ func TestManager_SpeedAtReportedShapeAndFullSampleShown(t *testing.T) {
 
 	// A report claiming more workers than the job may have is not believed:
 	// its speed counts for the shape Nomad shows.
-	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 500, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+	h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: 500, Loss: 1, SamplesPerSec: 64, Workers: 5000},
 		Time: h.clk.Now(), AllocationID: "alloc-0"})
 	h.clk.Advance(10 * time.Second)
-	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 700, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+	h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: 700, Loss: 1, SamplesPerSec: 64, Workers: 5000},
 		Time: h.clk.Now(), AllocationID: "alloc-0"})
 	h.round()
 	h.clk.Advance(10 * time.Second)
-	h.store.Add(k, progress.Record{Sample: progress.Sample{Step: 900, Loss: 1, SamplesPerSec: 64, Workers: 5000},
+	h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: 900, Loss: 1, SamplesPerSec: 64, Workers: 5000},
 		Time: h.clk.Now(), AllocationID: "alloc-0"})
 	for _, s := range findJob(t, h.round(), "a").Fit.SpeedSamples {
 		must.LessEq(t, 4, s.Workers)
@@ -549,21 +552,21 @@ func TestManager_PoisonedProgressKeepsRoundRenderable(t *testing.T) {
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
 	now := h.clk.Now()
 	for i := 1; i <= 5; i++ {
-		h.store.Add(progress.JobKey{Namespace: "default", ID: "b"}, progress.Record{
-			Sample: progress.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3, SamplesPerSec: 10},
+		h.store.Add(ingest.JobKey{Namespace: "default", ID: "b"}, ingest.Record{
+			Sample: ingest.Sample{Step: int64(i * 100), Loss: 1/(0.002*float64(i*100)+1) + 0.3, SamplesPerSec: 10},
 			Time:   now.Add(time.Duration(i) * time.Second), AllocationID: "x"})
 	}
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "y", Namespace: "default", JobID: "a", TaskGroup: "worker",
 		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
 	deadlineAllocs(t, h, 1)
 	h.round()
-	var poison []progress.Sample
+	var poison []ingest.Sample
 	for i := 1; i <= 20; i++ {
-		poison = append(poison, progress.Sample{Step: int64(i * 100), Loss: 2 / float64(i), SamplesPerSec: 10})
+		poison = append(poison, ingest.Sample{Step: int64(i * 100), Loss: 2 / float64(i), SamplesPerSec: 10})
 	}
-	poison = append(poison, progress.Sample{Step: math.MaxInt64, Loss: 1e308, SamplesPerSec: 1e308}, progress.Sample{Step: 2100, Loss: 0.1})
+	poison = append(poison, ingest.Sample{Step: math.MaxInt64, Loss: 1e308, SamplesPerSec: 1e308}, ingest.Sample{Step: 2100, Loss: 0.1})
 	for i, s := range poison {
-		h.store.Add(progress.JobKey{Namespace: "default", ID: "a"}, progress.Record{Sample: s, Time: h.clk.Now().Add(time.Duration(i) * time.Second), AllocationID: "y"})
+		h.store.Add(ingest.JobKey{Namespace: "default", ID: "a"}, ingest.Record{Sample: s, Time: h.clk.Now().Add(time.Duration(i) * time.Second), AllocationID: "y"})
 	}
 	h.clk.Advance(30 * time.Second)
 	r := h.round()

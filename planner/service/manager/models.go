@@ -8,7 +8,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
@@ -31,7 +31,7 @@ type Fit struct {
 	Batch         float64   `json:"batch_size,omitempty"`
 	// LastSample is the newest report as the task sent it, every field
 	// (steps_total, workers, ps, grad_sqr, grad_var, ...).
-	LastSample *progress.Sample `json:"last_sample,omitempty"`
+	LastSample *ingest.Sample `json:"last_sample,omitempty"`
 
 	Convergence    *model.Convergence  `json:"convergence,omitempty"`
 	ConvergenceErr string              `json:"convergence_error,omitempty"`
@@ -58,7 +58,7 @@ type Fit struct {
 }
 
 // fitLoss fits the convergence model to a job's records.
-func fitLoss(recs []progress.Record) (pts []model.LossPoint, c *model.Convergence, err error) {
+func fitLoss(recs []ingest.Record) (pts []model.LossPoint, c *model.Convergence, err error) {
 	byStep := map[int64]float64{}
 	for _, r := range recs {
 		byStep[r.Step] = r.Loss // newest wins
@@ -221,7 +221,7 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 
 // observe refits a job's models from its progress and records its speed.
 func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings) {
-	pk := progress.JobKey(k)
+	pk := ingest.JobKey(k)
 	recs := m.cfg.Progress.Records(pk)
 	f := Fit{RemainingSteps: -1, RemainingSource: string(model.SourceNone)}
 	if n := len(recs); n > 0 {
@@ -322,7 +322,7 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 // shape was changing (a shrink's pause, a server re-sharding) would teach
 // the fit that the new shape is slow. The reported worker count may differ
 // from the group's (one allocation may run several workers).
-func steadyShape(sh shape, v *JobView, running int, hasPS bool, recs []progress.Record, since time.Time) bool {
+func steadyShape(sh shape, v *JobView, running int, hasPS bool, recs []ingest.Record, since time.Time) bool {
 	if running != v.Workers || (hasPS && sh.ps != v.PS) {
 		return false
 	}

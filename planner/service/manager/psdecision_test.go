@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"testing"
 
 	nomadapi "github.com/hashicorp/nomad/api"
@@ -82,9 +82,9 @@ func TestManager_NoSpeedWhileScaleInFlight(t *testing.T) {
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "alloc-0", Namespace: "default", JobID: "a", TaskGroup: "worker",
 		NodeID: "node-0", ClientStatus: "running", DesiredStatus: "run"}})
 	deadlineAllocs(t, h, 1)
-	k := progress.JobKey{Namespace: "default", ID: "a"}
+	k := ingest.JobKey{Namespace: "default", ID: "a"}
 	report := func(step int64) {
-		h.store.Add(k, progress.Record{Sample: progress.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 1},
+		h.store.Add(k, ingest.Record{Sample: ingest.Sample{Step: step, Loss: 1, SamplesPerSec: 64, Workers: 1},
 			Time: h.clk.Now(), AllocationID: "alloc-0"})
 	}
 	// Measured with one worker first: the exploration rule lets it grow

@@ -8,11 +8,11 @@ import (
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
-	"github.com/caravan-nomad/caravan/planner/simulator"
+	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 )
 
 // TestManager_QueuesMatchTheSimulator hands the live planner (a round on
-// the fake Nomad) and the simulator's round (simulator.PlanWithQueues, the
+// the fake Nomad) and the simulator's round (engine.PlanWithQueues, the
 // code every simulator engine runs with queues) the same queue state and
 // compares their decisions. On 2 GPUs (4 half-GPU workers) under fifo:
 // team b's gang "b" holds both GPUs (one borrowed); team a's gang "a"
@@ -22,7 +22,7 @@ import (
 // workers for every job.
 func TestManager_QueuesMatchTheSimulator(t *testing.T) {
 	s := defaultSettings()
-	s.Policy = "fifo"
+	s.Policy.Name = "fifo"
 	s.Queues = twoTeamQueues()
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
@@ -59,7 +59,7 @@ func TestManager_QueuesMatchTheSimulator(t *testing.T) {
 	for i := range in.Jobs {
 		qjobs[i] = queue.FromPolicy(&in.Jobs[i], "default", requested[in.Jobs[i].ID])
 	}
-	plan, sim, err := simulator.PlanWithQueues(policy.NewFIFO(), s.Queues, in, qjobs)
+	plan, sim, err := engine.PlanWithQueues(policy.NewFIFO(), s.Queues, in, qjobs)
 	must.NoError(t, err)
 	must.NotNil(t, sim)
 

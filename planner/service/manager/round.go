@@ -11,7 +11,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/service/failures"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
@@ -213,9 +213,9 @@ func stopAction(j *source.Job, v *JobView, rep failures.Report) *Action {
 
 // forget drops the progress and memory of jobs Nomad no longer has.
 func (m *Manager) forget(snap source.Snapshot) {
-	keep := map[progress.JobKey]bool{}
+	keep := map[ingest.JobKey]bool{}
 	for k := range snap.Jobs {
-		keep[progress.JobKey(k)] = true
+		keep[ingest.JobKey(k)] = true
 	}
 	m.cfg.Progress.Forget(keep)
 	for k := range m.mem {

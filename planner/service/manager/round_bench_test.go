@@ -9,8 +9,8 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
@@ -32,7 +32,7 @@ func benchRound(b *testing.B, jobs, nodes int) {
 	for i := 0; i < nodes; i++ {
 		snap.Nodes = append(snap.Nodes, source.Node{ID: fmt.Sprintf("node-%d", i), Ready: true, GPUs: 4, SharesPerGPU: 4, Shares: 16})
 	}
-	store := progress.NewStore(2000)
+	store := ingest.NewStore(2000)
 	for i := 0; i < jobs; i++ {
 		id := fmt.Sprintf("job-%d", i)
 		job := fakenomad.TrainingJob(id, 1+i%3, map[string]string{"caravan_max_workers": "8"})
@@ -46,7 +46,7 @@ func benchRound(b *testing.B, jobs, nodes int) {
 		b0 := 0.0002 + 0.0001*float64(i%7)
 		for s := 1; s <= 100; s++ {
 			step := int64(s * 20)
-			store.Add(progress.JobKey(k), progress.Record{Sample: progress.Sample{Step: step, Loss: 1/(b0*float64(step)+1) + 0.05, SamplesPerSec: 300},
+			store.Add(ingest.JobKey(k), ingest.Record{Sample: ingest.Sample{Step: step, Loss: 1/(b0*float64(step)+1) + 0.05, SamplesPerSec: 300},
 				Time: now.Add(time.Duration(s-100) * time.Second), AllocationID: "a"})
 		}
 	}
@@ -64,10 +64,10 @@ func benchRound(b *testing.B, jobs, nodes int) {
 		// as in a live round.
 		b.StopTimer()
 		for k := range snap.Jobs {
-			last, _ := store.Latest(progress.JobKey(k))
+			last, _ := store.Latest(ingest.JobKey(k))
 			last.Step += 20
 			last.Time = last.Time.Add(time.Second)
-			store.Add(progress.JobKey(k), last)
+			store.Add(ingest.JobKey(k), last)
 		}
 		b.StartTimer()
 		if _, err := m.RunRound(context.Background()); err != nil {

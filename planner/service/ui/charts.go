@@ -11,8 +11,8 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/svgplot"
 	"github.com/caravan-nomad/caravan/planner/model"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
 
 // Class names the browser test (and CSS) look for.
@@ -30,7 +30,7 @@ func svg(b []byte) template.HTML { return template.HTML(b) } //nolint:gosec // s
 
 // lossChart draws the reported losses, the fitted Optimus curve
 // l(k) = 1/(b0 k + b1) + b2 up to the predicted end, and the target loss.
-func lossChart(v manager.JobView, recs []progress.Record) template.HTML {
+func lossChart(v manager.JobView, recs []ingest.Record) template.HTML {
 	c := svgplot.Chart{Title: "loss: reported and fitted (Optimus)", XLabel: "step", YLabel: "loss", Height: 300}
 	var xs, ys []float64
 	byStep := map[int64]float64{}

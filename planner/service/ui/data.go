@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
 
 var funcs = template.FuncMap{
@@ -149,7 +149,7 @@ type jobData struct {
 
 func (s *Server) jobData(ctx context.Context, r *manager.Round, j manager.JobView) jobData {
 	d := jobData{Round: r, Job: j}
-	d.Loss = lossChart(j, s.Progress.Records(progress.JobKey{Namespace: j.Namespace, ID: j.ID}))
+	d.Loss = lossChart(j, s.Progress.Records(ingest.JobKey{Namespace: j.Namespace, ID: j.ID}))
 	d.Speed = speedChart(j)
 	d.Options = options(j)
 	for i := range r.Candidates {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 )
 
 //go:embed templates/*.html
@@ -36,7 +36,7 @@ type Planner interface {
 
 // Progress is the progress store as the pages read it.
 type Progress interface {
-	Records(k progress.JobKey) []progress.Record
+	Records(k ingest.JobKey) []ingest.Record
 }
 
 // Server renders the pages.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
-	"github.com/caravan-nomad/caravan/planner/service/progress"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
 
@@ -34,9 +34,9 @@ func (f *fakePlanner) History(ns, id string) []manager.Decision {
 	return f.history
 }
 
-type fakeProgress map[progress.JobKey][]progress.Record
+type fakeProgress map[ingest.JobKey][]ingest.Record
 
-func (f fakeProgress) Records(k progress.JobKey) []progress.Record { return f[k] }
+func (f fakeProgress) Records(k ingest.JobKey) []ingest.Record { return f[k] }
 
 type fakeNomad struct {
 	calls  int
@@ -88,9 +88,9 @@ func fixture(t *testing.T, token string) (*Server, *fakeNomad) {
 			{Job: "default/" + evil, Kind: manager.KindScale, From: 2, To: 3, Gain: 50, Verdict: manager.VerdictApplied, Detail: evil},
 			{Job: "default/other", From: 1, To: 2, Gain: 5, Verdict: manager.VerdictRestartCost, Detail: "does not repay"},
 		}}
-	var recs []progress.Record
+	var recs []ingest.Record
 	for k := int64(0); k <= 1000; k += 50 {
-		recs = append(recs, progress.Record{Sample: progress.Sample{Step: k, Loss: 1/(0.002*float64(k)+1) + 0.1}, Time: now})
+		recs = append(recs, ingest.Record{Sample: ingest.Sample{Step: k, Loss: 1/(0.002*float64(k)+1) + 0.1}, Time: now})
 	}
 	nm := &fakeNomad{
 		nodes: []*nomadapi.NodeListStub{{ID: "n1", Name: "client1", NodeResources: &nomadapi.NodeResources{Devices: []*nomadapi.NodeDeviceResource{{
