@@ -19,7 +19,7 @@ type cpuMeter struct {
 
 // meterCPU starts measuring; call its report at the end of b's loop.
 func meterCPU(srv *server) *cpuMeter {
-	m := &cpuMeter{pid: srv.cmd.Process.Pid}
+	m := &cpuMeter{pid: srv.srv.Pid()}
 	m.client, m.server = selfCPU(), procCPU(m.pid)
 	return m
 }

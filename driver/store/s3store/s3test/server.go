@@ -206,6 +206,9 @@ func (s *Server) waitReady() error {
 	}), wait.Timeout(120*time.Second), wait.Gap(500*time.Millisecond)).Run()
 }
 
+// Pid is the server process's id (benchmarks read its CPU time).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Stop kills the server and removes its directory (kept when
 // CARAVAN_S3_KEEP is set).
 func (s *Server) Stop() {
