@@ -10,14 +10,18 @@
 #   scripts/build-hashicorp.sh nomad  v1.11.3
 #   scripts/build-hashicorp.sh consul v1.22.3
 #   scripts/build-hashicorp.sh seaweedfs v0.0.0-20261109003541-7506e5f91cd6
+#   scripts/build-hashicorp.sh nomad-driver-podman v0.6.5
 #
 # SeaweedFS (Apache-2.0) is not HashiCorp's, but it builds the same way:
 # `go install` refuses it because its go.mod has replace directives, so it is
-# built from the downloaded module source.
+# built from the downloaded module source. So is Nomad's podman task driver,
+# an external plugin (MPL-2.0, pinned to Nomad v1.11.3 like caravan), built
+# without cgo as its own GNUmakefile builds it.
 set -euo pipefail
 
-name=${1:?usage: build-hashicorp.sh nomad|consul|seaweedfs VERSION}
-version=${2:?usage: build-hashicorp.sh nomad|consul|seaweedfs VERSION}
+usage='usage: build-hashicorp.sh nomad|consul|seaweedfs|nomad-driver-podman VERSION'
+name=${1:?$usage}
+version=${2:?$usage}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir="$root/build/bin"
 out="$bin_dir/$name-$version"
@@ -29,6 +33,8 @@ if [[ -x "$out" ]]; then
 fi
 
 pkg=.
+# cgo as the go command would have it, unless the agent is built without.
+cgo=$(go env CGO_ENABLED)
 case "$name" in
   nomad)
     module=github.com/hashicorp/nomad
@@ -56,7 +62,14 @@ case "$name" in
     drop_replaces=()
     requires=()
     ;;
-  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad, consul or seaweedfs)" >&2; exit 2 ;;
+  nomad-driver-podman)
+    module=github.com/hashicorp/nomad-driver-podman
+    tags=""
+    cgo=0
+    drop_replaces=()
+    requires=()
+    ;;
+  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad, consul, seaweedfs or nomad-driver-podman)" >&2; exit 2 ;;
 esac
 
 log="$root/build/logs/build-$name-$version.log"
@@ -119,7 +132,7 @@ done
 stage 2/4 "fetching its dependencies (a few hundred modules on a cold cache; log: ${log#"$root"/})"
 quietly go list -mod=mod -deps ${tags:+-tags "$tags"} "$pkg" >/dev/null
 stage 3/4 "compiling (the longest stage: many minutes on 2 cores on a cold build cache)"
-CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" \
+CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" CGO_ENABLED=$cgo \
   quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" "$pkg"
 mv "$out.tmp" "$out"
 ln -sfn "$name-$version" "$bin_dir/$name"
