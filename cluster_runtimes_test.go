@@ -46,3 +46,61 @@ func TestClusterRuntimes_PodmanRunrootIsShort(t *testing.T) {
 	must.NotEq(t, a, b, must.Sprint("two clusters share a podman runroot"))
 	must.Eq(t, a, podmanRunroot(t, deep), must.Sprint("a cluster's runroot changes between runs"))
 }
+
+// runtimesScript runs script after sourcing scripts/cluster/runtimes.sh for
+// a cluster at a temporary dir, with the podman driver plugin at plugin and
+// a PATH that holds the tools the script uses and, of the runtimes, only
+// stubs of those named.
+func runtimesScript(t *testing.T, runtimes, plugin string, stubs []string, script string) (string, error) {
+	t.Helper()
+	root, err := filepath.Abs(".")
+	must.NoError(t, err)
+	bin := t.TempDir()
+	for _, tool := range []string{"sed", "cat", "sha256sum", "cut"} {
+		p, err := exec.LookPath(tool)
+		must.NoError(t, err)
+		must.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	for _, s := range stubs {
+		must.NoError(t, os.WriteFile(filepath.Join(bin, s), []byte("#!/bin/sh\n"), 0o755))
+	}
+	full := `set -euo pipefail; log() { echo "log: $*"; }; source "$root/scripts/cluster/runtimes.sh"; ` + script
+	cmd := exec.Command("/bin/bash", "-c", full)
+	cmd.Env = []string{"PATH=" + bin, "root=" + root, "dir=" + t.TempDir(), "runtimes=" + runtimes,
+		"CARAVAN_PODMAN_DRIVER=" + plugin}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestClusterRuntimes_DriversFollowTheRuntimes: with dockerd, podman, runc
+// and the podman driver plugin present, every client gets Nomad's docker
+// driver pointed at the cluster's dockerd and the podman driver plugin
+// pointed at its podman service, and neither is denied. Without the plugin
+// CARAVAN_RUNTIMES=auto turns both drivers off with a line saying what is
+// missing and what builds it, and CARAVAN_RUNTIMES=all fails.
+func TestClusterRuntimes_DriversFollowTheRuntimes(t *testing.T) {
+	plugin := filepath.Join(t.TempDir(), "nomad-driver-podman")
+	must.NoError(t, os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o755))
+	all := []string{"dockerd", "podman", "runc"}
+	const show = `check_runtimes; echo "denylist: $(denylist)"; render_runtimes; echo "docker: $docker_sock podman: $podman_sock"`
+
+	out, err := runtimesScript(t, "all", plugin, all, show)
+	must.NoError(t, err, must.Sprint(out))
+	socks := regexp.MustCompile(`docker: (\S+) podman: (\S+)`).FindStringSubmatch(out)
+	must.SliceLen(t, 3, socks, must.Sprint(out))
+	must.StrContains(t, out, "denylist: qemu,java\n")
+	must.StrContains(t, out, "plugin \"docker\" {\n  config {\n    endpoint = \"unix://"+socks[1]+"\"")
+	must.StrContains(t, out, "plugin \"nomad-driver-podman\" {\n  config {\n    socket_path = \"unix://"+socks[2]+"\"")
+	must.StrContains(t, out, `nvidia_runtime = "runc"`)
+
+	missing := filepath.Join(t.TempDir(), "absent")
+	out, err = runtimesScript(t, "auto", missing, all, show)
+	must.NoError(t, err, must.Sprint(out))
+	must.StrContains(t, out, "denylist: docker,podman,qemu,java\n")
+	must.StrContains(t, out, missing+" (make podman-driver)")
+	must.StrNotContains(t, out, "plugin \"")
+
+	out, err = runtimesScript(t, "all", plugin, []string{"dockerd", "runc"}, show)
+	must.Error(t, err, must.Sprint(out))
+	must.StrContains(t, out, "CARAVAN_RUNTIMES=all, but missing: podman (make e2e-deps)")
+}

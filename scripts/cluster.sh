@@ -29,8 +29,11 @@
 # socket under the cluster dir (podman's runroot, which must be short, in
 # /tmp; scripts/cluster/runtimes.sh), and loads the
 # images of build/images/ (scripts/build-images.sh) into both. Neither can
-# pull: their proxy is a closed loopback port. CARAVAN_RUNTIMES=none starts
-# neither (the clients then deny the docker driver).
+# pull: their proxy is a closed loopback port. Every client runs Nomad's
+# docker driver against that dockerd and Nomad's podman driver (the plugin
+# `make podman-driver` builds) against that podman service.
+# CARAVAN_RUNTIMES=none starts neither (the clients then deny both drivers);
+# CARAVAN_RUNTIMES=all fails when one is missing (auto: warns).
 #
 # Checkpoint store: CARAVAN_STORE=posix (the default) gives the clients one
 # shared directory, $CARAVAN_CLUSTER_DIR/checkpoints; CARAVAN_STORE=s3 starts
@@ -123,7 +126,6 @@ render() {
       -e "s|@P_DYN_MIN@|$dmin|g" \
       -e "s|@P_DYN_MAX@|$((dmin + span - 1))|g" \
       -e "s|@DRIVER_DENYLIST@|$(denylist)|g" \
-      -e "s|@CONTAINER_RUNTIME@|$(runtime_of "$node")|g" \
       "$tmpl"
 }
 
@@ -204,6 +206,7 @@ cmd_up() {
     cp "$root/build/caravan" "$dir/plugins/.$p.tmp"
     mv -f "$dir/plugins/.$p.tmp" "$dir/plugins/$p"
   done
+  install_podman_driver
 
   render "$root/scripts/cluster/consul.hcl" consul >"$dir/config/consul.hcl"
   render "$root/scripts/cluster/server.hcl" server >"$dir/config/server.hcl"

@@ -29,13 +29,29 @@ podman_run=/tmp/caravan-podman-$(printf %s "$dir" | sha256sum | cut -c1-12)
 # leaves the machine.
 no_pull_proxy=http://127.0.0.1:9
 
+# podman_driver is Nomad's podman task driver plugin (`make podman-driver`;
+# CARAVAN_PODMAN_DRIVER for another build), which each client runs against
+# the cluster's podman service.
+podman_driver=${CARAVAN_PODMAN_DRIVER:-$root/build/bin/nomad-driver-podman}
+
 # have_runtimes says whether this cluster runs the container runtimes.
 have_runtimes() {
   case "$runtimes" in
     none) return 1 ;;
-    auto | all) command -v dockerd >/dev/null && command -v podman >/dev/null && command -v runc >/dev/null ;;
+    auto | all) [[ -z $(missing_runtimes) ]] ;;
     *) echo "cluster: CARAVAN_RUNTIMES must be auto, all or none, got '$runtimes'" >&2; exit 2 ;;
   esac
+}
+
+# missing_runtimes prints what the container runtimes need and this machine
+# lacks, with what installs it.
+missing_runtimes() {
+  local c m=()
+  for c in dockerd podman runc; do
+    command -v "$c" >/dev/null || m+=("$c (make e2e-deps)")
+  done
+  [[ -x $podman_driver ]] || m+=("$podman_driver (make podman-driver)")
+  echo "${m[*]}"
 }
 
 # check_runtimes fails when CARAVAN_RUNTIMES=all and a runtime is missing,
@@ -43,43 +59,33 @@ have_runtimes() {
 check_runtimes() {
   have_runtimes && return 0
   [[ $runtimes == none ]] && return 0
-  local m=()
-  command -v dockerd >/dev/null || m+=(dockerd)
-  command -v podman >/dev/null || m+=(podman)
-  command -v runc >/dev/null || m+=(runc)
   if [[ $runtimes == all ]]; then
-    echo "cluster: missing ${m[*]}; run 'make e2e-deps' (scripts/install-e2e-deps.sh)" >&2
+    echo "cluster: CARAVAN_RUNTIMES=all, but missing: $(missing_runtimes)" >&2
     exit 1
   fi
-  log "no container runtimes (missing ${m[*]}; 'make e2e-deps' installs them): the docker driver is off"
+  log "no container runtimes (missing: $(missing_runtimes)): the docker and podman drivers are off"
 }
 
-# denylist prints the clients' driver.denylist: docker only when it has no
-# daemon.
+# denylist prints the clients' driver.denylist: docker and podman only when
+# the cluster runs their daemons.
 denylist() {
-  if have_runtimes; then echo "qemu,java"; else echo "docker,qemu,java"; fi
+  if have_runtimes; then echo "qemu,java"; else echo "docker,podman,qemu,java"; fi
 }
 
-# runtime_of NODE prints the container runtime behind the client's docker
-# driver: podman for the clients in CARAVAN_PODMAN_CLIENTS (default client2),
-# docker for the others, none without runtimes. Nomad's own podman driver
-# (the external nomad-driver-podman plugin) is not available from the Go
-# module proxy, so podman is reached through its Docker-compatible API.
-runtime_of() {
-  have_runtimes || { echo none; return; }
-  local c
-  for c in ${CARAVAN_PODMAN_CLIENTS-client2}; do
-    [[ $c == "$1" ]] && { echo podman; return; }
-  done
-  echo docker
+# install_podman_driver copies the podman driver plugin into the clients'
+# plugin dir (copy, then rename, as the caravan plugins).
+install_podman_driver() {
+  have_runtimes || return 0
+  cp "$podman_driver" "$dir/plugins/.nomad-driver-podman.tmp"
+  mv -f "$dir/plugins/.nomad-driver-podman.tmp" "$dir/plugins/nomad-driver-podman"
 }
 
-# render_runtimes NODE prints the client's docker plugin block.
+# render_runtimes NODE prints the client's docker and podman plugin blocks:
+# Nomad's docker driver talks to the cluster's dockerd, the podman driver
+# to its podman service.
 render_runtimes() {
   have_runtimes || return 0
-  local sock=$docker_sock
-  [[ $(runtime_of "$1") == podman ]] && sock=$podman_sock
-  sed -e "s|@RUNTIME_SOCK@|$sock|g" -e "s|@RUNTIME@|$(runtime_of "$1")|g" \
+  sed -e "s|@DOCKER_SOCK@|$docker_sock|g" -e "s|@PODMAN_SOCK@|$podman_sock|g" \
     "$root/scripts/cluster/plugin-containers.hcl"
 }
 
