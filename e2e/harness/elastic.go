@@ -70,10 +70,10 @@ func (j *Elastic) Coordinator(old map[string]bool) string {
 	return id
 }
 
-// Log is the coordinator's log (empty while it cannot be read).
+// Log is the coordinator's stdout (empty while it cannot be read).
 func (j *Elastic) Log(alloc string) string {
 	log, _ := j.C.CLI(j.T, "alloc", "logs", alloc, "ps")
-	return log
+	return PlainLog(log, "stdout")
 }
 
 // WaitLog waits until the coordinator's log satisfies ok, and returns it.
