@@ -111,13 +111,16 @@ func (d *Demo) Run(ctx context.Context) (*Result, error) {
 	if res.Training, err = d.training(ctx); err != nil {
 		return res, fmt.Errorf("checkpointed training: %w", err)
 	}
-	d.step("3/5 The same trainer as a container (Nomad's docker driver, image built here): suspend and resume")
-	if res.Container, err = d.container(ctx); err != nil {
-		return res, fmt.Errorf("container job: %w", err)
-	}
-	d.step("4/5 Migration: the node is made ineligible and the allocation stopped; training continues on the other client")
+	// The migration moves the resumed run while it trains: it comes before
+	// the container part, which a slow machine can stretch past the
+	// training's end.
+	d.step("3/5 Migration: the node is made ineligible and the allocation stopped; training continues on the other client")
 	if err = d.migrate(ctx, &res.Training); err != nil {
 		return res, fmt.Errorf("migration: %w", err)
+	}
+	d.step("4/5 The same trainer as a container (Nomad's docker driver, image built here): suspend and resume")
+	if res.Container, err = d.container(ctx); err != nil {
+		return res, fmt.Errorf("container job: %w", err)
 	}
 	if !d.cfg.SkipPlanner {
 		d.step("5/5 The planner: elastic training jobs grow on idle GPUs and shrink to make room")

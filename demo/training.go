@@ -112,6 +112,15 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 	if err := d.waitStep(ctx, current, res.ResumedAt+uint64(d.cfg.Steps/10)); err != nil {
 		return err
 	}
+	// Stopping an allocation that has finished would start a new one from
+	// the last checkpoint: not a migration.
+	if alloc, _, err = d.nomad.Allocations().Info(current, nil); err != nil {
+		return err
+	}
+	if alloc.ClientStatus != nomadapi.AllocClientStatusRunning {
+		return fmt.Errorf("the trainer's allocation %s is %s before the migration: the training ended before the demo "+
+			"could move it (more -steps give it longer)", current[:8], alloc.ClientStatus)
+	}
 	d.say("nomad node eligibility -disable %s; nomad alloc stop %s", alloc.NodeName, current[:8])
 	if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, false, nil); err != nil {
 		return err
