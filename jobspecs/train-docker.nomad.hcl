@@ -31,7 +31,7 @@ variable "job_name" {
 }
 
 variable "node" {
-  description = "Name of the client that runs the container (a docker or podman runtime)."
+  description = "Name of the client that runs the container."
   type        = string
   default     = "client1"
 }

@@ -1,22 +1,17 @@
 # train-elastic-docker.nomad.hcl for Nomad's podman driver (the external
-# nomad-driver-podman plugin): the same groups, the same lifecycle tasks and
-# planner meta; only `driver = "podman"` differs (TestJobspecs_PodmanMirrorsDocker
-# keeps the two in step). The podman driver's task config takes the same
-# image, args and network_mode = "host".
+# nomad-driver-podman plugin, `make podman-driver`): the same groups, the
+# same lifecycle tasks and planner meta; only the job's name and the
+# `driver = "podman"` lines differ (TestJobspecs_PodmanMirrorsDocker keeps
+# the two in step). The podman driver's task config takes the same image,
+# args and network_mode = "host". The podman driver stops a container with
+# the image's stop signal (SIGTERM; the trainer image sets none), not
+# kill_signal: the servers save on SIGTERM either way.
 #
 #   nomad job run jobspecs/train-elastic-podman.nomad.hcl
 #
-# NOT RUN HERE: the plugin cannot be built on this project's machines (the Go
-# module proxy refuses github.com/hashicorp/nomad-driver-podman, driver/README.md),
-# so this jobspec is only validated (`nomad job validate`, `caravan validate`).
-# Podman itself IS run here, through its Docker-compatible API behind Nomad's
-# docker driver: train-elastic-docker.nomad.hcl on a client whose docker
-# plugin points at podman's socket (client2 of scripts/cluster.sh; the e2e
-# test TestContainers_Elastic migrates the coordinator there).
-#
-# The image must be in podman's local store (podman load -i
-# build/images/caravan-trainer.tar); nothing is pulled. Compute time is
-# MODELLED, as in train-elastic.nomad.hcl.
+# The image must be in the podman service's local store (podman load -i
+# build/images/caravan-trainer.tar; scripts/cluster.sh loads it); nothing is
+# pulled. Compute time is MODELLED, as in train-elastic.nomad.hcl.
 
 variable "name" {
   description = "Job ID (and the prefix of the parameter servers' service name)."

@@ -1,12 +1,12 @@
 # train-pytorch-elastic.nomad.hcl with its tasks as containers under Nomad's
-# docker driver (dockerd, or podman's Docker-compatible API behind the docker
-# driver: -var runtime=podman on the local cluster): the same
-# rendezvous group, the same elastic worker group and training script, the
-# same planner meta, and caravan's checkpointing by two lifecycle tasks
-# beside each worker (driver/README.md, "Containers"): a prestart "restore"
-# task restores the slot's newest checkpoint into the allocation's shared
-# directory (/alloc in the container), and a poststop "commit" task commits
-# what the launcher saved there on its kill signal.
+# docker driver (train-pytorch-elastic-podman.nomad.hcl: the same under
+# Nomad's podman driver): the same rendezvous group, the same elastic worker
+# group and training script, the same planner meta, and caravan's
+# checkpointing by two lifecycle tasks beside each worker (driver/README.md,
+# "Containers"): a prestart "restore" task restores the slot's newest
+# checkpoint into the allocation's shared directory (/alloc in the
+# container), and a poststop "commit" task commits what the launcher saved
+# there on its kill signal.
 #
 #   nomad job run jobspecs/train-pytorch-elastic-docker.nomad.hcl
 #   nomad job scale train-pytorch-elastic-docker worker 2   # re-rendezvous as 2, no step lost
@@ -53,12 +53,6 @@ variable "image" {
   description = "Image with python3, torch and caravan's Python helper, present on the clients (built here: scripts/build-images.sh)."
   type        = string
   default     = "localhost/caravan-pytorch:local"
-}
-
-variable "runtime" {
-  description = "Run only on clients whose node meta caravan.container_runtime is this (the local cluster's client1 runs dockerd: \"docker\"; client2's docker driver talks to podman: \"podman\"); \"\": any client with the tasks' driver."
-  type        = string
-  default     = ""
 }
 
 variable "nodes" {
@@ -141,14 +135,6 @@ job "train-pytorch-elastic-docker" {
     value     = var.nodes
   }
 
-  dynamic "constraint" {
-    for_each = var.runtime != "" ? [1] : []
-    content {
-      attribute = "${meta.caravan.container_runtime}"
-      value     = var.runtime
-    }
-  }
-
   group "rendezvous" {
     network {
       port "rdzv" {}
@@ -211,7 +197,7 @@ job "train-pytorch-elastic-docker" {
         args = ["-u", "-m", "caravan.launch", "--checkpoint-on-stop",
           "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "1",
           "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
+          "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
         "--compute-per-sample", "${var.compute_per_sample}"]
       }
 

@@ -1,23 +1,19 @@
 # train-pytorch-elastic-docker.nomad.hcl for Nomad's podman driver (the
-# external nomad-driver-podman plugin): the same groups, the same lifecycle
-# tasks, training script and planner meta; only the job's name and the
-# `driver = "podman"` lines differ (TestJobspecs_PyTorchPodmanMirrorsDocker
-# keeps the two in step). The podman driver's task config takes the same
-# image, args and network_mode = "host". The header of the docker version
-# says how it runs and checkpoints.
+# external nomad-driver-podman plugin, `make podman-driver`): the same
+# groups, the same lifecycle tasks, training script and planner meta; only
+# the job's name and the `driver = "podman"` lines differ
+# (TestJobspecs_PodmanMirrorsDocker keeps the two in step). The podman
+# driver's task config takes the same image, args and network_mode = "host".
+# The header of the docker version says how it runs and checkpoints. The
+# podman driver stops a container with the image's stop signal (SIGTERM;
+# the caravan-pytorch image sets none), not kill_signal: the launcher
+# checkpoints on SIGTERM either way.
 #
 #   nomad job run jobspecs/train-pytorch-elastic-podman.nomad.hcl
 #
-# NOT RUN HERE: the plugin cannot be built on this project's machines (the Go
-# module proxy refuses github.com/hashicorp/nomad-driver-podman,
-# driver/README.md), so this jobspec is only validated (`nomad job
-# validate`, `caravan validate`). Podman itself IS run here, through its
-# Docker-compatible API behind Nomad's docker driver:
-# train-pytorch-elastic-docker.nomad.hcl with -var runtime=podman (client2
-# of scripts/cluster.sh).
-#
-# The image must be in podman's local store (podman load -i
-# build/images/caravan-pytorch.tar); nothing is pulled.
+# The image must be in the podman service's local store (podman load -i
+# build/images/caravan-pytorch.tar; scripts/cluster.sh loads it); nothing is
+# pulled.
 
 variable "name" {
   description = "Job ID and name (also the rendezvous service's prefix and run ID)."
@@ -29,12 +25,6 @@ variable "image" {
   description = "Image with python3, torch and caravan's Python helper, present on the clients (built here: scripts/build-images.sh)."
   type        = string
   default     = "localhost/caravan-pytorch:local"
-}
-
-variable "runtime" {
-  description = "Run only on clients whose node meta caravan.container_runtime is this (the local cluster's client1 runs dockerd: \"docker\"; client2's docker driver talks to podman: \"podman\"); \"\": any client with the tasks' driver."
-  type        = string
-  default     = ""
 }
 
 variable "nodes" {
@@ -117,14 +107,6 @@ job "train-pytorch-elastic-podman" {
     value     = var.nodes
   }
 
-  dynamic "constraint" {
-    for_each = var.runtime != "" ? [1] : []
-    content {
-      attribute = "${meta.caravan.container_runtime}"
-      value     = var.runtime
-    }
-  }
-
   group "rendezvous" {
     network {
       port "rdzv" {}
@@ -187,7 +169,7 @@ job "train-pytorch-elastic-podman" {
         args = ["-u", "-m", "caravan.launch", "--checkpoint-on-stop",
           "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "1",
           "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
+          "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
         "--compute-per-sample", "${var.compute_per_sample}"]
       }
 

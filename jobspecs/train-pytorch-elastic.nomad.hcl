@@ -239,7 +239,7 @@ job "train-pytorch-elastic" {
         args = [var.python, "-u", "-m", "caravan.launch",
           "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "${var.nproc_per_node}",
           "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-        "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
+          "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
         "--compute-per-sample", "${var.compute_per_sample}"]
 
         checkpoint {

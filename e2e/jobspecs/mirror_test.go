@@ -2,30 +2,49 @@ package jobspecs
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/shoenig/test/must"
 )
 
-// groups returns a jobspec's text from its first group on.
-func groups(t *testing.T, path string) string {
+// podmanDriver matches a task's driver line in a podman jobspec.
+var podmanDriver = regexp.MustCompile(`driver(\s*)= "podman"`)
+
+// body returns a jobspec's text past its header comment (from its first
+// variable on).
+func body(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	must.NoError(t, err)
 	s := string(b)
-	i := strings.Index(s, "\n  group ")
-	must.Positive(t, i, must.Sprintf("%s has no group", path))
+	i := strings.Index(s, "\nvariable ")
+	must.Positive(t, i, must.Sprintf("%s has no variable", path))
 	return s[i:]
 }
 
-// TestJobspecs_PodmanMirrorsDocker: the podman version of the elastic
-// container job (which cannot run here: the podman driver plugin cannot be
-// built) differs from the docker version, which the e2e tests run, only in
-// its driver lines. Needs no cluster.
+// TestJobspecs_PodmanMirrorsDocker: each shipped podman jobspec differs
+// from its docker version only in its name and its container tasks' driver
+// lines, so a fix to one reaches the other. Both run on the local cluster
+// (e2e/containers); this keeps them in step. Needs no cluster.
 func TestJobspecs_PodmanMirrorsDocker(t *testing.T) {
-	docker := groups(t, "../../jobspecs/train-elastic-docker.nomad.hcl")
-	podman := groups(t, "../../jobspecs/train-elastic-podman.nomad.hcl")
-	must.StrContains(t, podman, `driver       = "podman"`)
-	must.Eq(t, docker, strings.ReplaceAll(podman, `driver       = "podman"`, `driver       = "docker"`))
+	for _, tc := range []struct {
+		name    string
+		drivers int
+	}{
+		{"train", 1},
+		{"train-elastic", 2},
+		{"train-pytorch-elastic", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docker := body(t, "../../jobspecs/"+tc.name+"-docker.nomad.hcl")
+			podman := body(t, "../../jobspecs/"+tc.name+"-podman.nomad.hcl")
+			must.Eq(t, tc.drivers, len(podmanDriver.FindAllString(podman, -1)),
+				must.Sprint("the container tasks run under podman"))
+			mirrored := strings.ReplaceAll(podman, tc.name+"-podman", tc.name+"-docker")
+			mirrored = podmanDriver.ReplaceAllString(mirrored, `driver${1}= "docker"`)
+			must.Eq(t, docker, mirrored)
+		})
+	}
 }

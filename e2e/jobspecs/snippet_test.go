@@ -41,11 +41,17 @@ func renderSnippet(t *testing.T, a *harness.Agent) string {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join(a.C.Root, "jobspecs", "agent", "client-plugins.hcl"))
 	must.NoError(t, err)
+	runtimes := filepath.Join(a.C.Dir, "runtimes")
 	with := map[string]string{
 		"data_dir":         fmt.Sprintf("data_dir = %q", filepath.Join(a.Dir, "data")),
 		"plugin_dir":       fmt.Sprintf("plugin_dir = %q", filepath.Join(a.Dir, "plugins")),
 		"backend":          simulatedGPUs,
 		"checkpoint_store": fmt.Sprintf("checkpoint_store = %q", a.C.CheckpointDir),
+		// The cluster's daemons (scripts/cluster/runtimes.sh).
+		"endpoint":    fmt.Sprintf("endpoint = %q", "unix://"+filepath.Join(runtimes, "docker", "docker.sock")),
+		"socket_path": fmt.Sprintf("socket_path = %q", "unix://"+filepath.Join(runtimes, "podman", "podman.sock")),
+		// Simulated GPUs: no NVIDIA runtime registered with dockerd.
+		"nvidia_runtime": `nvidia_runtime = "runc"`,
 	}
 	seen := map[string]int{}
 	out := snippetMark.ReplaceAllStringFunc(string(src), func(line string) string {
@@ -63,14 +69,23 @@ func renderSnippet(t *testing.T, a *harness.Agent) string {
 }
 
 // TestJobspecs_RunOnSnippetClient starts a Nomad client from the shipped
-// client snippet (only its marked lines changed: paths, and the simulated
-// GPUs in place of NVML) and runs the jobspecs on it: hello, gpu-whole,
-// gpu-fraction and train-checkpointed to completion or running, and every
-// other jobspec through `nomad job plan` (placement only: the planner and
-// the PyTorch trainers need Consul services and Python this node lacks).
+// client snippet (only its marked lines changed: paths and the cluster's
+// container sockets, and the simulated GPUs in place of NVML, with the
+// docker driver's nvidia_runtime for a machine without GPUs) and runs the
+// jobspecs on it: hello, gpu-whole, gpu-fraction, train-checkpointed and the
+// checkpointed trainer container under the docker and the podman driver to
+// completion or running, and every other jobspec through `nomad job plan`
+// (placement only: the planner and the PyTorch trainers need Consul
+// services and Python this node lacks).
 func TestJobspecs_RunOnSnippetClient(t *testing.T) {
 	c := harness.Cluster(t)
+	c.LoadImages(t)
 	a := harness.NewAgent(t, c, "snippet", 0)
+	// The podman driver is an external plugin, beside caravan's.
+	podmanDriver := filepath.Join(c.Root, "build", "bin", "nomad-driver-podman")
+	b, err := os.ReadFile(podmanDriver)
+	must.NoError(t, err, must.Sprint("the podman driver plugin: make podman-driver"))
+	must.NoError(t, os.WriteFile(filepath.Join(a.Dir, "plugins", "nomad-driver-podman"), b, 0o755))
 	a.Start(t, renderSnippet(t, a))
 	node := a.WaitNode(t, 2*time.Minute)
 	ac := a.C
@@ -79,7 +94,7 @@ func TestJobspecs_RunOnSnippetClient(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, d := range []string{"raw_exec", "caravan"} {
+		for _, d := range []string{"raw_exec", "caravan", "docker", "podman"} {
 			if di := n.Drivers[d]; di == nil || !di.Healthy {
 				return fmt.Errorf("driver %s not healthy yet: %+v", d, di)
 			}
@@ -130,6 +145,20 @@ func TestJobspecs_RunOnSnippetClient(t *testing.T) {
 		id := ac.RunJob(t, "jobspecs/gpu-fraction.nomad.hcl", "node=snippet", "shares=2")
 		ac.WaitAllocs(t, id, 2*time.Minute, allIn(nomadapi.AllocClientStatusRunning))
 	})
+	for _, driver := range []string{"docker", "podman"} {
+		t.Run("run train-"+driver, func(t *testing.T) {
+			id := ac.RunJob(t, "jobspecs/train-"+driver+".nomad.hcl", "job_name=snippet-train-"+driver, "node=snippet",
+				"steps=300", "step_delay=1ms")
+			allocs := ac.WaitAllocs(t, id, 2*time.Minute, allIn(nomadapi.AllocClientStatusRunning))
+			harness.Eventually(t, 2*time.Minute, func() error {
+				if log := ac.Logs(t, allocs[0].ID, "trainer", "stdout"); !strings.Contains(log, "final step=300 ") {
+					return fmt.Errorf("no final line in the %s container's log yet", driver)
+				}
+				return nil
+			})
+			ac.StopJob(t, id)
+		})
+	}
 	t.Run("run train-checkpointed", func(t *testing.T) {
 		id := ac.RunJob(t, "jobspecs/train-checkpointed.nomad.hcl", "caravan_bin="+bin, "nodes=snippet",
 			"steps=300", "step_delay=1ms")

@@ -1,11 +1,12 @@
 # Nomad client agent configuration for caravan on a GPU node: the two plugins
-# and the raw_exec driver the shipped jobspecs use. Add it to the client's
-# configuration (nomad agent -config=...), and copy the caravan binary into
-# plugin_dir twice: as caravan-gpu and as caravan (Nomad finds a plugin by its
-# file name; `args` picks what the binary serves).
+# and the raw_exec, docker and podman drivers the shipped jobspecs use. Add
+# it to the client's configuration (nomad agent -config=...), and copy the
+# caravan binary into plugin_dir twice: as caravan-gpu and as caravan (Nomad
+# finds a plugin by its file name; `args` picks what the binary serves).
 #
 # e2e/jobspecs starts a client from this very file, changing only the lines
-# marked "e2e:" (paths, and the GPU backend: the CI machine has no GPU).
+# marked "e2e:" (paths and sockets, and the GPU backend and the docker
+# driver's nvidia_runtime: the CI machine has no GPU).
 
 data_dir   = "/opt/nomad/data"    # e2e: data_dir
 plugin_dir = "/opt/nomad/plugins" # e2e: plugin_dir
@@ -26,13 +27,39 @@ plugin "raw_exec" {
   }
 }
 
-# Container tasks (Nomad's docker driver) get the same reservation as host
-# tasks: the GPU env, and the MPS pipe and log directories as bind mounts.
-# Keep the docker driver's default nvidia_runtime = "nvidia" (the NVIDIA
-# container toolkit's runtime, registered with dockerd): the driver switches
-# a task to it whenever the task's device env has NVIDIA_VISIBLE_DEVICES.
-# Only a machine without GPUs (caravan's local cluster, simulated GPUs) sets
-# nvidia_runtime = "runc" in its plugin "docker" block.
+# Container tasks, under Nomad's docker driver or Nomad's podman driver,
+# get the same GPU reservation as host tasks (the GPU env, and the MPS pipe
+# and log directories as bind mounts), and caravan's lifecycle tasks
+# checkpoint them (driver/README.md, "Containers"). Keep the drivers'
+# volumes off: caravan needs none.
+plugin "docker" {
+  config {
+    endpoint = "unix:///var/run/docker.sock" # e2e: endpoint
+
+    # The NVIDIA container toolkit's runtime, registered with dockerd (the
+    # default, written out): the driver switches a task to it whenever the
+    # task's device env has NVIDIA_VISIBLE_DEVICES, which caravan's device
+    # plugin sets. Only a machine without GPUs (caravan's local cluster:
+    # simulated GPUs) sets "runc".
+    nvidia_runtime = "nvidia" # e2e: nvidia_runtime
+  }
+}
+
+# Nomad's podman driver is an external plugin: build it (`make
+# podman-driver` builds v0.6.5 into build/bin) and copy
+# nomad-driver-podman into plugin_dir beside caravan's. It does not pass a
+# device plugin's device nodes to the container: on a GPU node install the
+# NVIDIA container toolkit's OCI hook for podman, which adds the GPUs named
+# by the container's NVIDIA_VISIBLE_DEVICES (driver/README.md, "GPUs in
+# podman containers").
+plugin "nomad-driver-podman" {
+  config {
+    socket_path = "unix:///run/podman/podman.sock" # e2e: socket_path
+    volumes {
+      enabled = false
+    }
+  }
+}
 
 # Fractional GPUs through NVML (device/README.md).
 plugin "caravan-gpu" {
