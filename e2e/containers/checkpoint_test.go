@@ -16,33 +16,36 @@ import (
 )
 
 const (
-	dockerTrainJob = "jobspecs/train-docker.nomad.hcl"
-	trainGroup     = "train"
-	ckptSteps      = 15000
+	trainGroup = "train"
+	ckptSteps  = 15000
 )
+
+// trainJob is the shipped checkpointed trainer jobspec for the driver:
+// jobspecs/train-docker.nomad.hcl or jobspecs/train-podman.nomad.hcl.
+func trainJob(driver string) string { return "jobspecs/train-" + driver + ".nomad.hcl" }
 
 var progressLine = regexp.MustCompile(`(?m)^step=\d+ `)
 
 // TestContainers_SuspendResume: the FROM scratch trainer under Nomad's
-// docker driver (dockerd on client1, podman on client2), checkpointed by
-// caravan's lifecycle tasks (jobspecs/train-docker.nomad.hcl), is suspended
+// docker driver and under its podman driver, checkpointed by caravan's
+// lifecycle tasks (jobspecs/train-docker.nomad.hcl, train-podman.nomad.hcl), is suspended
 // mid-training (scale 0: SIGTERM, the trainer saves and exits, the poststop
 // task commits) and resumed (scale 1: the prestart task restores), and ends
 // with parameters bit for bit equal to an uninterrupted host process's.
 func TestContainers_SuspendResume(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
+	c.LoadImages(t)
 	out, err := exec.Command(c.Bin, "trainer", "-steps", strconv.Itoa(ckptSteps), "-log-every", "0").CombinedOutput()
 	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
 	want := finalLine.FindString(string(out))
 	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) {
-			requireRuntime(t, c, rt.client, rt.name)
-			jobID := c.RunJob(t, dockerTrainJob, "job_name=e2e-ctr-ckpt-"+rt.name, "node="+rt.client,
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
+			jobID := c.RunJob(t, trainJob(d.Name), "job_name=e2e-ctr-ckpt-"+d.Name, "node="+d.Client,
 				"steps="+strconv.Itoa(ckptSteps), "step_delay=2ms")
 			a1 := liveAlloc(t, c, jobID, nil)
-			roleEvent(t, c, a1, "restore", "No checkpoint under")
+			c.WaitDriverEvent(t, a1, "restore", "No checkpoint under")
 			harness.Eventually(t, 2*time.Minute, func() error {
 				if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
 					return fmt.Errorf("no training progress in %s yet", a1)
@@ -54,7 +57,7 @@ func TestContainers_SuspendResume(t *testing.T) {
 			// task commits.
 			_, err := c.CLI(t, "job", "scale", jobID, trainGroup, "0")
 			must.NoError(t, err)
-			saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
+			saved := c.WaitDriverEvent(t, a1, "commit", "Checkpoint saved (exit)")
 			c.WaitAllocStatus(t, a1, "complete", 2*time.Minute)
 			step, err := strconv.Atoi(saved.Details["step"])
 			must.NoError(t, err, must.Sprintf("saved event %q has no step", saved.DriverMessage))
@@ -64,28 +67,28 @@ func TestContainers_SuspendResume(t *testing.T) {
 			_, err = c.CLI(t, "job", "scale", jobID, trainGroup, "1")
 			must.NoError(t, err)
 			a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
-			restored := roleEvent(t, c, a2, "restore", "Checkpoint restored")
+			restored := c.WaitDriverEvent(t, a2, "restore", "Checkpoint restored")
 			must.Eq(t, saved.Details["generation"], restored.Details["generation"])
 			var got, log string
 			harness.Eventually(t, 3*time.Minute, func() error {
 				log = c.Logs(t, a2, "trainer", "stdout")
 				if got = finalLine.FindString(log); got == "" {
-					return fmt.Errorf("no final line in the %s container's log yet", rt.name)
+					return fmt.Errorf("no final line in the %s container's log yet", d.Name)
 				}
 				return nil
 			})
 			must.StrContains(t, log, "resumed step="+saved.Details["step"]+" ")
 			t.Logf("%s: suspended at step %d (generation %s), restored in %s, final line equal to the host run's",
-				rt.name, step, saved.Details["generation"], restored.Details["duration"])
-			must.Eq(t, want, got, must.Sprintf("the resumed %s container's final line against the host process's", rt.name))
+				d.Name, step, saved.Details["generation"], restored.Details["duration"])
+			must.Eq(t, want, got, must.Sprintf("the resumed %s container's final line against the host process's", d.Name))
 		})
 	}
 }
 
 // TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
-// driver (dockerd on client1, podman on client2) with the
-// three caravan checkpoint tasks of the shipped jobspec
-// (jobspecs/train-docker.nomad.hcl, with a larger model). The
+// driver and under its podman driver with the three caravan checkpoint
+// tasks of the shipped jobspecs (jobspecs/train-docker.nomad.hcl,
+// train-podman.nomad.hcl, with a larger model). The
 // sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
 // sidecar; it writes the request file the trainer polls). Then the job is
 // scaled 1 -> 0 and, as soon as Nomad has marked the old allocation for
@@ -96,19 +99,19 @@ func TestContainers_SuspendResume(t *testing.T) {
 // resumed trainer continues from its step.
 func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) { sidecarAndSlowFinalCommit(t, c, rt.name, rt.client) })
+	c.LoadImages(t)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) { sidecarAndSlowFinalCommit(t, c, d.Name, d.Client) })
 	}
 }
 
-func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client string) {
-	requireRuntime(t, c, client, runtime)
-	jobID := c.RunJob(t, dockerTrainJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client,
+func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, driver, client string) {
+	c.RequireDriver(t, client, driver)
+	jobID := c.RunJob(t, trainJob(driver), "job_name=e2e-ctr-sidecar-"+driver, "node="+client,
 		"memory=1024", "kill_timeout=60s", "checkpoint_interval=0", "steps=100000", "step_delay=0s",
 		`extra_args=["-features","2048","-hidden","2048","-log-every","1"]`)
 	a1 := liveAlloc(t, c, jobID, nil)
-	roleEvent(t, c, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
+	c.WaitDriverEvent(t, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
 	harness.Eventually(t, 3*time.Minute, func() error {
 		if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
 			return fmt.Errorf("no training progress in %s yet", a1)
@@ -118,7 +121,7 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client strin
 
 	_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", a1, "checkpoint")
 	must.NoError(t, err)
-	onDemand := roleEvent(t, c, a1, "checkpoint", "Checkpoint saved (on demand)")
+	onDemand := c.WaitDriverEvent(t, a1, "checkpoint", "Checkpoint saved (on demand)")
 	odGen, err := strconv.Atoi(onDemand.Details["generation"])
 	must.NoError(t, err, must.Sprintf("event %q", onDemand.DriverMessage))
 
@@ -136,9 +139,9 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client strin
 	must.NoError(t, err)
 
 	a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
-	waited := roleEvent(t, c, a2, "restore", "Waiting for allocation "+a1)
-	saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
-	restored := roleEvent(t, c, a2, "restore", "Checkpoint restored")
+	waited := c.WaitDriverEvent(t, a2, "restore", "Waiting for allocation "+a1)
+	saved := c.WaitDriverEvent(t, a1, "commit", "Checkpoint saved (exit)")
+	restored := c.WaitDriverEvent(t, a2, "restore", "Checkpoint restored")
 	must.Eq(t, saved.Details["generation"], restored.Details["generation"],
 		must.Sprintf("restored %q; the old allocation's final commit was %q", restored.DriverMessage, saved.DriverMessage))
 	gen, err := strconv.Atoi(saved.Details["generation"])
@@ -151,7 +154,7 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client strin
 		return nil
 	})
 	t.Logf("%s: on demand: generation %d; final commit: generation %d at step %s (%s); the restore waited (%q) and restored it in %s",
-		runtime, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
+		driver, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
 }
 
 // liveAlloc waits for a running allocation of the job not in exclude.
@@ -168,22 +171,4 @@ func liveAlloc(t *testing.T, c *harness.C, jobID string, exclude map[string]bool
 		return false
 	})
 	return id
-}
-
-// roleEvent waits for a driver event of a lifecycle task containing substr.
-func roleEvent(t *testing.T, c *harness.C, allocID, task, substr string) *nomadapi.TaskEvent {
-	t.Helper()
-	var ev *nomadapi.TaskEvent
-	harness.Eventually(t, 2*time.Minute, func() error {
-		var seen []string
-		for _, e := range c.TaskEvents(t, allocID, task) {
-			seen = append(seen, e.Type+": "+e.DriverMessage)
-			if e.Type == nomadapi.TaskDriverMessage && strings.Contains(e.DriverMessage, substr) {
-				ev = e
-				return nil
-			}
-		}
-		return fmt.Errorf("no %q event of task %s on %s; events: %q", substr, task, allocID, seen)
-	})
-	return ev
 }

@@ -1,11 +1,13 @@
-// Package containers_test runs container tasks on the real local cluster:
-// Nomad's docker driver, whose containers run under dockerd on client1 and
-// under podman (its Docker-compatible API service) on client2, with images
-// built here (scripts/build-images.sh) and never pulled. The GPUs are the
-// device plugin's simulated ones.
+// Package containers_test runs container tasks on the real local cluster
+// under both of the container drivers every client runs: Nomad's built-in
+// docker driver (against the cluster's dockerd) and Nomad's podman driver
+// (the external nomad-driver-podman plugin, against the cluster's podman
+// service), with images built here (scripts/build-images.sh) and never
+// pulled. The GPUs are the device plugin's simulated ones.
 //
-// A missing runtime fails these tests: `make e2e` installs both
-// (scripts/install-e2e-deps.sh) and scripts/cluster.sh starts them.
+// A missing runtime or driver fails these tests: `make e2e` installs both
+// runtimes (scripts/install-e2e-deps.sh) and builds the podman driver
+// (make podman-driver), and scripts/cluster.sh starts them.
 package containers_test
 
 import (
@@ -32,44 +34,13 @@ const (
 	trainerJob   = "e2e/containers/testdata/trainer-container.nomad.hcl"
 	hostJob      = "jobspecs/gpu-fraction.nomad.hcl"
 	probeImage   = "localhost/caravan-envprobe:local"
-	runtimeMeta  = "caravan.container_runtime"
 )
 
-// runtimes are the clients' container runtimes (scripts/cluster/runtimes.sh).
-var runtimes = []struct{ name, client string }{
-	{"docker", "client1"},
-	{"podman", "client2"},
-}
-
-// loadImages builds the images and loads them into the cluster's runtimes.
-func loadImages(t *testing.T, c *harness.C) {
-	t.Helper()
-	c.LoadImages(t)
-}
-
-// requireRuntime fails (never skips) unless the client's docker driver is
-// detected and healthy and its containers run under the named runtime.
-func requireRuntime(t *testing.T, c *harness.C, client, runtime string) harness.Client {
-	t.Helper()
-	cl := c.Client(t, client)
-	node, _, err := c.Nomad.Nodes().Info(cl.NodeID, nil)
-	must.NoError(t, err)
-	if got := node.Meta[runtimeMeta]; got != runtime {
-		t.Fatalf("%s: node meta %s is %q, want %q: the cluster runs no %s (started with CARAVAN_RUNTIMES=none, "+
-			"or dockerd/podman are missing: make e2e-deps installs them)", client, runtimeMeta, got, runtime, runtime)
-	}
-	harness.Eventually(t, time.Minute, func() error {
-		node, _, err := c.Nomad.Nodes().Info(cl.NodeID, nil)
-		if err != nil {
-			return err
-		}
-		d := node.Drivers["docker"]
-		if d == nil || !d.Detected || !d.Healthy {
-			return fmt.Errorf("%s: the docker driver (runtime %s) is not healthy: %+v", client, runtime, d)
-		}
-		return nil
-	})
-	return cl
+// pullFailure is what each driver's event says when an image is neither
+// local nor pullable.
+var pullFailure = map[string]string{
+	"docker": "Failed to pull `%s`",
+	"podman": "unable to pull image %s",
 }
 
 // gpuOf returns the single device assignment of the allocation's task.
@@ -89,10 +60,7 @@ func taskOutput(t *testing.T, c *harness.C, allocID, until string) (map[string]s
 	env := map[string]string{}
 	var other []string
 	harness.Eventually(t, time.Minute, func() error {
-		out, err := c.CLI(t, "alloc", "logs", allocID, task)
-		if err != nil {
-			return err
-		}
+		out := c.Logs(t, allocID, task, "stdout")
 		other = other[:0]
 		for _, line := range strings.Split(out, "\n") {
 			if strings.HasPrefix(line, "PATH ") {
@@ -132,22 +100,25 @@ func keys(m map[string]string) []string {
 // TestContainers_FractionalGPU: two 2-share container tasks on one simulated
 // GPU see what a host task sees: the same variables, the same limits and MPS
 // directories (bind-mounted into the container), and their own GPU and
-// shares; under dockerd and under podman.
+// shares; under the docker driver and under the podman driver.
 func TestContainers_FractionalGPU(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) {
-			cl := requireRuntime(t, c, rt.client, rt.name)
+	c.LoadImages(t)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			cl := c.RequireDriver(t, d.Client, d.Name)
 			c.RequireQuietGPUs(t, cl.NodeID, vendor)
-			pipeDir := filepath.Join(c.Dir, "mps", rt.client, "pipe")
-			logDir := filepath.Join(c.Dir, "mps", rt.client, "log")
+			pipeDir := filepath.Join(c.Dir, "mps", d.Client, "pipe")
+			logDir := filepath.Join(c.Dir, "mps", d.Client, "log")
 			paths := fmt.Sprintf(`probe_paths=[%q,%q]`, pipeDir, logDir)
+			vars := func(name string) []string {
+				return []string{"job_name=e2e-ctr-" + d.Name + "-" + name, "node=" + d.Client, "driver=" + d.Name, paths}
+			}
 
-			a := c.RunningAlloc(t, containerJob, "job_name=e2e-ctr-"+rt.name+"-a", "node="+rt.client, paths)
-			b := c.RunningAlloc(t, containerJob, "job_name=e2e-ctr-"+rt.name+"-b", "node="+rt.client, paths)
+			a := c.RunningAlloc(t, containerJob, vars("a")...)
+			b := c.RunningAlloc(t, containerJob, vars("b")...)
 			// GPU 0 is full: the host task gets GPU 1, by the same rules.
-			h := c.RunningAlloc(t, hostJob, "job_name=e2e-ctr-"+rt.name+"-host", "node="+rt.client, "shares=2")
+			h := c.RunningAlloc(t, hostJob, "job_name=e2e-ctr-"+d.Name+"-host", "node="+d.Client, "shares=2")
 			ga, gb, gh := gpuOf(t, a), gpuOf(t, b), gpuOf(t, h)
 			must.Eq(t, ga.Name, gb.Name, must.Sprint("both container fractions on one GPU"))
 			must.NotEq(t, ga.Name, gh.Name)
@@ -175,7 +146,7 @@ func TestContainers_FractionalGPU(t *testing.T) {
 					"CARAVAN_GPU_MEMORY_FRACTION", "CARAVAN_GPU_MEMORY_LIMIT_BYTES",
 					"CARAVAN_GPU_COMPUTE_PERCENT", "CARAVAN_GPU_BACKEND",
 				} {
-					must.Eq(t, host[k], env[k], must.Sprintf("%s in the %s container", k, rt.name))
+					must.Eq(t, host[k], env[k], must.Sprintf("%s in the %s container", k, d.Name))
 				}
 				must.Eq(t, "50", env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"])
 				must.Eq(t, "0=20480M", env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"])
@@ -194,12 +165,12 @@ func TestContainers_FractionalGPU(t *testing.T) {
 // to a closed loopback port (the runtimes' proxy), never off the machine.
 func TestContainers_MissingImage(t *testing.T) {
 	c := harness.Cluster(t)
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) {
-			requireRuntime(t, c, rt.client, rt.name)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
 			for _, image := range []string{"localhost/caravan-missing:local", "caravan-missing:1"} {
-				jobID := c.RunJob(t, containerJob, "job_name=e2e-ctr-missing-"+rt.name, "node="+rt.client,
-					"image="+image, "shares=1")
+				jobID := c.RunJob(t, containerJob, "job_name=e2e-ctr-missing-"+d.Name, "node="+d.Client,
+					"driver="+d.Name, "image="+image, "shares=1")
 				start := time.Now()
 				stubs := c.WaitAllocs(t, jobID, time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
 				alloc := c.WaitAllocStatus(t, stubs[0].ID, "failed", time.Minute)
@@ -208,8 +179,8 @@ func TestContainers_MissingImage(t *testing.T) {
 					msgs = append(msgs, ev.Type+": "+ev.DisplayMessage)
 				}
 				joined := strings.Join(msgs, "\n")
-				t.Logf("%s, %s, failed after %s:\n%s", rt.name, image, time.Since(start).Round(time.Millisecond), joined)
-				must.StrContains(t, joined, "Failed to pull `"+image+"`")
+				t.Logf("%s, %s, failed after %s:\n%s", d.Name, image, time.Since(start).Round(time.Millisecond), joined)
+				must.StrContains(t, joined, fmt.Sprintf(pullFailure[d.Name], image))
 				c.StopJob(t, jobID)
 			}
 		})
@@ -219,42 +190,43 @@ func TestContainers_MissingImage(t *testing.T) {
 var finalLine = regexp.MustCompile(`(?m)^final step=\d+ .*params_sha256=[0-9a-f]{64}$`)
 
 // TestContainers_TrainerImage: the FROM scratch trainer image, run to its
-// last step by Nomad under dockerd and under podman, ends with parameters
+// last step by Nomad under the docker and the podman driver, ends with parameters
 // bit for bit equal to the same training run as a host process.
 func TestContainers_TrainerImage(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
+	c.LoadImages(t)
 	args := []string{"trainer", "-steps", "300", "-log-every", "0"}
 	out, err := exec.Command(c.Bin, args...).CombinedOutput()
 	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
 	want := finalLine.FindString(string(out))
 	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
 	// In the container the trainer holds after its last step (-hold), and
-	// the test reads its final line from the log while it still runs: the
-	// docker driver's log stream through podman's API lost the whole log of
-	// a container that exited within a few seconds (3 of 8 runs here).
+	// the test reads its final line from the log while it still runs: a
+	// container that exits within seconds can lose its log on the way to
+	// Nomad (Nomad's docker driver streaming from podman's Docker API lost
+	// it in 3 of 8 runs here).
 	ctrArgs := append(append([]string{}, args...), "-hold")
 	quoted := make([]string, len(ctrArgs))
 	for i, a := range ctrArgs {
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
 	argVar := "trainer_args=[" + strings.Join(quoted, ",") + "]"
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) {
-			requireRuntime(t, c, rt.client, rt.name)
-			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+rt.name, "node="+rt.client, argVar)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
+			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+d.Name, "node="+d.Client, "driver="+d.Name, argVar)
 			stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
 			c.WaitAllocStatus(t, stubs[0].ID, "running", 2*time.Minute)
 			var got string
 			harness.Eventually(t, 3*time.Minute, func() error {
 				got = finalLine.FindString(c.Logs(t, stubs[0].ID, "trainer", "stdout"))
 				if got == "" {
-					return fmt.Errorf("no final line in the %s container's log yet", rt.name)
+					return fmt.Errorf("no final line in the %s container's log yet", d.Name)
 				}
 				return nil
 			})
 			c.StopJob(t, jobID)
-			must.Eq(t, want, got, must.Sprintf("the %s container's final line against the host process's", rt.name))
+			must.Eq(t, want, got, must.Sprintf("the %s container's final line against the host process's", d.Name))
 		})
 	}
 }

@@ -35,7 +35,7 @@ var stepLine = regexp.MustCompile(`(?m)^step=(\d+) `)
 
 // TestContainers_Drain: the checkpointed trainer container (restore,
 // sidecar and commit tasks) in a service job is drained off its node and
-// resumes on the other node, under the other runtime, from the generation
+// resumes on the other node, under the same driver, from the generation
 // its final commit wrote (newer than the sidecar's on-demand one), and ends
 // bit for bit against one host process. Nomad links the replacement to the
 // drained allocation and starts it only after the old one's poststop
@@ -44,30 +44,30 @@ var stepLine = regexp.MustCompile(`(?m)^step=(\d+) `)
 // the commit is still to come, and the replacement still waits for it.
 func TestContainers_Drain(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
+	c.LoadImages(t)
 	want := hostFinalLine(t, c, drainArgs)
 	for _, tc := range []struct {
-		runtime          string
+		driver           string
 		deadline         time.Duration
 		deadlineReached  bool
 		deadlineScenario string
 	}{
-		{runtime: "docker", deadline: time.Minute, deadlineScenario: "the drain completes after the final commit"},
-		{runtime: "podman", deadline: time.Second, deadlineReached: true,
+		{driver: "docker", deadline: time.Minute, deadlineScenario: "the drain completes after the final commit"},
+		{driver: "podman", deadline: time.Second, deadlineReached: true,
 			deadlineScenario: "the deadline passes before the final commit"},
 	} {
-		t.Run(tc.runtime, func(t *testing.T) {
-			from, to := runtimeClients(t, c, tc.runtime)
-			jobID := "e2e-ctr-drain-" + tc.runtime
+		t.Run(tc.driver, func(t *testing.T) {
+			from, to := driverClients(t, c, tc.driver)
+			jobID := "e2e-ctr-drain-" + tc.driver
 			onlyEligible(t, c, from, to)
-			c.RunJob(t, drainJob, "job_name="+jobID, hclList("trainer_args", append(drainArgs, "-hold")))
+			c.RunJob(t, drainJob, "job_name="+jobID, "driver="+tc.driver, hclList("trainer_args", append(drainArgs, "-hold")))
 			a1 := liveAlloc(t, c, jobID, nil)
 			requireNode(t, c, a1, from)
 			older := onDemandCheckpoint(t, c, a1)
 
-			setEligible(t, c, to, true)
+			c.Eligible(t, to, true)
 			start := drainNode(t, c, from, tc.deadline)
-			saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
+			saved := c.WaitDriverEvent(t, a1, "commit", "Checkpoint saved (exit)")
 			a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
 			next := requireNode(t, c, a2, to)
 			must.Eq(t, a1, next.PreviousAllocation, must.Sprint("a drain's replacement is linked to the drained allocation"))
@@ -102,10 +102,10 @@ func TestContainers_Drain(t *testing.T) {
 // writer lease and Nomad's API) and resumes from it, ending bit for bit.
 func TestContainers_DrainBatch(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
+	c.LoadImages(t)
 	want := hostFinalLine(t, c, drainArgs)
 	const deadline = 10 * time.Second
-	from, to := runtimeClients(t, c, "docker")
+	from, to := driverClients(t, c, "docker")
 	jobID := "e2e-ctr-drain-batch"
 	onlyEligible(t, c, from, to)
 	c.RunJob(t, drainJob, "job_name="+jobID, "job_type=batch", hclList("trainer_args", append(drainArgs, "-hold")))
@@ -113,7 +113,7 @@ func TestContainers_DrainBatch(t *testing.T) {
 	requireNode(t, c, a1, from)
 	older := onDemandCheckpoint(t, c, a1)
 
-	setEligible(t, c, to, true)
+	c.Eligible(t, to, true)
 	start := drainNode(t, c, from, deadline)
 	killed := waitKilling(t, c, a1)
 	must.False(t, eventTime(killed).Before(start.Add(deadline)),
@@ -136,7 +136,7 @@ func TestContainers_DrainBatch(t *testing.T) {
 	a2 := liveAlloc(t, c, jobID, map[string]bool{a1: true})
 	next := requireNode(t, c, a2, to)
 	must.Eq(t, "", next.PreviousAllocation, must.Sprint("an evaluation's placement is not linked to the drained allocation"))
-	saved := roleEvent(t, c, a1, "commit", "Checkpoint saved (exit)")
+	saved := c.WaitDriverEvent(t, a1, "commit", "Checkpoint saved (exit)")
 	restored := resumedFrom(t, c, a2, saved, older)
 	waited := hasEvent(t, c, a2, "restore", "Waiting for allocation "+a1)
 	got := waitFinalLine(t, c, a2)
@@ -167,20 +167,19 @@ func hclList(name string, values []string) string {
 	return name + "=[" + strings.Join(quoted, ",") + "]"
 }
 
-// runtimeClients returns the client that runs the named runtime and the
-// client that runs the other one, both checked.
-func runtimeClients(t *testing.T, c *harness.C, runtime string) (from, to string) {
+// driverClients returns the client the driver's tests start on and the
+// other client, both checked to run the driver.
+func driverClients(t *testing.T, c *harness.C, driver string) (from, to string) {
 	t.Helper()
-	for _, rt := range runtimes {
-		requireRuntime(t, c, rt.client, rt.name)
-		if rt.name == runtime {
-			from = rt.client
-		} else {
-			to = rt.client
+	for _, d := range harness.ContainerDrivers {
+		if d.Name == driver {
+			c.RequireDriver(t, d.Client, d.Name)
+			c.RequireDriver(t, d.Other, d.Name)
+			return d.Client, d.Other
 		}
 	}
-	must.NotEq(t, "", from, must.Sprintf("no client runs %s", runtime))
-	return from, to
+	t.Fatalf("no container driver %q", driver)
+	return "", ""
 }
 
 // onlyEligible leaves only client from eligible for placements; at the end
@@ -190,11 +189,11 @@ func onlyEligible(t *testing.T, c *harness.C, from, to string) {
 	t.Cleanup(func() {
 		for _, cl := range []string{from, to} {
 			_, _ = c.Nomad.Nodes().UpdateDrain(c.Client(t, cl).NodeID, nil, true, nil)
-			setEligible(t, c, cl, true)
+			c.Eligible(t, cl, true)
 		}
 	})
-	setEligible(t, c, from, true)
-	setEligible(t, c, to, false)
+	c.Eligible(t, from, true)
+	c.Eligible(t, to, false)
 }
 
 // drainNode starts a drain of the client with the deadline and returns when
@@ -249,7 +248,7 @@ func onDemandCheckpoint(t *testing.T, c *harness.C, allocID string) int {
 	})
 	_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", allocID, "checkpoint")
 	must.NoError(t, err)
-	ev := roleEvent(t, c, allocID, "checkpoint", "Checkpoint saved (on demand)")
+	ev := c.WaitDriverEvent(t, allocID, "checkpoint", "Checkpoint saved (on demand)")
 	gen, err := strconv.Atoi(ev.Details["generation"])
 	must.NoError(t, err, must.Sprintf("event %q", ev.DriverMessage))
 	return gen
@@ -260,7 +259,7 @@ func onDemandCheckpoint(t *testing.T, c *harness.C, allocID string) int {
 // from that commit's step; it returns the restore event.
 func resumedFrom(t *testing.T, c *harness.C, allocID string, saved *nomadapi.TaskEvent, older int) *nomadapi.TaskEvent {
 	t.Helper()
-	restored := roleEvent(t, c, allocID, "restore", "Checkpoint restored")
+	restored := c.WaitDriverEvent(t, allocID, "restore", "Checkpoint restored")
 	must.Eq(t, saved.Details["generation"], restored.Details["generation"],
 		must.Sprintf("restored %q; the drained allocation's final commit was %q", restored.DriverMessage, saved.DriverMessage))
 	gen, err := strconv.Atoi(saved.Details["generation"])

@@ -18,14 +18,14 @@ import (
 // "exited"). The cleanup is conmon's exit command, `podman container
 // cleanup --runroot ...`, and podman refuses a --runroot longer than 50
 // characters: with the runroot under a long cluster dir the cleanup failed,
-// the container stayed "stopped" for good, and every wait on it (the docker
+// the container stayed "stopped" for good, and every wait on it (a
 // driver's, on each stop of a task under podman) returned only at podman's
 // 20 s cleanup timeout. scripts/cluster/runtimes.sh now gives podman a
 // short runroot.
 func TestContainers_PodmanCleansUpExitedContainers(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
-	requireRuntime(t, c, "client2", "podman")
+	c.LoadImages(t)
+	c.RequireDriver(t, "client2", "podman")
 	sock := "unix://" + filepath.Join(c.Dir, "runtimes", "podman", "podman.sock")
 	podman := func(args ...string) string {
 		t.Helper()

@@ -1,4 +1,4 @@
-package containers_test
+package elastic_test
 
 import (
 	"fmt"
@@ -12,7 +12,8 @@ import (
 )
 
 // benchVariant is one way to run the elastic trainer: as containers under
-// dockerd, or as host processes under the caravan driver.
+// the docker or the podman driver, or as host processes under the caravan
+// driver.
 type benchVariant struct {
 	name, spec string
 	vars       []string
@@ -27,13 +28,13 @@ type elasticTimes struct {
 	commit, restore        time.Duration // the driver's own share (event annotations)
 }
 
-// BenchmarkContainers_Elastic measures, on client1 (dockerd), in the same
-// run and alternating: the time from `nomad job scale worker 2` to the
+// BenchmarkContainers_Elastic measures, on client1, in the same run and
+// alternating: the time from `nomad job scale worker 2` to the
 // coordinator's first step with the new worker, and a suspend/resume cycle
 // (both groups to 0, then to 1) with the driver's own share of it (its
-// commit and restore durations), for the container job
-// (jobspecs/train-elastic-docker.nomad.hcl) and the host-process job
-// (jobspecs/train-elastic.nomad.hcl). Times are polled from the logs every
+// commit and restore durations), for the container jobs
+// (jobspecs/train-elastic-docker.nomad.hcl, train-elastic-podman.nomad.hcl)
+// and the host-process job (jobspecs/train-elastic.nomad.hcl). Times are polled from the logs every
 // 250 ms. Compute is MODELLED (1 ms per sample). Not run by bench-smoke
 // (-short): it needs the e2e cluster and a few minutes.
 //
@@ -51,7 +52,8 @@ func BenchmarkContainers_Elastic(b *testing.B) {
 	b.Cleanup(func() { _, _ = c.CLI(b, "node", "eligibility", "-enable", c.Client(b, "client2").NodeID) })
 	common := []string{"workers=1", "ps=1", "steps=1000000", "compute_per_sample=1ms", `trainer_args=["-log-every","1"]`}
 	variants := []benchVariant{
-		{"container", "jobspecs/train-elastic-docker.nomad.hcl", common, "commit", "restore"},
+		{"docker", "jobspecs/train-elastic-docker.nomad.hcl", common, "commit", "restore"},
+		{"podman", "jobspecs/train-elastic-podman.nomad.hcl", common, "commit", "restore"},
 		{"host", "jobspecs/train-elastic.nomad.hcl", append([]string{"caravan_bin=" + c.Bin, "checkpoint_interval="}, common...), "ps", "ps"},
 	}
 	sums := map[string]*elasticTimes{}

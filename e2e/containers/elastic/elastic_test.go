@@ -1,4 +1,13 @@
-package containers_test
+// Package elastic_test runs the distributed container jobs on the real
+// local cluster, under Nomad's docker driver and under its podman driver:
+// the Go trainer's parameter servers and workers (jobspecs/train-elastic-
+// {docker,podman}.nomad.hcl) and the elastic PyTorch job in the image built
+// from Debian's python3-torch (jobspecs/train-pytorch-elastic-
+// {docker,podman}.nomad.hcl), scaled, suspended, resumed and migrated; and
+// BenchmarkContainers_Elastic, containers against host processes. The
+// single-task container tests are e2e/containers'. A missing runtime or
+// driver fails these tests.
+package elastic_test
 
 import (
 	"fmt"
@@ -13,62 +22,50 @@ import (
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
-const (
-	elasticJob   = "jobspecs/train-elastic-docker.nomad.hcl"
-	elasticSteps = 2500
-)
+const elasticSteps = 2500
 
-// setEligible marks a client eligible for placements or not.
-func setEligible(t *testing.T, c *harness.C, client string, on bool) {
-	t.Helper()
-	flag := "-disable"
-	if on {
-		flag = "-enable"
-	}
-	_, err := c.CLI(t, "node", "eligibility", flag, c.Client(t, client).NodeID)
-	must.NoError(t, err)
-}
+// elasticJob is the shipped elastic trainer jobspec for the driver:
+// jobspecs/train-elastic-docker.nomad.hcl or train-elastic-podman.nomad.hcl.
+func elasticJob(driver string) string { return "jobspecs/train-elastic-" + driver + ".nomad.hcl" }
 
-// TestContainers_Elastic: the distributed trainer as containers
-// (jobspecs/train-elastic-docker.nomad.hcl), started under one runtime
-// (dockerd on client1, or podman on client2): an on-demand checkpoint
+// TestContainers_Elastic: the distributed trainer as containers under
+// Nomad's docker driver (jobspecs/train-elastic-docker.nomad.hcl) and under
+// its podman driver (train-elastic-podman.nomad.hcl), started on one
+// client: an on-demand checkpoint
 // through the servers' sidecar, workers 1->3->2, servers
 // 1->2, a suspension (both groups to 0: the coordinator saves on SIGTERM,
 // the commit task commits, the other server's commit finds a skip marker)
 // and a resume with 2 and 2 (the restore task restores), servers 2->1, and a
 // migration of the coordinating server (alloc stop with its node
-// ineligible) to the other runtime, where more workers join; the final
+// ineligible) to the other client, where more workers join; the final
 // parameters bit for bit those of one uninterrupted process. Compute is
 // MODELLED (1 ms per sample sleeps).
 func TestContainers_Elastic(t *testing.T) {
 	c := harness.Cluster(t)
-	loadImages(t, c)
-	for _, rt := range runtimes {
-		t.Run(rt.name, func(t *testing.T) {
-			other := runtimes[0]
-			if other.name == rt.name {
-				other = runtimes[1]
-			}
-			requireRuntime(t, c, rt.client, rt.name)
-			requireRuntime(t, c, other.client, other.name)
-			elasticRun(t, c, "e2e-ctr-elastic-"+rt.name, rt.client, other.client)
+	c.LoadImages(t)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
+			c.RequireDriver(t, d.Other, d.Name)
+			elasticRun(t, c, d.Name, d.Client, d.Other)
 		})
 	}
 }
 
-// elasticRun runs the scenario of TestContainers_Elastic, starting on the
-// client from and migrating to the client to.
-func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
+// elasticRun runs the scenario of TestContainers_Elastic under the driver,
+// starting on the client from and migrating to the client to.
+func elasticRun(t *testing.T, c *harness.C, driver, from, to string) {
+	jobID := "e2e-ctr-elastic-" + driver
 	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", jobID))
 	want := harness.ElasticReference(t, elasticSteps)
 
-	setEligible(t, c, to, false)
+	c.Eligible(t, to, false)
 	t.Cleanup(func() {
-		setEligible(t, c, from, true)
-		setEligible(t, c, to, true)
+		c.Eligible(t, from, true)
+		c.Eligible(t, to, true)
 	})
 	j := &harness.Elastic{T: t, C: c, ID: jobID}
-	c.RunJob(t, elasticJob, "name="+jobID, "workers=1", "ps=1",
+	c.RunJob(t, elasticJob(driver), "name="+jobID, "workers=1", "ps=1",
 		fmt.Sprintf("steps=%d", elasticSteps), "compute_per_sample=1ms")
 
 	co := j.Coordinator(nil)
@@ -76,10 +73,10 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	must.StrContains(t, j.Log(co), "compute=modelled 1ms/sample")
 	// An on-demand checkpoint through the servers' sidecar: `trainer ps`
 	// polls its request file.
-	roleEvent(t, c, co, "checkpoint", `Checkpoint sidecar for task "ps" started`)
+	c.WaitDriverEvent(t, co, "checkpoint", `Checkpoint sidecar for task "ps" started`)
 	_, err := c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", co, "checkpoint")
 	must.NoError(t, err)
-	roleEvent(t, c, co, "checkpoint", "Checkpoint saved (on demand)")
+	c.WaitDriverEvent(t, co, "checkpoint", "Checkpoint saved (on demand)")
 	must.StrContains(t, j.Log(co), "checkpoint step=")
 	j.Reshape(co)
 	j.Suspend(co, "commit", "Checkpoint saved (exit)")
@@ -89,7 +86,7 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	j.Scale("worker", 2)
 	old := map[string]bool{co: true}
 	co = j.Coordinator(old)
-	roleEvent(t, c, co, "restore", "Checkpoint restored")
+	c.WaitDriverEvent(t, co, "restore", "Checkpoint restored")
 	j.WaitLog(co, "resumed", func(log string) bool { return strings.Contains(log, "resumed step=") })
 	j.WaitShape(co, 2, 2)
 
@@ -99,18 +96,18 @@ func elasticRun(t *testing.T, c *harness.C, jobID, from, to string) {
 	must.StrContains(t, j.Log(co), "leaving: taking its slice")
 
 	t.Logf("migrate the coordinating server from %s to %s", from, to)
-	setEligible(t, c, to, true)
-	setEligible(t, c, from, false)
+	c.Eligible(t, to, true)
+	c.Eligible(t, from, false)
 	_, err = c.CLI(t, "alloc", "stop", "-detach", co)
 	must.NoError(t, err)
 	old[co] = true
 	co = j.Coordinator(old)
 	a, _, err := c.Nomad.Allocations().Info(co, nil)
 	must.NoError(t, err)
-	must.Eq(t, to, a.NodeName, must.Sprint("the replacement coordinator runs on the other runtime"))
-	roleEvent(t, c, co, "restore", "Checkpoint restored")
+	must.Eq(t, to, a.NodeName, must.Sprint("the replacement coordinator runs on the other client"))
+	c.WaitDriverEvent(t, co, "restore", "Checkpoint restored")
 	j.WaitLog(co, "resumed", func(log string) bool { return strings.Contains(log, "resumed step=") })
-	j.Scale("worker", 4) // finish sooner; the new workers run on the other runtime
+	j.Scale("worker", 4) // finish sooner; the new workers run on the other client
 
 	step, hash, log := j.Final(co)
 	must.Eq(t, strconv.Itoa(elasticSteps), step)

@@ -1,4 +1,4 @@
-package containers_test
+package elastic_test
 
 import (
 	"strconv"
@@ -13,8 +13,9 @@ import (
 )
 
 // TestContainers_PyTorchElastic runs the elastic PyTorch job as containers
-// of the image built from Debian's python3-torch
-// (jobspecs/train-pytorch-elastic-docker.nomad.hcl, dockerd on client1)
+// of the image built from Debian's python3-torch, under Nomad's docker
+// driver (jobspecs/train-pytorch-elastic-docker.nomad.hcl) and under its
+// podman driver (train-pytorch-elastic-podman.nomad.hcl), on one client,
 // through 1 -> 2 -> 1 workers, a suspend (scale 0: the launcher commits the
 // workers' live snapshot on SIGTERM, the poststop task commits it to the
 // store) and a resume as 2 workers (both prestart tasks restore it, index
@@ -27,21 +28,29 @@ import (
 func TestContainers_PyTorchElastic(t *testing.T) {
 	c := harness.Cluster(t)
 	harness.RequireTorch(t)
-	loadImages(t, c)
-	rt := runtimes[0]
-	requireRuntime(t, c, rt.client, rt.name)
-	const ref, job = "ctr-pte-host", "ctr-pte-docker"
+	c.LoadImages(t)
+	const ref = "ctr-pte-host"
 	c.StopJob(t, ref)
-	c.StopJob(t, job)
 	c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(ref)...)
-	c.RunJob(t, "jobspecs/train-pytorch-elastic-docker.nomad.hcl", "name="+job, "runtime="+rt.name,
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) { pytorchElastic(t, c, ref, d.Name, d.Client) })
+	}
+}
+
+// pytorchElastic runs TestContainers_PyTorchElastic's scenario under the
+// driver on the client, against the host job ref.
+func pytorchElastic(t *testing.T, c *harness.C, ref, driver, client string) {
+	c.RequireDriver(t, client, driver)
+	job := "ctr-pte-" + driver
+	c.StopJob(t, job)
+	c.RunJob(t, "jobspecs/train-pytorch-elastic-"+driver+".nomad.hcl", "name="+job, "nodes="+client,
 		"steps="+strconv.Itoa(harness.PyTorchSteps), harness.PyTorchPace)
 	j := c.PyTorch(t, job)
 
 	// 1 -> 2: the first worker leaves at an agreed step with a live snapshot;
 	// both ranks of the new group start from that step.
 	first := j.RunningWorkers(1)[0]
-	roleEvent(t, c, first.ID, "restore", "No checkpoint under")
+	c.WaitDriverEvent(t, first.ID, "restore", "No checkpoint under")
 	up, two := j.GrowToTwo(first, 500)
 
 	// 2 -> 1: the stopped container commits its live snapshot on SIGTERM
@@ -50,14 +59,14 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	stopped, kept := j.StoppedAndKept(two)
 	snap2, down := j.Regroup(kept.ID, 2, 1, up)
 	must.Eq(t, snap2, down, must.Sprint("the group of 1 did not start from the step the group of 2 stopped at"))
-	ev := roleEvent(t, c, stopped.ID, "commit", "Checkpoint saved (exit)")
+	ev := c.WaitDriverEvent(t, stopped.ID, "commit", "Checkpoint saved (exit)")
 	must.Eq(t, strconv.Itoa(snap2), ev.Details["step"],
 		must.Sprint("the stopped worker's checkpoint is not the step the group stopped at"))
 	j.WaitStepWorkers([]*nomadapi.AllocationListStub{kept}, down+1, 1)
 
 	// Suspend: the last worker commits on its kill signal; resume restores it.
 	j.Scale(0)
-	saved := roleEvent(t, c, kept.ID, "commit", "Checkpoint saved (exit)")
+	saved := c.WaitDriverEvent(t, kept.ID, "commit", "Checkpoint saved (exit)")
 	c.WaitAllocStatus(t, kept.ID, nomadapi.AllocClientStatusComplete, 3*time.Minute)
 	savedStep, err := strconv.Atoi(saved.Details["step"])
 	must.NoError(t, err)
@@ -69,7 +78,7 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	resumedTwo := j.RunningWorkers(2)
 	var restored *nomadapi.TaskEvent
 	for _, a := range resumedTwo {
-		ev := roleEvent(t, c, a.ID, "restore", "Checkpoint restored")
+		ev := c.WaitDriverEvent(t, a.ID, "restore", "Checkpoint restored")
 		t.Logf("resumed %s: %s", a.Name, ev.DriverMessage)
 		must.Eq(t, saved.Details["step"], ev.Details["step"],
 			must.Sprintf("worker %s restored %q, not the suspend's checkpoint", a.Name, ev.DriverMessage))
@@ -100,6 +109,6 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic in %s containers: 1 -> 2 at step %d, 2 -> 1 at step %d, suspended at step %d "+
 		"(generation %s), restored in %s; eval loss %.9f vs the uninterrupted host run's %.9f (|diff| %.2g, "+
-		"tolerance %g); params equal bit for bit: %v", rt.name, up, down, savedStep, saved.Details["generation"],
+		"tolerance %g); params equal bit for bit: %v", driver, up, down, savedStep, saved.Details["generation"],
 		restored.Details["duration"], got, want, diff, harness.PyTorchLossTolerance, same)
 }

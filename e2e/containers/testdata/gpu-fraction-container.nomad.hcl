@@ -1,8 +1,8 @@
 # A fraction of one GPU in a container: jobspecs/gpu-fraction.nomad.hcl with
-# Nomad's docker driver and the locally built envprobe image (a FROM scratch
-# image that prints its environment and which of its arguments are
-# directories, then sleeps). The client the job is pinned to decides the
-# runtime: dockerd or podman (node meta caravan.container_runtime).
+# a container driver (var.driver: Nomad's docker driver against dockerd, or
+# Nomad's podman driver against podman) and the locally built envprobe image
+# (a FROM scratch image that prints its environment and which of its
+# arguments are directories, then sleeps).
 
 variable "job_name" {
   type    = string
@@ -12,6 +12,17 @@ variable "job_name" {
 variable "shares" {
   type    = number
   default = 2
+}
+
+variable "driver" {
+  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
+  type        = string
+  default     = "docker"
+
+  validation {
+    condition     = contains(["docker", "podman"], var.driver)
+    error_message = "The driver must be docker or podman."
+  }
 }
 
 variable "node" {
@@ -53,7 +64,7 @@ job "gpu-fraction-container" {
     }
 
     task "worker" {
-      driver = "docker"
+      driver = var.driver
 
       config {
         image        = var.image

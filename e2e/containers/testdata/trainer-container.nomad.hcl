@@ -1,12 +1,23 @@
 # caravan's trainer in the locally built FROM scratch image
 # (localhost/caravan-trainer:local, scripts/build-images.sh), run to its
-# last step by Nomad's docker driver on the pinned client; the client decides
-# the runtime (dockerd or podman). No checkpointing: the final line carries
-# the parameters' SHA-256.
+# last step on the pinned client by a container driver (var.driver: docker
+# or podman). No checkpointing: the final line carries the parameters'
+# SHA-256.
 
 variable "job_name" {
   type    = string
   default = "trainer-container"
+}
+
+variable "driver" {
+  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
+  type        = string
+  default     = "docker"
+
+  validation {
+    condition     = contains(["docker", "podman"], var.driver)
+    error_message = "The driver must be docker or podman."
+  }
 }
 
 variable "node" {
@@ -41,7 +52,7 @@ job "trainer-container" {
     }
 
     task "trainer" {
-      driver = "docker"
+      driver = var.driver
 
       config {
         image        = "localhost/caravan-trainer:local"
