@@ -73,36 +73,43 @@ func taskStarted(t *testing.T, c *harness.C, allocID, taskName string) {
 
 // TestDriver_ContainerIgnoresCheckpointRequests: a container that wrote one
 // checkpoint, then answers neither the sidecar's request nor its kill
-// signal. Expected: the on-demand request fails with an event at the
-// sidecar's timeout; the stop ends at the kill timeout (5 s), not later;
-// the poststop task commits the last complete checkpoint, nothing
-// half-written; the replacement allocation restores it.
+// signal, under Nomad's docker driver and under its podman driver.
+// Expected: the on-demand request fails with an event at the sidecar's
+// timeout; the stop ends at the kill timeout (5 s), not later; the poststop
+// task commits the last complete checkpoint, nothing half-written; the
+// replacement allocation restores it.
 func TestDriver_ContainerIgnoresCheckpointRequests(t *testing.T) {
 	c := harness.Cluster(t)
 	loadAdversaryImage(t, c)
-	a := newAdversary(t)
-	a.c.RunJob(t, containerJob, "name="+a.job, "case=ignore", "sentinel="+a.sentinel)
-	al := a.running(t)
-	taskStarted(t, a.c, al.ID, task)
-	a.logged(t, al.ID, "planted ignore")
-	_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, "checkpoint")
-	must.NoError(t, err)
-	a.taskEvent(t, al.ID, "checkpoint", "Checkpoint failed (on demand): timed out")
-	must.Eq(t, uint64(0), a.newest(t))
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
+			a := newAdversary(t)
+			a.c.RunJob(t, containerJob, "name="+a.job, "case=ignore", "sentinel="+a.sentinel, "driver="+d.Name, "node="+d.Client)
+			al := a.running(t)
+			taskStarted(t, a.c, al.ID, task)
+			a.logged(t, al.ID, "planted ignore")
+			_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, "checkpoint")
+			must.NoError(t, err)
+			a.taskEvent(t, al.ID, "checkpoint", "Checkpoint failed (on demand): timed out")
+			must.Eq(t, uint64(0), a.newest(t))
 
-	took := a.stopAlloc(t, al.ID)
-	must.Less(t, time.Minute, took, must.Sprintf("stop took %s with kill_timeout = 5s", took))
-	must.Greater(t, 5*time.Second, took, must.Sprintf("stop took %s: the container was not left its kill_timeout", took))
-	a.taskEvent(t, al.ID, "commit", "Checkpoint saved (exit): generation 1 at step 1")
-	must.Eq(t, uint64(1), a.newest(t))
-	next := a.running(t, al.ID) // Nomad replaces a stopped allocation
-	a.taskEvent(t, next.ID, "restore", "Checkpoint restored: generation 1 (step 1)")
-	a.untouched(t)
-	t.Logf("stop of a container deaf to SIGTERM took %s (kill_timeout 5s)", took.Round(10*time.Millisecond))
+			took := a.stopAlloc(t, al.ID)
+			must.Less(t, time.Minute, took, must.Sprintf("stop took %s with kill_timeout = 5s", took))
+			must.Greater(t, 5*time.Second, took, must.Sprintf("stop took %s: the container was not left its kill_timeout", took))
+			a.taskEvent(t, al.ID, "commit", "Checkpoint saved (exit): generation 1 at step 1")
+			must.Eq(t, uint64(1), a.newest(t))
+			next := a.running(t, al.ID) // Nomad replaces a stopped allocation
+			a.taskEvent(t, next.ID, "restore", "Checkpoint restored: generation 1 (step 1)")
+			a.untouched(t)
+			t.Logf("%s: stop of a container deaf to SIGTERM took %s (kill_timeout 5s)", d.Name, took.Round(10*time.Millisecond))
+		})
+	}
 }
 
 // TestDriver_ContainerCheckpointDir: the driver's hardening, against a
-// docker task (rootful dockerd: what the container writes into /alloc is
+// container task under Nomad's docker driver and under its podman driver
+// (rootful dockerd and podman: what the container writes into /alloc is
 // written as host root, CAP_MKNOD included) and caravan's checkpoint role
 // tasks, which run as host root and reach the container's checkpoint only
 // through the allocation directory. The container plants a symlink to a
@@ -129,38 +136,47 @@ func TestDriver_ContainerCheckpointDir(t *testing.T) {
 		{"hardlink", ""},
 		{"request-symlink", ""},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAdversary(t)
-			a.c.RunJob(t, containerJob, "name="+a.job, "case="+tc.name, "sentinel="+a.sentinel)
-			al := a.running(t)
-			taskStarted(t, a.c, al.ID, task) // the allocation runs from its prestart task on
-			a.logged(t, al.ID, "planted "+tc.name)
-			if tc.name == "request-symlink" {
-				_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, "checkpoint")
-				must.NoError(t, err)
-				// The container never answers: the request times out.
-				a.taskEvent(t, al.ID, "checkpoint", "Checkpoint failed (on demand): timed out")
-				a.untouched(t)
+	for _, d := range harness.ContainerDrivers {
+		t.Run(d.Name, func(t *testing.T) {
+			c.RequireDriver(t, d.Client, d.Name)
+			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) { containerAttack(t, d, tc.name, tc.want) })
 			}
-			took := a.stopAlloc(t, al.ID)
-			must.Less(t, time.Minute, took, must.Sprintf("stop took %s with kill_timeout = 5s", took))
-			switch tc.want {
-			case "":
-				if tc.name == "hardlink" {
-					a.taskEvent(t, al.ID, "commit", "Checkpoint saved (exit): generation 1")
-					must.Eq(t, uint64(1), a.newest(t))
-				}
-			default:
-				a.taskEvent(t, al.ID, "commit", tc.want)
-				must.Eq(t, uint64(0), a.newest(t), must.Sprint("something was committed from the planted directory"))
-			}
-			for _, name := range []string{"commit", "checkpoint", "restore"} {
-				for _, e := range a.c.TaskEvents(t, al.ID, name) {
-					must.StrNotContains(t, e.DriverMessage+e.DisplayMessage+fmt.Sprint(e.Details), "HOST-SECRET")
-				}
-			}
-			a.untouched(t)
 		})
 	}
+}
+
+// containerAttack runs one case of TestDriver_ContainerCheckpointDir under
+// the driver: want is the commit task's event, "" when it saves.
+func containerAttack(t *testing.T, d harness.ContainerDriver, name, want string) {
+	a := newAdversary(t)
+	a.c.RunJob(t, containerJob, "name="+a.job, "case="+name, "sentinel="+a.sentinel, "driver="+d.Name, "node="+d.Client)
+	al := a.running(t)
+	taskStarted(t, a.c, al.ID, task) // the allocation runs from its prestart task on
+	a.logged(t, al.ID, "planted "+name)
+	if name == "request-symlink" {
+		_, err := a.c.CLI(t, "alloc", "signal", "-s", "SIGUSR1", al.ID, "checkpoint")
+		must.NoError(t, err)
+		// The container never answers: the request times out.
+		a.taskEvent(t, al.ID, "checkpoint", "Checkpoint failed (on demand): timed out")
+		a.untouched(t)
+	}
+	took := a.stopAlloc(t, al.ID)
+	must.Less(t, time.Minute, took, must.Sprintf("stop took %s with kill_timeout = 5s", took))
+	switch want {
+	case "":
+		if name == "hardlink" {
+			a.taskEvent(t, al.ID, "commit", "Checkpoint saved (exit): generation 1")
+			must.Eq(t, uint64(1), a.newest(t))
+		}
+	default:
+		a.taskEvent(t, al.ID, "commit", want)
+		must.Eq(t, uint64(0), a.newest(t), must.Sprint("something was committed from the planted directory"))
+	}
+	for _, task := range []string{"commit", "checkpoint", "restore"} {
+		for _, e := range a.c.TaskEvents(t, al.ID, task) {
+			must.StrNotContains(t, e.DriverMessage+e.DisplayMessage+fmt.Sprint(e.Details), "HOST-SECRET")
+		}
+	}
+	a.untouched(t)
 }

@@ -1,8 +1,10 @@
 # The adversarial container: the caravan-adversary image (FROM scratch,
-# scripts/build-images.sh) as a docker task on client1 (dockerd, rootful:
-# what it writes into /alloc is written as host root), beside caravan's
-# checkpoint role tasks, which run as host root. It plants one attack in the
-# shared checkpoint directory (/alloc/checkpoint) and waits to be stopped.
+# scripts/build-images.sh) as a task of a container driver (var.driver:
+# Nomad's docker driver against the rootful dockerd, or its podman driver
+# against the rootful podman service: either way what it writes into /alloc
+# is written as host root), beside caravan's checkpoint role tasks, which run
+# as host root. It plants one attack in the shared checkpoint directory
+# (/alloc/checkpoint) and waits to be stopped.
 
 variable "name" {
   type = string
@@ -16,6 +18,16 @@ variable "sentinel" {
   type = string
 }
 
+variable "driver" {
+  type    = string
+  default = "docker"
+}
+
+variable "node" {
+  type    = string
+  default = "client1"
+}
+
 job "adv-container" {
   id          = var.name
   name        = var.name
@@ -24,7 +36,7 @@ job "adv-container" {
 
   constraint {
     attribute = "${node.unique.name}"
-    value     = "client1"
+    value     = var.node
   }
 
   group "g" {
@@ -39,7 +51,7 @@ job "adv-container" {
     }
 
     task "t" {
-      driver       = "docker"
+      driver       = var.driver
       kill_timeout = "5s"
 
       config {
