@@ -127,9 +127,12 @@ client {
   min_dynamic_port  = %[5]d
   max_dynamic_port  = %[6]d
 
+  # Docker stays allowed: an agent whose config has a plugin "docker"
+  # block (the client snippet's) reaches the cluster's dockerd; without one
+  # the driver finds no daemon at its default socket and stays undetected.
   options {
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-    "driver.denylist"      = "docker,qemu,java"
+    "driver.denylist"      = "qemu,java"
   }
 }
 
