@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/hashicorp/nomad/drivers/shared/eventer"
@@ -27,12 +28,14 @@ const (
 	annotationTaskDuration = "task_duration"
 )
 
-// taskEmitter emits events for one task.
+// taskEmitter emits events for one task; with out set it also writes each
+// event's message, timestamped, there (a role task's stdout log).
 type taskEmitter struct {
 	eventer *eventer.Eventer
 	taskID  string
 	name    string
 	allocID string
+	out     io.Writer
 }
 
 func newTaskEmitter(e *eventer.Eventer, cfg *drivers.TaskConfig) *taskEmitter {
@@ -40,15 +43,22 @@ func newTaskEmitter(e *eventer.Eventer, cfg *drivers.TaskConfig) *taskEmitter {
 }
 
 func (e *taskEmitter) emit(annotations map[string]string, format string, args ...any) {
-	if e == nil || e.eventer == nil {
+	if e == nil {
+		return
+	}
+	now, msg := time.Now(), fmt.Sprintf(format, args...)
+	if e.out != nil {
+		_, _ = fmt.Fprintf(e.out, "%s %s\n", now.UTC().Format(time.RFC3339Nano), msg)
+	}
+	if e.eventer == nil {
 		return
 	}
 	_ = e.eventer.EmitEvent(&drivers.TaskEvent{
 		TaskID:      e.taskID,
 		TaskName:    e.name,
 		AllocID:     e.allocID,
-		Timestamp:   time.Now(),
-		Message:     fmt.Sprintf(format, args...),
+		Timestamp:   now,
+		Message:     msg,
 		Annotations: annotations,
 	})
 }

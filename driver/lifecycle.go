@@ -83,6 +83,8 @@ func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *
 		return nil, nil, err
 	}
 	state := &TaskState{TaskConfig: cfg, DriverConfig: tc, StartedAt: started}
+	logs := openRoleLogs(cfg, logger)
+	events.out = logs.stdout()
 	var h *taskHandle
 	switch cc.Role {
 	case RoleRestore:
@@ -90,8 +92,11 @@ func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *
 	case RoleCommit:
 		err = d.roleCommit(cfg, cc, cd, key, events, logger)
 	case RoleSidecar:
-		h = d.startSidecar(cfg, cc, cd, key, started, logger)
+		h = d.startSidecar(cfg, cc, cd, key, started, logs, logger)
 		state.Checkpoint = &CheckpointState{Dir: cd.path(), Key: key}
+	}
+	if h == nil {
+		logs.close() // restore and commit are done; the sidecar closes its own
 	}
 	if err != nil {
 		return nil, nil, err
@@ -128,7 +133,8 @@ func (d *Driver) recoverRoleTask(ts *TaskState) error {
 		return fmt.Errorf("checkpoint.dir: %w", err)
 	}
 	logger := d.logger.With("task_name", ts.TaskConfig.Name, "alloc_id", ts.TaskConfig.AllocID)
-	d.tasks.Set(ts.TaskConfig.ID, d.startSidecar(ts.TaskConfig, cc, cd, ts.Checkpoint.Key, ts.StartedAt, logger))
+	logs := openRoleLogs(ts.TaskConfig, logger)
+	d.tasks.Set(ts.TaskConfig.ID, d.startSidecar(ts.TaskConfig, cc, cd, ts.Checkpoint.Key, ts.StartedAt, logs, logger))
 	return nil
 }
 

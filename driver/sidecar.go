@@ -33,12 +33,14 @@ type sidecar struct {
 	stop    chan struct{} // closed by StopTask: the checkpointer's "exited"
 	once    sync.Once
 	reqSeq  atomic.Uint64
+	logs    *roleLogs // its stdout and stderr, closed when it stops
 }
 
 // startSidecar starts the sidecar role's loop and returns its handle.
-func (d *Driver) startSidecar(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, started time.Time, logger hclog.Logger) *taskHandle {
+func (d *Driver) startSidecar(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, started time.Time, logs *roleLogs, logger hclog.Logger) *taskHandle {
 	events := newTaskEmitter(d.eventer, cfg)
-	s := &sidecar{cd: cd, stop: make(chan struct{})}
+	events.out = logs.stdout()
+	s := &sidecar{cd: cd, stop: make(chan struct{}), logs: logs}
 	s.ckpt = &checkpointer{
 		logger:  logger.Named("checkpoint"),
 		store:   d.checkpointStore,
@@ -188,6 +190,7 @@ func (s *sidecar) shutdown(h *taskHandle, timeout time.Duration) {
 		h.procState = drivers.TaskStateExited
 		h.completedAt = time.Now()
 		h.stateLock.Unlock()
+		s.logs.close()
 		close(h.doneCh)
 	})
 }
