@@ -34,9 +34,19 @@ func benchBytes() int64 {
 	return 1 << 30
 }
 
+// benchChunkSize is the store's chunk size in the benchmark: the default
+// (4 MiB), or $CARAVAN_STORE_BENCH_CHUNK bytes (as a driver's
+// checkpoint_chunk_size would set it). The second commit's changes are
+// placed the same way whatever the chunk size.
+func benchChunkSize() int {
+	v, _ := strconv.Atoi(os.Getenv("CARAVAN_STORE_BENCH_CHUNK"))
+	return v
+}
+
 // BenchmarkS3 puts, side by side in one run against the real SeaweedFS
 // server (CARAVAN_S3_TESTS=1, else skipped), the store's commit and restore
-// of a 1 GiB checkpoint (one file) and the same client's raw single-object PUT and GET
+// of a 1 GiB checkpoint (one file; 4 MiB chunks, or CARAVAN_STORE_BENCH_CHUNK
+// bytes) and the same client's raw single-object PUT and GET
 // of the same bytes, then a second commit with 10% of the chunks changed
 // (metric uploaded_%: bytes uploaded / checkpoint bytes). commit_vs_raw_put
 // alternates raw PUTs and commits in one loop, so that both meet the same
@@ -57,7 +67,7 @@ func BenchmarkS3(b *testing.B) {
 	_, _ = rand.Read(data)
 	must.NoError(b, os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644))
 	ctx := context.Background()
-	s, err := store.OpenBackend(be, store.Options{Retain: 2})
+	s, err := store.OpenBackend(be, store.Options{Retain: 2, ChunkSize: benchChunkSize()})
 	must.NoError(b, err)
 	key := store.Key{Namespace: "bench", Job: "j", Group: "g", Task: "t"}
 
