@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -48,17 +47,21 @@ func benchChunkSize() int {
 // of a 1 GiB checkpoint (one file; 4 MiB chunks, or CARAVAN_STORE_BENCH_CHUNK
 // bytes) and the same client's raw single-object PUT and GET
 // of the same bytes, then a second commit with 10% of the chunks changed
-// (metric uploaded_%: bytes uploaded / checkpoint bytes). commit_vs_raw_put
-// alternates raw PUTs and commits in one loop, so that both meet the same
-// load of a shared machine (metric commit/raw_put). Each part also
+// (metric uploaded_%: bytes uploaded / checkpoint bytes). Each part also
 // reports the CPU time per operation of this process (client_cpu_ms/op)
 // and of the server (server_cpu_ms/op), untimed set-up included: where
 // client and server share the machine's cores, their sum bounds the speed.
+// CARAVAN_S3_BENCH_RTT (e.g. 5ms) puts a proxy adding that round trip
+// between client and server, as a remote server would (its copying counts
+// as the client's CPU).
 //
 //	CARAVAN_S3_TESTS=1 go test -run '^$' -bench BenchmarkS3 -benchtime 3x ./driver/store/s3store
 func BenchmarkS3(b *testing.B) {
 	srv := requireServer(b)
 	c := srv.newBucket(b)
+	if rtt := benchRTT(b); rtt > 0 {
+		c.Endpoint = latencyProxy(b, c.Endpoint, rtt)
+	}
 	benchSize := benchBytes()
 	be, err := newBackend(c)
 	must.NoError(b, err)
@@ -95,37 +98,6 @@ func BenchmarkS3(b *testing.B) {
 			must.NoError(b, err)
 			must.Eq(b, int64(benchSize), st.NewBytes)
 		}
-	})
-	b.Run("commit_vs_raw_put", func(b *testing.B) {
-		// The goal's comparison, less exposed to the load of a shared
-		// machine than two parts run one after the other: each iteration
-		// makes one raw PUT and one commit (into an emptied store, untimed),
-		// which of them first alternating, and the metrics compare their
-		// times summed over the same iterations (ns/op is the pair's, the
-		// emptying of the store included).
-		var raw, commit time.Duration
-		for i := 0; b.Loop(); i++ {
-			for j := range 2 {
-				if (i+j)%2 == 0 {
-					t0 := time.Now()
-					_, err := be.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(c.Bucket), Key: be.key("raw/model.bin"),
-						Body: bytes.NewReader(data), ContentLength: aws.Int64(benchSize)})
-					raw += time.Since(t0)
-					must.NoError(b, err)
-					continue
-				}
-				clearStore(b, be)
-				t0 := time.Now()
-				_, st, err := s.Commit(ctx, key, src, "bench", nil)
-				commit += time.Since(t0)
-				must.NoError(b, err)
-				must.Eq(b, int64(benchSize), st.NewBytes)
-			}
-		}
-		n := float64(b.N) * float64(benchSize) / 1e6
-		b.ReportMetric(n/raw.Seconds(), "raw_put_MB/s")
-		b.ReportMetric(n/commit.Seconds(), "commit_MB/s")
-		b.ReportMetric(raw.Seconds()/commit.Seconds(), "commit/raw_put")
 	})
 	b.Run("raw_get", func(b *testing.B) {
 		b.SetBytes(benchSize)
