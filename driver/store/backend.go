@@ -87,8 +87,8 @@ type Unwrapper interface {
 // second time over plain HTTP, and the server checks the body against it,
 // so a chunk damaged on its way is refused instead of stored.
 type DigestPutter interface {
-	// PutSHA256 is Put (not ifAbsent) of data whose SHA-256 is sum.
-	PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte) error
+	// PutSHA256 is Put of data whose SHA-256 is sum.
+	PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte, ifAbsent bool) error
 }
 
 // ObjectInfo describes one stored object.

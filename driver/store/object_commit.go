@@ -21,8 +21,9 @@ import (
 const maxPublishTries = 64
 
 // commitObject is CommitRoot for an object store. Chunks are uploaded (those
-// the store lacks, by a HEAD of their name) and confirmed by the server
-// before the manifest is written; the manifest is written with a
+// the store lacks: found by a HEAD of their name, or by a conditional create
+// once the commit's new chunks prove new) and confirmed by the server before
+// the manifest is written; the manifest is written with a
 // conditional create, so two commits can never publish the same generation,
 // and a failed or killed commit leaves only unreferenced chunks for GC.
 func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
@@ -56,10 +57,11 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
-	if err := s.checkNotStaleObject(ctx, prefix, gens, meta); err != nil {
+	parent, err := s.checkNotStaleObject(ctx, prefix, gens, meta)
+	if err != nil {
 		return nil, CommitStats{}, err
 	}
-	newBytes, err := s.uploadChunks(ctx, src, files, s.touchBefore(l.at))
+	newBytes, err := s.uploadChunks(ctx, src, files, chunkSet(parent), s.touchBefore(l.at))
 	if err != nil {
 		return nil, CommitStats{}, err
 	}
@@ -100,26 +102,42 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 }
 
 // checkNotStaleObject is checkNotStale reading manifests from the backend.
-func (s *Store) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) error {
+// It returns the newest of gens whose manifest parses (nil when none does),
+// whose chunks the commit expects to find in the store. Without ordering
+// meta a failure to read it is no error: the commit then expects nothing.
+func (s *Store) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) (*Manifest, error) {
 	p := positionOf(meta)
-	if !p.hasSeq {
-		return nil
-	}
 	for _, g := range slices.Backward(gens) {
 		m, err := s.readObjectManifest(ctx, prefix, g)
 		switch {
 		case err == nil:
-			if q := positionOf(m.Meta); p.olderThan(q) {
-				return fmt.Errorf("%w: %s is older than generation %d (%s)", ErrStale, p, g, q)
+			if q := positionOf(m.Meta); p.hasSeq && p.olderThan(q) {
+				return nil, fmt.Errorf("%w: %s is older than generation %d (%s)", ErrStale, p, g, q)
 			}
-			return nil
+			return m, nil
 		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrObjectNotFound):
 			continue
+		case !p.hasSeq:
+			s.logger.Debug("previous manifest not read", "generation", g, "error", err)
+			return nil, nil
 		default:
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// chunkSet returns the digests of the chunks m names (none for nil).
+func chunkSet(m *Manifest) map[string]bool {
+	set := map[string]bool{}
+	if m != nil {
+		for _, f := range m.Files {
+			for _, c := range f.Chunks {
+				set[c] = true
+			}
+		}
+	}
+	return set
 }
 
 // publishObject writes m as generation gen with a conditional create; when
@@ -141,7 +159,7 @@ func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, g
 		hook(stepManifestTempWritten)
 		err = s.backend.Put(ctx, prefix+manifestName(gen), b, true)
 		if errors.Is(err, ErrObjectExists) {
-			if err := s.checkNotStaleObject(ctx, prefix, []uint64{gen}, meta); err != nil {
+			if _, err := s.checkNotStaleObject(ctx, prefix, []uint64{gen}, meta); err != nil {
 				return err
 			}
 			gen++
@@ -165,16 +183,17 @@ func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, g
 // uploadChunks hashes every chunk of the regular files in files (filling in
 // Chunks and SHA256) and uploads those the backend lacks, with s.workers
 // goroutines, each holding at most one chunk (a slice of the file's map, or
-// one chunk-sized buffer). It returns the bytes uploaded. Every chunk is
-// confirmed by the server when it returns nil.
-func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, touchBefore time.Time) (int64, error) {
+// one chunk-sized buffer). known holds the digests of the chunks the key's
+// newest manifest names (see chunkUploader.upload). It returns the bytes
+// uploaded.
+// Every chunk is confirmed by the server when it returns nil.
+func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, known map[string]bool, touchBefore time.Time) (int64, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	jobs := make(chan chunkJob, s.workers*2)
+	u := &chunkUploader{s: s, known: known, touchBefore: touchBefore, seen: map[string]bool{}}
 	var (
-		mu       sync.Mutex
-		seen     = map[string]bool{}
 		uploaded atomic.Int64
 		count    atomic.Int64
 		wg       sync.WaitGroup
@@ -187,7 +206,7 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 			var buf []byte
 			for job := range jobs {
 				if ctx.Err() == nil {
-					n, err := s.uploadChunk(ctx, job, &buf, &mu, seen, touchBefore)
+					n, err := u.upload(ctx, job, &buf)
 					if err != nil {
 						cancel(err)
 					}
@@ -211,8 +230,30 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 		}
 	}
 	hook(stepChunksSynced)
-	s.logger.Debug("chunks uploaded", "duration", time.Since(tStart), "new_chunks", count.Load(), "new_bytes", uploaded.Load())
+	s.logger.Debug("chunks uploaded", "duration", time.Since(tStart), "new_chunks", count.Load(), "new_bytes", uploaded.Load(),
+		"lookups", u.lookups.Load(), "creates", u.creates.Load(), "creates_refused", u.refused.Load())
 	return uploaded.Load(), nil
+}
+
+// createAfterMisses is how many lookups in a row of chunks the key's newest
+// manifest does not name must find nothing before a commit creates such
+// chunks without looking them up first (see chunkUploader.upload).
+const createAfterMisses = 8
+
+// chunkUploader is one commit's upload state, shared by its workers.
+type chunkUploader struct {
+	s           *Store
+	known       map[string]bool // digests the key's newest manifest names
+	touchBefore time.Time
+
+	mu   sync.Mutex
+	seen map[string]bool // digests this commit has handled
+
+	// misses counts the lookups in a row of chunks known does not name
+	// that found nothing; a lookup that finds one, or a refused create,
+	// zeroes it.
+	misses                    atomic.Int64
+	lookups, creates, refused atomic.Int64 // for the log
 }
 
 // copyChunk copies one chunk into *buf (allocated on first use): the HTTP
@@ -244,11 +285,24 @@ func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, err error) {
 	return b, nil
 }
 
-// uploadChunk hashes one chunk and uploads it unless this commit already
-// did or the backend holds an object of its name and size; one held but
-// last written before touchBefore is touched (see touchChunk). It returns
-// the bytes uploaded.
-func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *sync.Mutex, seen map[string]bool, touchBefore time.Time) (int64, error) {
+// upload hashes one chunk and uploads it unless this commit already did or
+// the backend holds an object of its name and size; one held but last
+// written before touchBefore is touched (see touchChunk). It returns the
+// bytes uploaded.
+//
+// A chunk is normally looked up (HEAD) first and uploaded only when
+// missing. Once createAfterMisses lookups in a row of chunks the key's
+// newest manifest does not name have found nothing (the checkpoint's new
+// data), the next such chunks are created at once, conditionally
+// (If-None-Match: *), saving the server a request per new chunk; a create
+// the server refuses (the chunk is there: another key's, or a failed
+// commit's) is handled as a chunk the lookup found, and sends the commit
+// back to looking unnamed chunks up. So a commit of data the store already
+// holds under other keys looks every chunk up and sends no chunk's bytes
+// again, except those of the few creates in flight when the first is
+// refused. Chunks the newest manifest names are always looked up.
+func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (int64, error) {
+	s := u.s
 	b, err := s.copyChunk(job, buf)
 	if err != nil {
 		return 0, err
@@ -256,17 +310,35 @@ func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *
 	sum := sha256.Sum256(b)
 	d := hex.EncodeToString(sum[:])
 	job.entry.Chunks[job.index] = d
-	mu.Lock()
-	dup := seen[d]
-	seen[d] = true
-	mu.Unlock()
+	u.mu.Lock()
+	dup := u.seen[d]
+	u.seen[d] = true
+	u.mu.Unlock()
 	if dup {
 		return 0, nil
 	}
 	name := chunkObject(d)
+	unnamed := !u.known[d]
+	if unnamed && u.misses.Load() >= createAfterMisses {
+		u.creates.Add(1)
+		err := s.putChunk(ctx, name, b, sum, true)
+		if err == nil {
+			hook(stepChunkTempWritten)
+			return int64(len(b)), nil
+		}
+		if !errors.Is(err, ErrObjectExists) {
+			return 0, fmt.Errorf("upload chunk: %w", err)
+		}
+		u.refused.Add(1)
+		u.misses.Store(0)
+	}
+	u.lookups.Add(1)
 	fi, err := s.backend.Stat(ctx, name)
 	if err == nil && fi.Size == int64(len(b)) {
-		if fi.Modified.Before(touchBefore) {
+		if unnamed {
+			u.misses.Store(0)
+		}
+		if fi.Modified.Before(u.touchBefore) {
 			return s.touchChunk(ctx, name, b)
 		}
 		return 0, nil
@@ -274,17 +346,21 @@ func (s *Store) uploadChunk(ctx context.Context, job chunkJob, buf *[]byte, mu *
 	if err != nil && !errors.Is(err, ErrObjectNotFound) {
 		return 0, fmt.Errorf("stat chunk: %w", err)
 	}
-	if err := s.putChunk(ctx, name, b, sum); err != nil {
+	if unnamed && err != nil {
+		u.misses.Add(1)
+	}
+	if err := s.putChunk(ctx, name, b, sum, false); err != nil {
 		return 0, fmt.Errorf("upload chunk: %w", err)
 	}
 	hook(stepChunkTempWritten)
 	return int64(len(b)), nil
 }
 
-// putChunk uploads chunk b, handing its SHA-256 to a backend that takes it.
-func (s *Store) putChunk(ctx context.Context, name string, b []byte, sum [32]byte) error {
+// putChunk uploads chunk b (only if no object has its name, with ifAbsent:
+// else ErrObjectExists), handing its SHA-256 to a backend that takes it.
+func (s *Store) putChunk(ctx context.Context, name string, b []byte, sum [32]byte, ifAbsent bool) error {
 	if dp, ok := s.backend.(DigestPutter); ok {
-		return dp.PutSHA256(ctx, name, b, sum)
+		return dp.PutSHA256(ctx, name, b, sum, ifAbsent)
 	}
-	return s.backend.Put(ctx, name, b, false)
+	return s.backend.Put(ctx, name, b, ifAbsent)
 }

@@ -33,19 +33,35 @@ func benchBytes() int64 {
 	return 1 << 30
 }
 
+// benchChunkSize is the store's chunk size in the benchmark: the default
+// (4 MiB), or $CARAVAN_STORE_BENCH_CHUNK bytes (as a driver's
+// checkpoint_chunk_size would set it). The second commit's changes are
+// placed the same way whatever the chunk size.
+func benchChunkSize() int {
+	v, _ := strconv.Atoi(os.Getenv("CARAVAN_STORE_BENCH_CHUNK"))
+	return v
+}
+
 // BenchmarkS3 puts, side by side in one run against the real SeaweedFS
 // server (CARAVAN_S3_TESTS=1, else skipped), the store's commit and restore
-// of a 1 GiB checkpoint (one file) and the same client's raw single-object PUT and GET
+// of a 1 GiB checkpoint (one file; 4 MiB chunks, or CARAVAN_STORE_BENCH_CHUNK
+// bytes) and the same client's raw single-object PUT and GET
 // of the same bytes, then a second commit with 10% of the chunks changed
 // (metric uploaded_%: bytes uploaded / checkpoint bytes). Each part also
 // reports the CPU time per operation of this process (client_cpu_ms/op)
 // and of the server (server_cpu_ms/op), untimed set-up included: where
 // client and server share the machine's cores, their sum bounds the speed.
+// CARAVAN_S3_BENCH_RTT (e.g. 5ms) puts a proxy adding that round trip
+// between client and server, as a remote server would (its copying counts
+// as the client's CPU).
 //
 //	CARAVAN_S3_TESTS=1 go test -run '^$' -bench BenchmarkS3 -benchtime 3x ./driver/store/s3store
 func BenchmarkS3(b *testing.B) {
 	srv := requireServer(b)
 	c := srv.newBucket(b)
+	if rtt := benchRTT(b); rtt > 0 {
+		c.Endpoint = latencyProxy(b, c.Endpoint, rtt)
+	}
 	benchSize := benchBytes()
 	be, err := newBackend(c)
 	must.NoError(b, err)
@@ -54,7 +70,7 @@ func BenchmarkS3(b *testing.B) {
 	_, _ = rand.Read(data)
 	must.NoError(b, os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644))
 	ctx := context.Background()
-	s, err := store.OpenBackend(be, store.Options{Retain: 2})
+	s, err := store.OpenBackend(be, store.Options{Retain: 2, ChunkSize: benchChunkSize()})
 	must.NoError(b, err)
 	key := store.Key{Namespace: "bench", Job: "j", Group: "g", Task: "t"}
 

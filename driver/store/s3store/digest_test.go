@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -72,14 +73,35 @@ func TestS3_PutSHA256RefusesAMismatchedBody(t *testing.T) {
 	good := []byte("the chunk's bytes")
 	sum := sha256.Sum256(good)
 	name := "chunks/" + hex.EncodeToString(sum[:])
-	must.NoError(t, dp.PutSHA256(ctx, name, good, sum))
+	must.NoError(t, dp.PutSHA256(ctx, name, good, sum, false))
 	rc, size, err := b.Get(ctx, name)
 	must.NoError(t, err)
 	_ = rc.Close()
 	must.Eq(t, int64(len(good)), size)
 
 	bad := []byte("the chunk's bytez")
-	must.Error(t, dp.PutSHA256(ctx, "chunks/other", bad, sum))
+	must.Error(t, dp.PutSHA256(ctx, "chunks/other", bad, sum, false))
 	_, _, err = b.Get(ctx, "chunks/other")
 	must.ErrorIs(t, err, store.ErrObjectNotFound)
+}
+
+// TestS3_PutSHA256IfAbsent creates a chunk conditionally: a second create
+// of the name is refused with ErrObjectExists and the object keeps its
+// first contents.
+func TestS3_PutSHA256IfAbsent(t *testing.T) {
+	srv := requireServer(t)
+	b, err := New(context.Background(), srv.newBucket(t))
+	must.NoError(t, err)
+	dp := b.(store.DigestPutter)
+	ctx := context.Background()
+	first, second := []byte("first"), []byte("second")
+	must.NoError(t, dp.PutSHA256(ctx, "chunks/x", first, sha256.Sum256(first), true))
+	err = dp.PutSHA256(ctx, "chunks/x", second, sha256.Sum256(second), true)
+	must.ErrorIs(t, err, store.ErrObjectExists)
+	rc, _, err := b.Get(ctx, "chunks/x")
+	must.NoError(t, err)
+	got, err := io.ReadAll(rc)
+	_ = rc.Close()
+	must.NoError(t, err)
+	must.Eq(t, first, got)
 }

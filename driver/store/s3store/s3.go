@@ -305,17 +305,33 @@ func (b *Backend) Touch(ctx context.Context, name string) error {
 // PutSHA256 implements store.DigestPutter: the body's SHA-256 goes into
 // the request's signature as given (x-amz-content-sha256), instead of the
 // SDK hashing the body again (over plain HTTP) or sending it unsigned
-// (over TLS). The server checks the body against it.
-func (b *Backend) PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte) error {
+// (over TLS). The server checks the body against it. ifAbsent sends
+// If-None-Match: *.
+//
+// Chunk PUTs do not ask the server for 100-continue (the SDK does for
+// bodies of 2 MiB and more): waiting for it costs a round trip per chunk,
+// and would only spare the body of a refused create, which the store
+// rarely sends (it looks chunks up first unless they prove new) and
+// SeaweedFS reads in full before it answers all the same.
+func (b *Backend) PutSHA256(ctx context.Context, name string, data []byte, sum [32]byte, ifAbsent bool) error {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(b.bucket),
 		Key:           b.key(name),
 		Body:          bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data))),
 	}
-	_, err := b.client.PutObject(ctx, in, withPayloadSHA256(hex.EncodeToString(sum[:])))
+	if ifAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := b.client.PutObject(ctx, in, withPayloadSHA256(hex.EncodeToString(sum[:])), noContinue)
+	if ifAbsent && preconditionFailed(err) {
+		return fmt.Errorf("put %s: %w", name, store.ErrObjectExists)
+	}
 	return b.wrap("put", name, err)
 }
+
+// noContinue keeps the SDK from asking for 100-continue.
+func noContinue(o *s3.Options) { o.ContinueHeaderThresholdBytes = -1 }
 
 // withPayloadSHA256 sets a request's SigV4 payload hash to sum before the
 // signer's own payload-hash step, which then keeps it.

@@ -59,6 +59,7 @@ func Run(t *testing.T, nb NewBackend) {
 		"GCWhileCommitsReuseOldChunks": testGCWhileCommitsReuseOldChunks,
 		"CommitTouchesReusedOldChunks": testCommitTouchesReusedOldChunks,
 		"LostKeyLockNotPublished":      testLostKeyLockNotPublished,
+		"NewChunksNeedNoLookup":        testNewChunksNeedNoLookup,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })
