@@ -26,7 +26,7 @@ case "$1 $2" in
   build*)
     echo "go: downloading example.com/late v1.0.0" >&2
     if [[ -n ${FAKE_BUILD_FAIL:-} ]]; then echo "agent/main.go:3:2: undefined: frobnicate" >&2; exit 1; fi
-    while [[ $1 != -o ]]; do shift; done; echo binary >"$2" && chmod +x "$2" ;;
+    while [[ $1 != -o ]]; do shift; done; echo "binary built with CGO_ENABLED=${CGO_ENABLED-}" >"$2" && chmod +x "$2" ;;
   *) echo "fake go: unexpected: $*" >&2; exit 2 ;;
 esac
 `
@@ -45,7 +45,12 @@ func scriptRoot(t *testing.T, goVersion string) (root string, env []string) {
 	must.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n\ngo 1.25.8\n"), 0o644))
 	bin := t.TempDir()
 	must.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fakeGo), 0o755))
-	env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "FAKE_GO_VERSION="+goVersion,
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CGO_ENABLED=") { // the scripts decide it
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+bin+":/usr/bin:/bin", "FAKE_GO_VERSION="+goVersion,
 		"FAKE_SRC="+filepath.Join(t.TempDir(), "src"), "FAKE_AGENT_GO=1.25.8")
 	return root, env
 }
@@ -123,6 +128,24 @@ func TestBuildHashicorp_Stages(t *testing.T) {
 	out, _, err = runScript(t, root, env, "build-hashicorp.sh", "nomad", "v1.11.3")
 	must.NoError(t, err)
 	must.StrContains(t, out, "cached at build/bin/nomad-v1.11.3")
+}
+
+// TestBuildHashicorp_PodmanDriverWithoutCgo: Nomad's podman driver plugin
+// is built without cgo, as its own GNUmakefile builds it; the agents keep
+// the go command's default.
+func TestBuildHashicorp_PodmanDriverWithoutCgo(t *testing.T) {
+	root, env := scriptRoot(t, "go1.26.8")
+	for _, a := range []struct{ name, version, cgo string }{
+		{"nomad-driver-podman", "v0.6.5", "CGO_ENABLED=0"},
+		{"nomad", "v1.11.3", "CGO_ENABLED=\n"},
+	} {
+		out, errOut, err := runScript(t, root, env, "build-hashicorp.sh", a.name, a.version)
+		must.NoError(t, err, must.Sprint(errOut))
+		must.StrContains(t, out, "[4/4] built build/bin/"+a.name+"-"+a.version)
+		b, err := os.ReadFile(filepath.Join(root, "build", "bin", a.name+"-"+a.version))
+		must.NoError(t, err)
+		must.StrContains(t, string(b), a.cgo, must.Sprintf("%s built with", a.name))
+	}
 }
 
 // TestBuildHashicorp_FailureShowsTheError: a failed compile prints the

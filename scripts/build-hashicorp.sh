@@ -33,8 +33,8 @@ if [[ -x "$out" ]]; then
 fi
 
 pkg=.
-# cgo as the go command would have it, unless the agent is built without.
-cgo=$(go env CGO_ENABLED)
+# CGO_ENABLED for the agent's build: "" leaves the go command's default.
+cgo=""
 case "$name" in
   nomad)
     module=github.com/hashicorp/nomad
@@ -132,7 +132,8 @@ done
 stage 2/4 "fetching its dependencies (a few hundred modules on a cold cache; log: ${log#"$root"/})"
 quietly go list -mod=mod -deps ${tags:+-tags "$tags"} "$pkg" >/dev/null
 stage 3/4 "compiling (the longest stage: many minutes on 2 cores on a cold build cache)"
-CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" CGO_ENABLED=$cgo \
+if [[ -n $cgo ]]; then export CGO_ENABLED=$cgo; fi
+CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" \
   quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" "$pkg"
 mv "$out.tmp" "$out"
 ln -sfn "$name-$version" "$bin_dir/$name"
