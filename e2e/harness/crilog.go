@@ -15,11 +15,10 @@ var criLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|
 // logging driver "nomad") writes to the task's stdout log, stderr lines
 // included, since podman's k8s-file log driver writes into Nomad's fifo.
 func isCRILog(log string) bool {
-	lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
 	if log == "" {
 		return false
 	}
-	for _, l := range lines {
+	for _, l := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
 		if !criLine.MatchString(l) {
 			return false
 		}
