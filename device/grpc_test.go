@@ -31,7 +31,7 @@ func TestGRPC_SimulatedRoundTrip(t *testing.T) {
 		cfg.ProcRoot = proc.root
 		return simulated.New(cfg), nil
 	}
-	client, _ := plugin.TestPluginGRPCConn(t, true, map[string]plugin.Plugin{
+	client, _ := plugin.TestPluginGRPCConn(t, map[string]plugin.Plugin{
 		base.PluginTypeBase:   &base.PluginBase{Impl: impl},
 		base.PluginTypeDevice: &device.PluginDevice{Impl: impl},
 	})

@@ -10,9 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/client/allocdir"
 	"github.com/hashicorp/nomad/helper/uuid"
-	nstructs "github.com/hashicorp/nomad/nomad/structs"
 	"github.com/hashicorp/nomad/plugins/drivers"
-	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/shoenig/test/must"
 	"github.com/shoenig/test/wait"
 )
@@ -93,11 +91,10 @@ func benchTask(b *testing.B, tc *TaskConfig) *drivers.TaskConfig {
 	b.Helper()
 	allocID := uuid.Generate()
 	root := b.TempDir()
-	mounts := b.TempDir()
-	ad := allocdir.NewAllocDir(hclog.NewNullLogger(), root, mounts, allocID)
+	ad := allocdir.NewAllocDir(hclog.NewNullLogger(), root, allocID)
 	must.NoError(b, ad.Build())
-	td := ad.NewTaskDir(&nstructs.Task{Name: "t"})
-	must.NoError(b, td.Build(fsisolation.None, nil, ""))
+	td := ad.NewTaskDir("t")
+	must.NoError(b, td.Build(false, nil))
 	b.Cleanup(func() { _ = ad.Destroy() })
 	cfg := &drivers.TaskConfig{
 		ID: uuid.Generate(), AllocID: allocID, Name: "t", JobName: "train", JobID: "train",

@@ -246,6 +246,11 @@ const (
 	RoleSidecar = "sidecar"
 )
 
+// errUnsupportedOption refuses a raw_exec option that caravan's executor,
+// Nomad's v1.6 one (the last under an open-source licence), cannot honour:
+// a task is refused rather than run without it.
+var errUnsupportedOption = errors.New("not supported by the caravan driver: its executor (from Nomad's open-source v1.6 plugin SDK) cannot set it; remove it from the task config")
+
 // validate checks every field and reports every error at once (joined),
 // each naming its field, so a bad config is fixed in one round.
 func (t *TaskConfig) validate() error {
@@ -258,8 +263,13 @@ func (t *TaskConfig) validate() error {
 	case t.Command != "" && role:
 		bad(fmt.Errorf("command: a task with checkpoint.role = %q runs no command", t.Checkpoint.Role))
 	}
-	if len(t.OverrideCgroupV1) > 0 && t.OverrideCgroupV2 != "" {
-		bad(errors.New("cgroup_v1_override: only one of cgroup_v1_override and cgroup_v2_override may be set"))
+	// The executor of Nomad's last open-source SDK (v1.6) places a task in
+	// a cgroup of its own choosing and cannot be told another one.
+	if len(t.OverrideCgroupV1) > 0 {
+		bad(fmt.Errorf("cgroup_v1_override: %w", errUnsupportedOption))
+	}
+	if t.OverrideCgroupV2 != "" {
+		bad(fmt.Errorf("cgroup_v2_override: %w", errUnsupportedOption))
 	}
 	if t.OOMScoreAdj < 0 || t.OOMScoreAdj > 1000 {
 		bad(fmt.Errorf("oom_score_adj: must be within [0, 1000], got %d", t.OOMScoreAdj))

@@ -17,13 +17,10 @@ import (
 
 	"github.com/hashicorp/consul-template/signals"
 	hclog "github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/client/lib/cgroupslib"
-	"github.com/hashicorp/nomad/client/lib/cpustats"
 	"github.com/hashicorp/nomad/drivers/shared/eventer"
 	"github.com/hashicorp/nomad/drivers/shared/executor"
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/drivers"
-	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
@@ -130,7 +127,7 @@ var (
 	capabilities = &drivers.Capabilities{
 		SendSignals: true,
 		Exec:        true,
-		FSIsolation: fsisolation.None,
+		FSIsolation: drivers.FSIsolationNone,
 		NetIsolationModes: []drivers.NetIsolationMode{
 			drivers.NetIsolationModeHost,
 			drivers.NetIsolationModeGroup,
@@ -149,11 +146,10 @@ type Driver struct {
 	// eventer multiplexes task events to every TaskEvents caller.
 	eventer *eventer.Eventer
 
-	// configLock guards config, nomadConfig and compute.
+	// configLock guards config and nomadConfig.
 	configLock  sync.RWMutex
 	config      *Config
 	nomadConfig *base.ClientDriverConfig
-	compute     cpustats.Compute
 
 	// storeLock guards the lazily opened checkpoint store.
 	storeLock sync.Mutex
@@ -225,7 +221,6 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	d.config = &config
 	if cfg.AgentConfig != nil {
 		d.nomadConfig = cfg.AgentConfig.Driver
-		d.compute = cfg.AgentConfig.Compute()
 	}
 	d.configLock.Unlock()
 
@@ -257,16 +252,16 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	return nil
 }
 
-func (d *Driver) getConfig() (*Config, *base.ClientDriverConfig, cpustats.Compute) {
+func (d *Driver) getConfig() (*Config, *base.ClientDriverConfig) {
 	d.configLock.RLock()
 	defer d.configLock.RUnlock()
-	return d.config, d.nomadConfig, d.compute
+	return d.config, d.nomadConfig
 }
 
 // checkpointStore opens the store on first use and keeps it; an unreachable
 // store is retried on the next call.
 func (d *Driver) checkpointStore() (*store.Store, error) {
-	config, _, _ := d.getConfig()
+	config, _ := d.getConfig()
 	d.storeLock.Lock()
 	defer d.storeLock.Unlock()
 	if d.store != nil {
@@ -385,7 +380,7 @@ func (d *Driver) handleFingerprint(ctx context.Context, ch chan<- *drivers.Finge
 // regardless) and whether the checkpoint store is reachable, as the
 // attribute driver.caravan.checkpoint_store jobs can constrain on.
 func (d *Driver) buildFingerprint() *drivers.Fingerprint {
-	if config, _, _ := d.getConfig(); config == nil || !config.Enabled {
+	if config, _ := d.getConfig(); config == nil || !config.Enabled {
 		return &drivers.Fingerprint{Health: drivers.HealthStateUndetected, HealthDescription: "disabled"}
 	}
 	attrs := map[string]*pstructs.Attribute{
@@ -445,9 +440,8 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 	if err != nil {
 		return fmt.Errorf("failed to build ReattachConfig from task state: %w", err)
 	}
-	_, _, compute := d.getConfig()
 	logger := d.logger.With("task_name", handle.Config.Name, "alloc_id", handle.Config.AllocID)
-	exec, pluginClient, err := executor.ReattachToExecutor(plugRC, logger, compute)
+	exec, pluginClient, err := executor.ReattachToExecutor(plugRC, logger)
 	if err != nil {
 		return fmt.Errorf("failed to reattach to executor: %w", err)
 	}
@@ -569,11 +563,10 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err := cfg.DecodeDriverConfig(&tc); err != nil {
 		return nil, nil, fmt.Errorf("failed to decode driver config: %w", err)
 	}
-	tc.OverrideCgroupV2 = cgroupslib.CustomPathCG2(tc.OverrideCgroupV2)
 	if err := tc.validate(); err != nil {
 		return nil, nil, fmt.Errorf("invalid caravan task config: %w", err)
 	}
-	config, nomadConfig, compute := d.getConfig()
+	config, nomadConfig := d.getConfig()
 	if nomadConfig == nil {
 		return nil, nil, errors.New("driver has no agent configuration yet (SetConfig not called)")
 	}
@@ -617,7 +610,6 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	executorConfig := &executor.ExecutorConfig{
 		LogFile:  filepath.Join(cfg.TaskDir().Dir, "executor.out"),
 		LogLevel: "debug",
-		Compute:  compute,
 	}
 	exec, pluginClient, err := executor.CreateExecutor(logger, nomadConfig, executorConfig)
 	if err != nil {
@@ -630,14 +622,13 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		Env:              d.buildEnvList(cfg, ckptEnv),
 		User:             cfg.User,
 		TaskDir:          cfg.TaskDir().Dir,
-		WorkDir:          tc.WorkDir,
 		StdoutPath:       cfg.StdoutPath,
 		StderrPath:       cfg.StderrPath,
 		NetworkIsolation: cfg.NetworkIsolation,
 		Resources:        cfg.Resources.Copy(),
-		OverrideCgroupV2: tc.OverrideCgroupV2,
-		OverrideCgroupV1: tc.OverrideCgroupV1,
-		OOMScoreAdj:      int32(tc.OOMScoreAdj),
+		// The task gets a cgroup of its own (a freezer cgroup on cgroups
+		// v1, its scope on v2): every process it starts is stopped with it.
+		BasicProcessCgroup: true,
 	}
 	ps, err := exec.Launch(execCmd)
 	if err != nil {
@@ -719,7 +710,7 @@ func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *dr
 			result.ExitCode = -1
 		}
 	default:
-		result = &drivers.ExitResult{ExitCode: ps.ExitCode, Signal: ps.Signal, OOMKilled: ps.OOMKilled}
+		result = &drivers.ExitResult{ExitCode: ps.ExitCode, Signal: ps.Signal}
 	}
 	select {
 	case <-ctx.Done():

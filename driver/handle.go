@@ -83,6 +83,5 @@ func (h *taskHandle) run() {
 	h.procState = drivers.TaskStateExited
 	h.exitResult.ExitCode = ps.ExitCode
 	h.exitResult.Signal = ps.Signal
-	h.exitResult.OOMKilled = ps.OOMKilled
 	h.completedAt = ps.Time
 }

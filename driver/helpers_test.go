@@ -15,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/client/lib/cgroupslib"
-	"github.com/hashicorp/nomad/client/lib/numalib"
 	"github.com/hashicorp/nomad/helper/testlog"
 	"github.com/hashicorp/nomad/helper/uuid"
 	nstructs "github.com/hashicorp/nomad/nomad/structs"
@@ -32,24 +29,12 @@ import (
 
 // TestMain lets the test binary act as the trainer task (`driver.test
 // trainer ...`); the executor's own init() makes it act as `executor` too.
-// As root it first sets up Nomad's cgroup tree, as a Nomad client does at
-// start before any driver runs: on cgroups v1 the executor otherwise finds
-// a /nomad cpuset with no CPUs or memory nodes and cannot join it ("no
-// space left on device").
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "trainer" {
 		os.Exit(trainer.Main(os.Args[2:]))
 	}
-	if os.Geteuid() == 0 && cgroupslib.GetMode() != cgroupslib.OFF {
-		if err := cgroupslib.Init(hclog.NewNullLogger(), topology.UsableCores().String()); err != nil {
-			fmt.Fprintf(os.Stderr, "driver tests: initialise Nomad's cgroups: %v\n", err)
-			os.Exit(1)
-		}
-	}
 	os.Exit(m.Run())
 }
-
-var topology = numalib.Scan(numalib.PlatformScanners(false))
 
 // testDriver is a driver behind Nomad's driver harness (the real gRPC
 // plugin boundary), with its event stream and a fake Nomad API.
@@ -140,7 +125,7 @@ func newTestDriverRaw(t *testing.T, config *Config) *testDriver {
 	must.NoError(t, base.MsgPackEncode(&data, &c))
 	must.NoError(t, h.SetConfig(&base.Config{
 		PluginConfig: data,
-		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},
+		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{}},
 	}))
 	evs, err := h.TaskEvents(ctx)
 	must.NoError(t, err)
@@ -184,7 +169,6 @@ func testResources(allocID, task string) *drivers.Resources {
 		LinuxResources: &drivers.LinuxResources{
 			MemoryLimitBytes: 256 << 20,
 			CPUShares:        100,
-			CpusetCgroupPath: cgroupslib.LinuxResourcesPath(allocID, task, false),
 		},
 	}
 }
@@ -203,12 +187,14 @@ func newTask(t *testing.T, td *testDriver, node string, tc *TaskConfig) *drivers
 		TaskGroupName: "g",
 		Namespace:     "default",
 		NodeName:      node,
-		Env:           map[string]string{"NOMAD_ALLOC_INDEX": "0", "NOMAD_ALLOC_NAME": "train.g[0]"},
-		Resources:     testResources(allocID, "t"),
+		// As a client sets them: the executor names the task's cgroup
+		// from them on cgroups v2.
+		Env: map[string]string{"NOMAD_ALLOC_INDEX": "0", "NOMAD_ALLOC_NAME": "train.g[0]",
+			"NOMAD_ALLOC_ID": allocID, "NOMAD_TASK_NAME": "t", "NOMAD_PARENT_CGROUP": "nomad.slice"},
+		Resources: testResources(allocID, "t"),
 	}
 	cleanup := td.MkAllocDir(cfg, true)
 	t.Cleanup(cleanup)
-	td.MakeTaskCgroup(allocID, "t")
 	must.NoError(t, cfg.EncodeConcreteDriverConfig(tc))
 	return cfg
 }

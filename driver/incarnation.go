@@ -101,7 +101,7 @@ func (d *Driver) jobIncarnation(ctx context.Context, cfg *drivers.TaskConfig) (s
 // plugin config over Nomad's usual environment (NOMAD_ADDR, NOMAD_TOKEN,
 // NOMAD_CACERT, ...), which the plugin inherits from the client agent.
 func (d *Driver) nomadClient() (*api.Client, error) {
-	config, _, _ := d.getConfig()
+	config, _ := d.getConfig()
 	c := api.DefaultConfig()
 	c.Namespace = "" // per query
 	if config.NomadAddress != "" {

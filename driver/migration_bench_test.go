@@ -204,7 +204,7 @@ func newBenchDriver(b *testing.B, config *Config) *benchDriver {
 	must.NoError(b, base.MsgPackEncode(&data, &c))
 	must.NoError(b, bd.d.SetConfig(&base.Config{
 		PluginConfig: data,
-		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{Topology: topology}},
+		AgentConfig:  &base.AgentConfig{Driver: &base.ClientDriverConfig{}},
 	}))
 	events, err := bd.d.TaskEvents(ctx)
 	must.NoError(b, err)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/nomad/helper/users"
+	"github.com/caravan-nomad/caravan/internal/passwd"
 	"github.com/hashicorp/nomad/plugins/drivers"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
@@ -39,9 +39,11 @@ func (d *Driver) prepareCheckpoint(cfg *drivers.TaskConfig, tc *TaskConfig, key 
 	}
 	uid, gid := -1, -1
 	if cfg.User != "" {
-		if uid, gid, _, err = users.LookupUnix(cfg.User); err != nil {
+		ids, err := passwd.LookupHost(cfg.User)
+		if err != nil {
 			return nil, fmt.Errorf("checkpoint dir: look up user %q: %w", cfg.User, err)
 		}
+		uid, gid = ids.UID, ids.GID
 	}
 	return d.restoreInto(cfg, tc.Checkpoint, cd, key, uid, gid, events)
 }

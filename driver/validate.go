@@ -1,18 +1,16 @@
 package driver
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	hjson "github.com/hashicorp/hcl/v2/json"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclspecutils"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
-	"github.com/hashicorp/nomad/nomad/structs"
 	"github.com/hashicorp/nomad/plugins/drivers"
 	"github.com/zclconf/go-cty/cty"
 )
@@ -53,11 +51,11 @@ func ValidateTaskConfig(config map[string]any) []error {
 // value: "/" followed by its path, e.g. ${NOMAD_TASK_DIR} is
 // "/NOMAD_TASK_DIR" and ${attr.unique.hostname} "/attr.unique.hostname".
 func placeholderVars(config map[string]any, spec hcldec.Spec) (map[string]cty.Value, error) {
-	var buf bytes.Buffer
-	if err := codec.NewEncoder(&buf, structs.JsonHandle).Encode(config); err != nil {
+	raw, err := json.Marshal(config)
+	if err != nil {
 		return nil, fmt.Errorf("encode task config: %w", err)
 	}
-	f, diags := hjson.Parse(buf.Bytes(), "config")
+	f, diags := hjson.Parse(raw, "config")
 	if diags.HasErrors() {
 		return nil, fmt.Errorf("task config: %w", diags)
 	}

@@ -39,9 +39,10 @@ case "$name" in
   nomad)
     module=github.com/hashicorp/nomad
     tags=ui
-    # The ./api replace points at a sub-module the proxy zip does not hold.
+    # The ./api replace points at a sub-module the proxy zip does not hold:
+    # the api module at v1.6.3's commit (MPL-2.0) stands in for it.
     drop_replaces=(github.com/hashicorp/nomad/api)
-    requires=(github.com/hashicorp/nomad/api@v0.0.0-20260324203407-b27b0c2e019a)
+    requires=(github.com/hashicorp/nomad/api@v0.0.0-20231030125810-e0497bff1437)
     ;;
   consul)
     module=github.com/hashicorp/consul
