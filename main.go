@@ -59,6 +59,10 @@ func main() {
 	case "-v", "-version", "--version":
 		os.Args[1] = "version"
 	}
+	if os.Args[1] == driver.TaskExecCommand {
+		// Not in the table: the driver's executor starts it, never a user.
+		os.Exit(driver.TaskExecMain(os.Args[2:], os.Stderr))
+	}
 	cmd, ok := subcommands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "caravan: unknown command %q\n\n", os.Args[1])

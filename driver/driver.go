@@ -616,9 +616,14 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		return nil, nil, fmt.Errorf("failed to create executor: %w", err)
 	}
 
+	launch, err := launchCommand(&tc, cfg.TaskDir().Dir)
+	if err != nil {
+		pluginClient.Kill()
+		return nil, nil, err
+	}
 	execCmd := &executor.ExecCommand{
-		Cmd:              tc.Command,
-		Args:             tc.Args,
+		Cmd:              launch.cmd,
+		Args:             launch.args,
 		Env:              d.buildEnvList(cfg, ckptEnv),
 		User:             cfg.User,
 		TaskDir:          cfg.TaskDir().Dir,

@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "trainer" {
 		os.Exit(trainer.Main(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == TaskExecCommand {
+		os.Exit(TaskExecMain(os.Args[2:], os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
