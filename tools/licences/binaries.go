@@ -45,7 +45,7 @@ func BinaryModules(bin string, local Local) ([]Module, error) {
 	}
 	main := Module{Path: bi.Main.Path, Version: bi.Main.Version, Main: true}
 	if main.Path == local.Path && local.Path != "" {
-		main.Dir = local.Dir
+		main.Dir, main.Version = local.Dir, "" // as the build graph names it
 	} else if main.Version == "" || main.Version == "(devel)" {
 		// scripts/build-hashicorp.sh builds from a copy of the module, so
 		// the binary says (devel); its file name, NAME-VERSION, says which.

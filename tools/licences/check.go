@@ -19,6 +19,8 @@ type checker struct {
 
 	failed  int
 	seen    map[string]bool // modules judged, by Module.String()
+	didBins bool
+	didHdrs bool
 	bins    int
 	skipped []string
 	files   int
@@ -88,6 +90,7 @@ func (c *checker) modules(dir string) error {
 // binaries judges every module embedded in each binary; one that does not
 // exist is skipped (or fails, with -require-binaries).
 func (c *checker) binaries(dir string, bins []string) error {
+	c.didBins = true
 	local, err := LocalModule(dir)
 	if err != nil {
 		return err
@@ -116,6 +119,7 @@ func (c *checker) binaries(dir string, bins []string) error {
 
 // headers checks every file compiled into the main package in dir.
 func (c *checker) headers(dir string) error {
+	c.didHdrs = true
 	files, err := CompiledFiles(dir)
 	if err != nil {
 		return err
@@ -136,9 +140,16 @@ func (c *checker) headers(dir string) error {
 
 // summary is the one line make licences ends with.
 func (c *checker) summary() string {
-	s := fmt.Sprintf("licences: %d modules, %d binaries", len(c.seen), c.bins)
-	if len(c.skipped) > 0 {
-		s += fmt.Sprintf(" (%d not built, skipped: %s)", len(c.skipped), strings.Join(c.skipped, " "))
+	parts := []string{fmt.Sprintf("%d modules", len(c.seen))}
+	if c.didBins {
+		s := fmt.Sprintf("%d binaries", c.bins)
+		if len(c.skipped) > 0 {
+			s += fmt.Sprintf(" (%d not built, skipped: %s)", len(c.skipped), strings.Join(c.skipped, " "))
+		}
+		parts = append(parts, s)
 	}
-	return s + fmt.Sprintf(", %d files compiled into the main package: all allowed", c.files)
+	if c.didHdrs {
+		parts = append(parts, fmt.Sprintf("%d files compiled into the main package", c.files))
+	}
+	return "licences: " + strings.Join(parts, ", ") + ": all allowed"
 }

@@ -15,15 +15,45 @@ import (
 // allowed is the allowlist of licences, by the classifier's names (SPDX
 // identifiers). Every one is OSI-approved; README.md says why each is here.
 var allowed = map[string]bool{
-	"Apache-2.0":                    true,
-	"BSD-2-Clause":                  true,
-	"BSD-2-Clause-FreeBSD":          true,
-	"BSD-3-Clause":                  true,
-	"ISC":                           true,
-	"MIT":                           true,
-	"MPL-2.0":                       true,
-	"MPL-2.0-no-copyleft-exception": true,
-	"Unicode-DFS-2016":              true,
+	"Apache-2.0":       true,
+	"BSD-2-Clause":     true,
+	"BSD-3-Clause":     true,
+	"ISC":              true,
+	"MIT":              true,
+	"MPL-2.0":          true,
+	"Unicode-DFS-2016": true,
+}
+
+// Review is a module a person has judged where its licence files cannot
+// be: the licence it is under (an SPDX expression), and why.
+type Review struct {
+	Licence string
+	Why     string
+}
+
+// reviewed lists, by path@version (a new version is judged again), the
+// modules whose files the rules cannot judge, each with the evidence.
+// README.md lists them too.
+var reviewed = map[string]Review{
+	// In the Nomad v1.6 agent (go-discover's vSphere provider).
+	"github.com/hashicorp/vic@v1.5.1-0.20190403131502-bbfe86ec9443": {"Apache-2.0",
+		"its LICENSE is VIC's Apache-2.0 followed by the licences of the components VIC's product bundles; " +
+			"the one package linked, pkg/vsphere/tags, carries Apache-2.0 headers"},
+	// In the Nomad v1.6 agent (the CLI's spinner, through go-glint).
+	"github.com/tj/go-spin@v1.1.0": {"MIT", "no LICENSE file; its Readme.md's License section says MIT"},
+	// In the Nomad v1.6 agent (libcap, for capabilities).
+	"kernel.org/pub/linux/libs/security/libcap/psx@v1.2.66": {"BSD-3-Clause",
+		"its License offers BSD-3-Clause or GPL-2.0, one or the other (v1.2.71 says so in an SPDX line)"},
+	// In SeaweedFS.
+	"github.com/apache/thrift@v0.24.0": {"Apache-2.0",
+		"its LICENSE is Apache-2.0 followed by the terms of bundled files of other languages and of its build " +
+			"(an autoconf macro under the GNU all-permissive licence); the Go library, lib/go, carries Apache-2.0 headers"},
+	"github.com/google/flatbuffers/go@v0.0.0-20230108230133-3b8644d32c50": {"Apache-2.0",
+		"a sub-module whose zip holds no LICENSE; the flatbuffers repository's LICENSE.txt, one directory up, is Apache-2.0"},
+	// In Consul v1.14.11.
+	"github.com/hashicorp/consul-net-rpc@v0.0.0-20220307172752-3602954411b4": {"BSD-3-Clause AND MIT",
+		"no LICENSE at its root: it forks Go's net/rpc (its files' headers: the Go Authors' BSD licence), " +
+			"hashicorp/go-msgpack (MIT) and hashicorp/net-rpc-msgpackrpc (MIT: its LICENSE.md is in that sub-directory)"},
 }
 
 // busl is the Terms part of the Business Source License 1.1, the part every
@@ -82,10 +112,14 @@ type Verdict struct {
 	Module   Module
 	Files    []File
 	Problems []string // empty: allowed
+	Reviewed *Review  // judged by a person, not by its files
 }
 
 // Licences lists the licences of all the module's files.
 func (v Verdict) Licences() string {
+	if v.Reviewed != nil {
+		return v.Reviewed.Licence + " (reviewed: " + v.Reviewed.Why + ")"
+	}
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range v.Files {
@@ -135,6 +169,14 @@ func isNotice(name string) bool { return strings.HasPrefix(strings.ToLower(name)
 // name none: it carries attributions).
 func (c *Classifier) Judge(m Module) Verdict {
 	v := Verdict{Module: m}
+	if r, ok := reviewed[m.Path+"@"+m.Version]; ok && m.Replace == nil {
+		v.Reviewed = &r
+		if !spdxAllowed(r.Licence) {
+			v.Problems = append(v.Problems, fmt.Sprintf("reviewed as %s, which is not allowed", r.Licence))
+		}
+		v.Files, _ = c.files(m.Dir)
+		return v
+	}
 	if m.Dir == "" {
 		why := "no source: not in the module cache"
 		if m.fetchErr != "" {
@@ -145,21 +187,13 @@ func (c *Classifier) Judge(m Module) Verdict {
 		v.Problems = append(v.Problems, why)
 		return v
 	}
-	entries, err := os.ReadDir(m.Dir)
+	files, err := c.files(m.Dir)
 	if err != nil {
-		v.Problems = append(v.Problems, fmt.Sprintf("reading its directory: %v", err))
+		v.Problems = append(v.Problems, err.Error())
 		return v
 	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !isLicenceFile(e.Name()) {
-			continue
-		}
-		f, err := c.file(filepath.Join(m.Dir, e.Name()))
-		if err != nil {
-			v.Problems = append(v.Problems, err.Error())
-			continue
-		}
-		v.Files = append(v.Files, f)
+	v.Files = files
+	for _, f := range files {
 		v.Problems = append(v.Problems, fileProblems(f)...)
 	}
 	if len(v.Files) == 0 {
@@ -168,6 +202,26 @@ func (c *Classifier) Judge(m Module) Verdict {
 		v.Problems = append(v.Problems, "unclassified: no licence found in "+fileNames(v.Files))
 	}
 	return v
+}
+
+// files classifies the licence files in dir.
+func (c *Classifier) files(dir string) ([]File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading its directory: %w", err)
+	}
+	var files []File
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isLicenceFile(e.Name()) {
+			continue
+		}
+		f, err := c.file(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // fileProblems judges one licence file. A file that declares a choice

@@ -79,9 +79,15 @@ func spdxExprs(b []byte) []string {
 	return exprs
 }
 
-// spdxExpr is a licence file's first SPDX-License-Identifier expression.
+// spdxExpr is the SPDX-License-Identifier expression of a licence file's
+// head (its first 5 lines): the file's own declaration, not that of a
+// component whose licence it quotes further down.
 func spdxExpr(b []byte) string {
-	if e := spdxExprs(b); len(e) > 0 {
+	head := strings.SplitN(string(b), "\n", 6)
+	if len(head) > 5 {
+		head = head[:5]
+	}
+	if e := spdxExprs([]byte(strings.Join(head, "\n"))); len(e) > 0 {
 		return e[0]
 	}
 	return ""

@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "licences: FAIL: %d not allowed (README: tools/licences/README.md)\n", c.failed)
 		return 1
 	}
-	if args[0] == "check" {
+	if args[0] != "report" {
 		fmt.Fprintln(stdout, c.summary())
 	}
 	return 0
