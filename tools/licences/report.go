@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 )
@@ -36,7 +37,7 @@ func (c *checker) report(dir, bin, file string) error {
 		verdicts = append(verdicts, c.cls.Judge(m))
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s of %s\n\n", reportTitle, strings.TrimPrefix(bin, dir+"/"))
+	fmt.Fprintf(&b, "%s of %s\n\n", reportTitle, filepath.Base(bin))
 	fmt.Fprintf(&b, "Every module linked into this binary (its Go build information), with the\n")
 	fmt.Fprintf(&b, "licence of its LICENSE, COPYING and NOTICE files as github.com/google/licenseclassifier/v2\n")
 	fmt.Fprintf(&b, "names it, then those files in full. \"std\" is the Go standard library.\n\n")
