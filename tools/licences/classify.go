@@ -198,10 +198,21 @@ func (c *Classifier) Judge(m Module) Verdict {
 	}
 	if len(v.Files) == 0 {
 		v.Problems = append(v.Problems, "unclassified: no LICENSE, COPYING or NOTICE file in "+m.Dir)
-	} else if v.Licences() == "unclassified" && len(v.Problems) == 0 {
+	} else if !judged(v.Files) && len(v.Problems) == 0 {
 		v.Problems = append(v.Problems, "unclassified: no licence found in "+fileNames(v.Files))
 	}
 	return v
+}
+
+// judged tells whether a licence was found in a file that is judged (not
+// one for documentation only).
+func judged(files []File) bool {
+	for _, f := range files {
+		if !f.Docs && len(f.Licences) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // files classifies the licence files in dir.

@@ -256,6 +256,41 @@ func TestReport(t *testing.T) {
 	must.FileNotExists(t, file+".busl")
 }
 
+func TestJudge_Files(t *testing.T) {
+	c, err := NewClassifier()
+	must.NoError(t, err)
+	mit, err := os.ReadFile("testdata/modules/mitlib@v1.0.0/LICENSE")
+	must.NoError(t, err)
+	busl, err := os.ReadFile("testdata/modules/busl@v1.0.0/LICENSE")
+	must.NoError(t, err)
+	cases := []struct {
+		name  string
+		files map[string][]byte
+		want  []string
+	}{
+		{"one allowed", map[string][]byte{"LICENSE": mit}, nil},
+		{"with a NOTICE of attributions", map[string][]byte{"LICENSE.md": mit, "NOTICE": []byte("Includes work by Example.\n")}, nil},
+		{"several files: all must be allowed", map[string][]byte{"LICENSE": mit, "COPYING": busl},
+			[]string{"COPYING: BUSL-1.1 is not allowed"}},
+		{"a docs licence alone is no licence", map[string][]byte{"LICENSE.docs": mit},
+			[]string{"unclassified: no licence found in LICENSE.docs"}},
+		{"a NOTICE alone is no licence", map[string][]byte{"NOTICE": []byte("Includes work by Example.\n")},
+			[]string{"unclassified: no licence found in NOTICE"}},
+		{"an unknown text", map[string][]byte{"LICENSE": []byte("All rights reserved.\n")},
+			[]string{"LICENSE: unclassified"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				must.NoError(t, os.WriteFile(filepath.Join(dir, name), body, 0o644))
+			}
+			v := c.Judge(Module{Path: "example.com/m", Version: "v1.0.0", Dir: dir})
+			must.Eq(t, tc.want, v.Problems)
+		})
+	}
+}
+
 func TestFileProblems(t *testing.T) {
 	cases := []struct {
 		name string
@@ -310,6 +345,21 @@ func TestSPDXAllowed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {
 			must.Eq(t, tc.want, spdxAllowed(tc.expr))
+		})
+	}
+}
+
+func TestSPDXExpr_FileHeadOnly(t *testing.T) {
+	cases := []struct {
+		name, text, want string
+	}{
+		{"declared on top", "/* SPDX-License-Identifier: BSD-3-Clause OR GPL-2.0-only */\n\ntext\n", "BSD-3-Clause OR GPL-2.0-only"},
+		{"a quoted component's, further down", "Apache\n\n\n\n\n\nSPDX-License-Identifier: BSD-2-Clause\n", ""},
+		{"none", "MIT License\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			must.Eq(t, tc.want, spdxExpr([]byte(tc.text)))
 		})
 	}
 }
