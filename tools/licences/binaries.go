@@ -116,8 +116,13 @@ func download(mods []Module) error {
 	if len(args) == 0 {
 		return nil
 	}
-	// Outside any module, so that no go.mod has a say.
-	out, err := goCmd(os.TempDir(), append([]string{"mod", "download", "-json"}, args...)...)
+	// In an empty directory, outside any module, so that no go.mod has a say.
+	empty, err := os.MkdirTemp("", "licences-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(empty)
+	out, err := goCmd(empty, append([]string{"mod", "download", "-json"}, args...)...)
 	if err != nil && len(out) == 0 {
 		return err
 	}
