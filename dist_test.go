@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,9 +17,20 @@ import (
 	"github.com/caravan-nomad/caravan/internal/version"
 )
 
+// fakeReport is a THIRD_PARTY_LICENSES as tools/licences writes it.
+const fakeReport = "Third-party licences of caravan\n\nEvery module linked into this binary\n\n" +
+	"MODULE                          VERSION   LICENCE\n" +
+	"github.com/hashicorp/go-plugin  v1.4.10   MPL-2.0\n" +
+	"std                             go1.26.8  BSD-3-Clause\n"
+
 // fakeDist writes build/dist as scripts/dist.sh lays it out (without
 // building anything), leaving out the files in skip.
 func fakeDist(t *testing.T, skip ...string) string {
+	return fakeDistWith(t, fakeReport, skip...)
+}
+
+// fakeDistWith is fakeDist with the given THIRD_PARTY_LICENSES.
+func fakeDistWith(t *testing.T, report string, skip ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	var sums strings.Builder
@@ -31,11 +43,12 @@ func fakeDist(t *testing.T, skip ...string) string {
 		tw := tar.NewWriter(gz)
 		files := map[string]string{
 			"caravan": "binary", "LICENSE": "MPL", "README.md": "readme", "CHANGELOG.md": "changes",
-			"BUILD-INFO":         "version: " + version.Version + "\n",
-			"jobspecs/README.md": "index", "jobspecs/agent/client-plugins.hcl": "plugin {}",
+			"BUILD-INFO":           "version: " + version.Version + "\n",
+			"THIRD_PARTY_LICENSES": report,
+			"jobspecs/README.md":   "index", "jobspecs/agent/client-plugins.hcl": "plugin {}",
 		}
 		for path, body := range files {
-			if strings.Contains(strings.Join(skip, " "), path) {
+			if slices.Contains(skip, path) {
 				continue
 			}
 			must.NoError(t, tw.WriteHeader(&tar.Header{Name: top + "/" + path, Mode: 0o644, Size: int64(len(body))}))
@@ -75,6 +88,18 @@ func TestDistCheck(t *testing.T) {
 	out, err = distCheck(t, fakeDist(t, "LICENSE"))
 	must.Error(t, err)
 	must.StrContains(t, out, "/LICENSE")
+
+	out, err = distCheck(t, fakeDist(t, "THIRD_PARTY_LICENSES"))
+	must.Error(t, err)
+	must.StrContains(t, out, "/THIRD_PARTY_LICENSES")
+
+	out, err = distCheck(t, fakeDistWith(t, "some other file\n"))
+	must.Error(t, err)
+	must.StrContains(t, out, "THIRD_PARTY_LICENSES is not the licence report of caravan")
+
+	out, err = distCheck(t, fakeDistWith(t, "Third-party licences of caravan\n\nMODULE  VERSION  LICENCE\n"))
+	must.Error(t, err)
+	must.StrContains(t, out, "THIRD_PARTY_LICENSES lists no module")
 
 	dir := fakeDist(t)
 	tgz := filepath.Join(dir, fmt.Sprintf("caravan_%s_linux_arm64.tar.gz", version.Version))

@@ -7,8 +7,10 @@
 #
 # Each holds caravan-<version>-linux-<arch>/ with the caravan binary (version
 # and revision set through -ldflags), LICENSE, README.md, CHANGELOG.md,
-# BUILD-INFO (how it was built: Go version, cgo, NVML), jobspecs/ and the
-# Nomad agent snippets (jobspecs/agent/).
+# BUILD-INFO (how it was built: Go version, cgo, NVML), THIRD_PARTY_LICENSES
+# (every module linked into that binary with its licence, then the licence
+# texts: tools/licences, which fails the build on a licence not allowed),
+# jobspecs/ and the Nomad agent snippets (jobspecs/agent/).
 #
 # NVML: go-nvml loads libnvidia-ml through dlopen from C, so a binary has
 # NVML only when built with cgo. amd64 is built natively with cgo. arm64 is
@@ -45,11 +47,15 @@ check() {
     top=caravan-${version}-linux-${arch}
     local listing
     listing=$(tar -tzf "$tgz")
-    for f in caravan LICENSE README.md CHANGELOG.md BUILD-INFO jobspecs/README.md jobspecs/agent/client-plugins.hcl; do
+    for f in caravan LICENSE README.md CHANGELOG.md BUILD-INFO THIRD_PARTY_LICENSES jobspecs/README.md jobspecs/agent/client-plugins.hcl; do
       grep -qx "$top/$f" <<<"$listing" || die "$tgz lacks $top/$f"
     done
     if grep -qv "^$top/" <<<"$listing"; then die "$tgz has entries outside $top/"; fi
     tar -xzOf "$tgz" "$top/BUILD-INFO" | grep -qx "version: $version" || die "$tgz: BUILD-INFO has another version"
+    local report
+    report=$(tar -xzOf "$tgz" "$top/THIRD_PARTY_LICENSES")
+    [[ $(head -n 1 <<<"$report") == "Third-party licences of caravan" ]] || die "$tgz: THIRD_PARTY_LICENSES is not the licence report of caravan"
+    grep -qE '^std +go[^ ]+ +BSD-3-Clause$' <<<"$report" || die "$tgz: THIRD_PARTY_LICENSES lists no module (not even Go's standard library)"
   done
   echo "dist: $out verified (${#arches[@]} tarballs, SHA256SUMS)"
 }
@@ -81,10 +87,15 @@ build() {
     echo "cgo: $cgo"
     echo "nvml: $nvml"
   } >"$stage/BUILD-INFO"
+  "$licences" report -module "$root" -o "$stage/THIRD_PARTY_LICENSES" "$stage/caravan" ||
+    die "linux/$arch: the third-party licence report failed (a module not allowed, above)"
 }
 
 rm -rf "$out"
 mkdir -p "$out"
+# The licence checker (a module of its own) writes each binary's report.
+licences=$out/.stage/licences
+go build -C tools/licences -o "$licences" . || die "building tools/licences failed"
 for arch in "${arches[@]}"; do
   top=caravan-${version}-linux-${arch}
   stage=$out/.stage/$top

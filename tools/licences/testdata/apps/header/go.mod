@@ -1,0 +1,3 @@
+module example.com/header
+
+go 1.22

@@ -1,0 +1,3 @@
+module example.com/busl
+
+go 1.22

@@ -1,0 +1,3 @@
+module example.com/mitlib
+
+go 1.22

@@ -1,0 +1,3 @@
+module example.com/nolicence
+
+go 1.22
