@@ -35,10 +35,11 @@ var subcommands = map[string]subcommand{
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
 	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
 	"testbed":    {"run a training workload on a running cluster per policy; compare with the simulator", testbed.Main},
+	"task-exec":  {"start a task's command in its work_dir with its oom_score_adj (the caravan driver's executor runs it)", func(args []string) int { return driver.TaskExecMain(args, os.Stderr) }},
 	"version":    {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
 }
 
-var order = []string{"device", "driver", "checkpoint", "validate", "planner", "trainer", "demo", "testbed", "version"}
+var order = []string{"device", "driver", "checkpoint", "validate", "planner", "trainer", "demo", "testbed", "task-exec", "version"}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")
@@ -58,10 +59,6 @@ func main() {
 		return
 	case "-v", "-version", "--version":
 		os.Args[1] = "version"
-	}
-	if os.Args[1] == driver.TaskExecCommand {
-		// Not in the table: the driver's executor starts it, never a user.
-		os.Exit(driver.TaskExecMain(os.Args[2:], os.Stderr))
 	}
 	cmd, ok := subcommands[os.Args[1]]
 	if !ok {

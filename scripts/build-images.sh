@@ -11,7 +11,7 @@
 #   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-adversary, caravan-pytorch
 #
 # Images (the Go ones FROM scratch, with static CGO_ENABLED=0 Go binaries):
-#   localhost/caravan-trainer:local   /caravan, the caravan binary (its trainer runs as
+#   localhost/caravan-trainer:local   /caravan, the trainer image's caravan (trainer/image: `caravan trainer` and `version` without cgo; it runs as
 #                                     `caravan trainer`); ENTRYPOINT /caravan
 #   localhost/caravan-envprobe:local  /envprobe (e2e/containers/envprobe): prints its
 #                                     environment, for the container e2e tests
@@ -76,7 +76,7 @@ export HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=""
 # NAME its Containerfile.
 pkg_of() {
   case "$1" in
-    caravan-trainer) echo . ;;
+    caravan-trainer) echo ./trainer/image ;; # the trainer alone: the full binary needs cgo
     caravan-envprobe) echo ./e2e/containers/envprobe ;;
     caravan-adversary) echo ./e2e/adversarial/ctradversary ;;
     caravan-pytorch) echo "" ;; # no Go binary

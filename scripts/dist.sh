@@ -12,13 +12,12 @@
 # texts: tools/licences, which fails the build on a licence not allowed),
 # jobspecs/ and the Nomad agent snippets (jobspecs/agent/).
 #
-# NVML: go-nvml loads libnvidia-ml through dlopen from C, so a binary has
-# NVML only when built with cgo. amd64 is built natively with cgo. arm64 is
-# built with cgo when an aarch64 C cross compiler is found (DIST_ARM64_CC,
-# default aarch64-linux-gnu-gcc, Debian's gcc-aarch64-linux-gnu), else with
-# CGO_ENABLED=0 and without NVML (its device plugin advertises no GPUs with
-# the nvml backend; BUILD-INFO says so). DIST_REQUIRE_NVML=1 makes the
-# second case an error.
+# cgo: caravan needs it (go-nvml loads libnvidia-ml through dlopen from C,
+# and the task driver's executor, from Nomad's v1.6 plugin SDK, links runc's
+# cgroup code, which does not build without cgo). amd64 is built natively;
+# arm64 needs an aarch64 C cross compiler (DIST_ARM64_CC, default
+# aarch64-linux-gnu-gcc, Debian's gcc-aarch64-linux-gnu), and without one
+# the build stops, naming the package to install.
 #
 #   scripts/dist.sh [--check]   (--check: only verify an existing build/dist;
 #                                DIST_DIR=dir to use another directory)
@@ -69,11 +68,8 @@ build() {
   local arch=$1 stage=$2 cgo=1 cc="" nvml=yes
   if [[ $arch == arm64 && $(go env GOHOSTARCH) != arm64 ]]; then
     cc=${DIST_ARM64_CC:-aarch64-linux-gnu-gcc}
-    if ! command -v "$cc" >/dev/null 2>&1; then
-      [[ ${DIST_REQUIRE_NVML:-0} == 1 ]] && die "arm64: no C cross compiler $cc (apt-get install gcc-aarch64-linux-gnu) and DIST_REQUIRE_NVML=1"
-      echo "dist: arm64: no C cross compiler $cc; building with CGO_ENABLED=0, WITHOUT NVML" >&2
-      cgo=0 cc="" nvml="no (built without cgo; the nvml backend advertises no GPUs)"
-    fi
+    command -v "$cc" >/dev/null 2>&1 ||
+      die "arm64: no C cross compiler $cc: caravan needs cgo (NVML, and the v1.6 executor's runc cgroup code); apt-get install gcc-aarch64-linux-gnu, or set DIST_ARM64_CC"
   fi
   echo "==> dist: linux/$arch (cgo=$cgo${cc:+, CC=$cc})"
   env CGO_ENABLED=$cgo GOOS=linux GOARCH=$arch ${cc:+CC=$cc} \
