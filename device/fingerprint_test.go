@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 )
 
 // nextFingerprint reads one fingerprint or fails after a timeout.
@@ -77,17 +78,47 @@ func TestFingerprint_SendsOnlyChanges(t *testing.T) {
 	p := newTestPlugin(t, `config { fingerprint_period = "20ms" }`, f.srv, nil)
 	ch, err := p.Fingerprint(t.Context())
 	must.NoError(t, err)
-	nextFingerprint(t, ch)
-	// Several periods pass with nothing changed: no update.
+	first := nextFingerprint(t, ch)
+	must.Len(t, 8, first.Devices)
+	// Five more passes read the same GPUs: no update. Counted in passes,
+	// not time, so a slow machine cannot make this pass without them.
+	passes := f.countCalls() + 5
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return f.countCalls() > passes }),
+		wait.Timeout(30*time.Second), wait.Gap(5*time.Millisecond)))
 	select {
 	case fp := <-ch:
 		t.Fatalf("unexpected fingerprint without change: %d groups", len(fp.Devices))
-	case <-time.After(150 * time.Millisecond):
+	default:
 	}
-	// A GPU disappears: exactly one update with 7 groups.
+	// A GPU disappears. A pass under way when it goes may first report it
+	// unhealthy (it was counted, then could not be read); then comes the
+	// update with 7 groups. Every update differs from the one before.
 	f.setVisible(7)
-	fp := nextFingerprint(t, ch)
-	must.Len(t, 7, fp.Devices)
+	prev := groupHealth(first)
+	for {
+		fp := nextFingerprint(t, ch)
+		cur := groupHealth(fp)
+		must.NotEq(t, prev, cur, must.Sprint("an update that changes nothing"))
+		if len(fp.Devices) == 7 {
+			break
+		}
+		must.Len(t, 8, fp.Devices, must.Sprint("between 8 and 7 GPUs, an update with neither"))
+		prev = cur
+	}
+}
+
+// groupHealth summarises an update: each group's name with its devices'
+// health.
+func groupHealth(fp *device.FingerprintResponse) map[string]string {
+	out := map[string]string{}
+	for _, g := range fp.Devices {
+		h := ""
+		for _, d := range g.Devices {
+			h += fmt.Sprintf("%s=%t,", d.ID, d.Healthy)
+		}
+		out[g.Name] = h
+	}
+	return out
 }
 
 func TestShareIDs_StableAcrossRestarts(t *testing.T) {

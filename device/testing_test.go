@@ -44,6 +44,16 @@ type fakeGPUs struct {
 	failing map[int]gonvml.Return
 	visible int
 	events  chan gonvml.EventData
+	// counts is how many times the GPUs were counted: one per fingerprint
+	// pass, so a test can wait for passes rather than for time.
+	counts int
+}
+
+// countCalls is how many fingerprint passes have counted the GPUs so far.
+func (f *fakeGPUs) countCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts
 }
 
 func newFakeGPUs(t testing.TB) *fakeGPUs {
@@ -64,6 +74,7 @@ func newFakeGPUs(t testing.TB) *fakeGPUs {
 	f.srv.DeviceGetCountFunc = func() (int, gonvml.Return) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.counts++
 		return f.visible, gonvml.SUCCESS
 	}
 	f.srv.DeviceGetHandleByIndexFunc = func(i int) (gonvml.Device, gonvml.Return) {
