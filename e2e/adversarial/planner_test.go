@@ -17,6 +17,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
 // Consul restarted with its state lost (a dev agent keeps it in memory):
@@ -290,7 +291,7 @@ func TestPlanner_RestartedMidRound(t *testing.T) {
 	grown := func(id string) int {
 		n := 0
 		for _, ev := range plPlannerEvents(t, c, id) {
-			if ev.Count != nil && *ev.Count == 2 {
+			if count, ok := submit.EventCount(&ev); ok && count == 2 {
 				n++
 			}
 		}
