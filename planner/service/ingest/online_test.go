@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,36 @@ func TestRouter(t *testing.T) {
 			must.Eq(t, tc.jwksFetches, f.fetches.Load())
 		})
 	}
+}
+
+// The handler with the router on an agent without a JWKS (Nomad 1.6):
+// Nomad's answer decides, and Nomad being down is a 503, not a refusal.
+func TestHandler_OnlineCheck(t *testing.T) {
+	now := time.Now()
+	clk := clock.NewFake(now)
+	o, nomad := newOnline(t, clk)
+	noJWKS := httptest.NewServer(http.NotFoundHandler())
+	defer noJWKS.Close()
+	r := &Router{
+		JWKS:   &Verifier{Keys: NewKeySet(noJWKS.URL, nil, clk), Clock: clk, Audience: "caravan-planner"},
+		Online: o, JWKSURL: noJWKS.URL, Clock: clk, ProbeEvery: time.Minute, Logger: hclog.NewNullLogger(),
+	}
+	h := &Handler{Verifier: r, Store: NewStore(10), Clock: clk, Logger: hclog.NewNullLogger()}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	good := unsignedToken(v16Claims("default", "train-a", "alloc-a", now), "good")
+	nomad.AddIdentity(good, "default", "train-a")
+	post := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+Path, strings.NewReader(`{"step": 1, "loss": 0.5, "samples_per_sec": 1}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		must.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	must.Eq(t, http.StatusNoContent, post(good))
+	must.Eq(t, http.StatusUnauthorized, post(unsignedToken(v16Claims("default", "train-a", "alloc-a", now), "forged")))
+	nomad.SetDown(true)
+	must.Eq(t, http.StatusServiceUnavailable, post(unsignedToken(v16Claims("default", "train-a", "alloc-a", now), "new")))
+	must.Eq(t, http.StatusNoContent, post(good), must.Sprint("answered from the cache while Nomad is down"))
 }
