@@ -136,13 +136,10 @@ job "planner-sim" {
         args    = ["local/train.sh"]
       }
 
-      # The token the planner verifies against Nomad's JWKS: it proves which
-      # job this task belongs to. Audience must match the planner's config.
+      # The token the planner has Nomad check (any Nomad from 1.4 on): it
+      # proves which job and allocation this task belongs to.
       identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true # secrets/nomad_planner.jwt, renewed in place
-        ttl  = "1h"
+        file = true # secrets/nomad_token: the default workload identity
       }
 
       env {

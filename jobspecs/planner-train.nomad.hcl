@@ -132,10 +132,7 @@ job "planner-train" {
       }
 
       identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true
-        ttl  = "1h"
+        file = true # secrets/nomad_token: the default workload identity
       }
 
       template {

@@ -157,10 +157,7 @@ job "train-elastic-docker" {
       }
 
       identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true
-        ttl  = "1h"
+        file = true # secrets/nomad_token: the default workload identity
       }
 
       env {

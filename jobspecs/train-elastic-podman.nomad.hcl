@@ -140,10 +140,7 @@ job "train-elastic-podman" {
       }
 
       identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true
-        ttl  = "1h"
+        file = true # secrets/nomad_token: the default workload identity
       }
 
       env {

@@ -170,10 +170,7 @@ job "train-elastic" {
 
       # Progress goes to the planner with this task's workload identity.
       identity {
-        name = "planner"
-        aud  = ["caravan-planner"]
-        file = true
-        ttl  = "1h"
+        file = true # secrets/nomad_token: the default workload identity
       }
 
       env {

@@ -268,10 +268,7 @@ job "train-pytorch-elastic" {
       dynamic "identity" {
         for_each = var.planner ? [1] : []
         content {
-          name = "planner"
-          aud  = ["caravan-planner"]
-          file = true
-          ttl  = "1h"
+          file = true # secrets/nomad_token: the default workload identity
         }
       }
 

@@ -45,9 +45,10 @@ func plFreePort(t *testing.T) int {
 
 // plOpts adjust a planner's config.
 type plOpts struct {
-	port   int    // 0: a free port
-	policy string // lines added to the policy block
-	extra  string // blocks added to the file
+	port   int      // 0: a free port
+	policy string   // lines added to the policy block
+	extra  string   // blocks added to the file
+	env    []string // added to the process environment (e.g. NOMAD_TOKEN=...)
 }
 
 // plStart runs `caravan planner` as a host process (so a test can kill -9
@@ -100,7 +101,7 @@ capacity {
 	must.NoError(t, err)
 	p.cmd = exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
 	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
-	p.cmd.Env = append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr)
+	p.cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr), o.env...)
 	must.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
 		p.stop()
@@ -220,9 +221,21 @@ func plRunSim(t *testing.T, c *harness.C, name string, vars ...string) string {
 	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
 }
 
-// plTaskToken reads the planner identity Nomad gave a running task of job
-// (the file is in the task's secrets directory on the client that runs it;
-// the test runs as the same user as the clients).
+// plSecretsToken reads the token a task reports with from its secrets
+// directory: a named planner identity's file, else the default identity's
+// (progress.TokenFrom's order); "" when neither is written yet.
+func plSecretsToken(secrets string) string {
+	for _, name := range []string{progress.TokenFile, progress.DefaultTokenFile} {
+		if b, err := os.ReadFile(filepath.Join(secrets, name)); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return string(bytes.TrimSpace(b))
+		}
+	}
+	return ""
+}
+
+// plTaskToken reads the identity Nomad gave a running task of job for its
+// progress reports (the file is in the task's secrets directory on the
+// client that runs it; the test runs as the same user as the clients).
 func plTaskToken(t *testing.T, c *harness.C, job, task string) string {
 	t.Helper()
 	var token string
@@ -236,9 +249,7 @@ func plTaskToken(t *testing.T, c *harness.C, job, task string) string {
 				continue
 			}
 			for _, cl := range c.Clients {
-				b, err := os.ReadFile(filepath.Join(c.Dir, cl.Name, "alloc", a.ID, task, "secrets", progress.TokenFile))
-				if err == nil && len(bytes.TrimSpace(b)) > 0 {
-					token = string(bytes.TrimSpace(b))
+				if token = plSecretsToken(filepath.Join(c.Dir, cl.Name, "alloc", a.ID, task, "secrets")); token != "" {
 					return nil
 				}
 			}

@@ -1,12 +1,10 @@
 package adversarial
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
-	"github.com/caravan-nomad/caravan/progress"
 )
 
 // plKeyMaxAge is the planner's progress.jwks_max_age in the key test: the
@@ -33,13 +30,16 @@ const plKeyMaxAge = 10 * time.Second
 // shared cluster's keyring would change every other test's tokens.
 func TestPlanner_RemovedSigningKeyIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
+	harness.NeedsFeature(t, c, harness.FeatureJWKS)
+	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities)
+	harness.NeedsFeature(t, c, harness.FeatureKeyringNowForce)
 	a := harness.NewAgent(t, c, "keyring", 2)
 	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, "enabled = true"))
 	a.WaitNode(t, 2*time.Minute)
 	p := plStartWith(t, a.C, "keyring", plOpts{extra: fmt.Sprintf("progress {\n  jwks_max_age = %q\n}\n", plKeyMaxAge)})
 	sample := `{"step": 1, "loss": 1, "samples_per_sec": 1}`
 
-	old := a.C.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-key-old", "ttl=1h")
+	old := a.C.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-key-old", "named=true", "ttl=1h")
 	oldToken := plAgentToken(t, a, old, "hold")
 	oldKid := plKid(t, oldToken)
 	harness.Eventually(t, time.Minute, func() error {
@@ -64,7 +64,7 @@ func TestPlanner_RemovedSigningKeyIsRefused(t *testing.T) {
 	// A task started now gets a token of the new key (before the removal:
 	// with the key its node identity was signed with gone, the agent's
 	// client cannot place new work).
-	fresh := a.C.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-key-new", "ttl=1h")
+	fresh := a.C.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-key-new", "named=true", "ttl=1h")
 	newToken := plAgentToken(t, a, fresh, "hold")
 	must.NotEq(t, oldKid, plKid(t, newToken))
 	// -force: Nomad refuses to remove a key that signed a live workload
@@ -94,7 +94,7 @@ func TestPlanner_RemovedSigningKeyIsRefused(t *testing.T) {
 	must.Eq(t, http.StatusForbidden, code, must.Sprint(eb.Error))
 }
 
-// plAgentToken reads the planner identity of a running task of job on a
+// plAgentToken reads the progress identity of a running task of job on a
 // standalone agent (its allocations live under the agent's data_dir).
 func plAgentToken(t *testing.T, a *harness.Agent, job, task string) string {
 	t.Helper()
@@ -108,9 +108,7 @@ func plAgentToken(t *testing.T, a *harness.Agent, job, task string) string {
 			if al.ClientStatus != "running" {
 				continue
 			}
-			b, err := os.ReadFile(filepath.Join(a.Dir, "data", "alloc", al.ID, task, "secrets", progress.TokenFile))
-			if err == nil && len(bytes.TrimSpace(b)) > 0 {
-				token = string(bytes.TrimSpace(b))
+			if token = plSecretsToken(filepath.Join(a.Dir, "data", "alloc", al.ID, task, "secrets")); token != "" {
 				return nil
 			}
 		}

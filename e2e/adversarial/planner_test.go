@@ -17,6 +17,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
 // Consul restarted with its state lost (a dev agent keeps it in memory):
@@ -164,6 +165,7 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 // forgeries' fetches).
 func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	c := harness.Cluster(t)
+	harness.NeedsFeature(t, c, harness.FeatureJWKS)
 	const jwksDelay = 8 * time.Second
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(jwksDelay)
@@ -193,12 +195,19 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 		return nil
 	})
 
+	// The forgeries name the planner's audience, so the planner checks
+	// them against the JWKS (the task's own default identity is checked
+	// online, and not slowed by the JWKS).
 	parts := strings.Split(token, ".")
+	claims := plClaims(t, token)
+	claims["aud"] = []string{"caravan-planner"}
+	payload, err := json.Marshal(claims)
+	must.NoError(t, err)
 	forge := func() string {
 		kid := make([]byte, 12)
 		_, _ = rand.Read(kid)
 		hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": base64.RawURLEncoding.EncodeToString(kid)})
-		return base64.RawURLEncoding.EncodeToString(hdr) + "." + parts[1] + "." + parts[2]
+		return base64.RawURLEncoding.EncodeToString(hdr) + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -242,11 +251,13 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 // refused only because the job is not managed by the planner: 403).
 func TestPlanner_TokenWithoutExpIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
+	harness.NeedsFeature(t, c, harness.FeatureJWKS)
+	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities)
 	p := plStart(t, c, "noexp")
 	p.waitLeading(t, true, time.Minute)
 	sample := `{"step": 1, "loss": 1, "samples_per_sec": 1}`
 
-	forever := c.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-noexp", "ttl=")
+	forever := c.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-noexp", "named=true", "ttl=")
 	token := plTaskToken(t, c, forever, "hold")
 	_, hasExp := plClaims(t, token)["exp"]
 	must.False(t, hasExp, must.Sprint("Nomad gave an identity without ttl an exp claim; the test needs one without"))
@@ -255,7 +266,7 @@ func TestPlanner_TokenWithoutExpIsRefused(t *testing.T) {
 	must.Eq(t, http.StatusUnauthorized, code)
 	must.StrContains(t, eb.Error, "exp")
 
-	expiring := c.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-exp", "ttl=1h")
+	expiring := c.RunJob(t, "e2e/adversarial/testdata/planner-identity.nomad.hcl", "name=adv-exp", "named=true", "ttl=1h")
 	token = plTaskToken(t, c, expiring, "hold")
 	_, hasExp = plClaims(t, token)["exp"]
 	must.True(t, hasExp)
@@ -280,7 +291,7 @@ func TestPlanner_RestartedMidRound(t *testing.T) {
 	grown := func(id string) int {
 		n := 0
 		for _, ev := range plPlannerEvents(t, c, id) {
-			if ev.Count != nil && *ev.Count == 2 {
+			if count, ok := submit.EventCount(&ev); ok && count == 2 {
 				n++
 			}
 		}

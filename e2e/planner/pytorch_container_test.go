@@ -89,7 +89,7 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 	var shrinks []string
 	var shrunkAt uint64
 	for _, ev := range b.plannerEvents() {
-		if ev.Time >= uint64(tA.UnixNano()) && ev.Count != nil && *ev.Count == 1 {
+		if ev.Time >= uint64(tA.UnixNano()) && eventCount(ev) == 1 {
 			shrinks = append(shrinks, ev.Message)
 			shrunkAt = max(shrunkAt, ev.Time)
 		}
@@ -142,7 +142,7 @@ func (j *nsJob) scaleUpToFirstStep(after uint64, old map[string]bool, workers in
 	var up scaleUp
 	harness.Eventually(j.t, 3*time.Minute, func() error {
 		for _, ev := range j.plannerEvents() {
-			if ev.Time >= after && ev.Count != nil && *ev.Count == int64(workers) {
+			if ev.Time >= after && eventCount(ev) == int64(workers) {
 				up.event = ev
 				return nil
 			}

@@ -248,10 +248,7 @@ func TestPlanner_QueueReclaim(t *testing.T) {
 	var reasons []string
 	for _, ev := range b.plannerEvents() {
 		if ev.Time >= uint64(tA.UnixNano()) {
-			n := int64(-1)
-			if ev.Count != nil {
-				n = *ev.Count
-			}
+			n := eventCount(ev)
 			reasons = append(reasons, fmt.Sprintf("to %d: %s", n, ev.Message))
 		}
 	}

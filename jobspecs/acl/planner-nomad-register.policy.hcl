@@ -9,7 +9,15 @@
 #     job plan): Nomad v1.11.3 checks a plan with submit-job, as it checks a
 #     submission, though a plan writes nothing (read-job is not enough).
 #     Without it, starts are written unchecked.
-# Attach it beside planner-nomad.policy.hcl only when one of them is used:
+#   - on a Nomad agent that ignores a scale's JobModifyIndex (Nomad 1.6 up to
+#     1.8.1, e.g. the open-source 1.6 line): every count change, suspension
+#     and resumption. Such an agent would apply a scale decided on an old
+#     version over a user's concurrent edit, so the planner (which detects
+#     this by behaviour) changes counts there with a registration that
+#     enforces the index, then records a count-less scaling event with its
+#     meta. scale-job alone is not enough on those agents.
+# Attach it beside planner-nomad.policy.hcl when one of them is used (on a
+# Nomad before 1.8.2: always):
 #
 #   nomad acl policy apply -description "caravan planner: job versions" \
 #     caravan-planner-register jobspecs/acl/planner-nomad-register.policy.hcl

@@ -11,12 +11,17 @@
 #   - stopping a converged job (meta caravan_stop_on_converge = "true");
 #   - policy { placement_affinity = true } (the count change of a resize is
 #     a scale and still applies; only the affinity is not registered).
+# On a Nomad agent that ignores a scale's JobModifyIndex (before 1.8.2, the
+# open-source 1.6 line included) every count change is such a registration
+# (planner/README.md, "ACLs"): attach the add-on there too.
 # Without it those decisions are refused by Nomad (403); the planner logs
 # the missing capability once, at error level, and GET /v1/plan shows each
 # refused action with the reason.
 #
 # It cannot read secrets, exec into or signal allocations, read logs, or
-# touch ACLs, variables, volumes or the operator API.
+# touch ACLs, variables, volumes or the operator API. (The planner checks
+# progress tokens by reading a job's variables path with the task's own
+# token, not with this one.)
 #
 #   nomad acl policy apply -description "caravan planner" caravan-planner \
 #     jobspecs/acl/planner-nomad.policy.hcl

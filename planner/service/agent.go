@@ -137,14 +137,22 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 	}
 	keys := ingest.NewKeySet(jwks, hc, clk)
 	keys.MaxAge = cfg.Progress.JWKSMaxAge
-	verifier := &ingest.Verifier{
-		Keys: keys, Clock: clk,
-		Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
+	plog := log.Named("progress")
+	verifier := &ingest.Router{
+		JWKS: &ingest.Verifier{
+			Keys: keys, Clock: clk,
+			Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
+		},
+		Online: &ingest.OnlineChecker{
+			Client: a.nomad, Clock: clk, Logger: plog, Leeway: 30 * time.Second,
+			RefuseWithoutACLs: cfg.Progress.RefuseWithoutACLs,
+		},
+		JWKSURL: jwks, HTTP: hc, Clock: clk, ProbeEvery: cfg.Progress.JWKSMaxAge, Logger: plog,
 	}
 	a.api = &httpapi.Server{
 		ID: id, Version: Version, Rounds: a.manager, Leader: leader, Source: a.source, Logger: log.Named("http"),
 		Progress: &ingest.Handler{
-			Verifier: verifier, Store: a.store, Clock: clk, Logger: log.Named("progress"),
+			Verifier: verifier, Store: a.store, Clock: clk, Logger: plog,
 			Authorize: a.authorizeProgress,
 		},
 	}
@@ -169,17 +177,34 @@ func settings(cfg *config.Config) manager.Settings {
 }
 
 // authorizeProgress lets a verified workload report only for a managed job,
-// and not from an allocation Nomad already considers finished.
+// and not from an allocation Nomad already considers finished or told to
+// stop. Claims accepted unverified (Nomad without ACLs) must name a live
+// allocation of the job the planner knows.
 func (a *Agent) authorizeProgress(id ingest.Identity) error {
 	snap := a.source.Snapshot()
 	j, ok := snap.Jobs[source.JobKey{Namespace: id.Namespace, ID: id.JobID}]
 	if !ok {
 		return fmt.Errorf("%w: job %s/%s is not managed by the planner", ingest.ErrForbidden, id.Namespace, id.JobID)
 	}
-	for _, al := range j.Allocs {
-		if al.ID == id.AllocationID && (al.ClientStatus == "complete" || al.ClientStatus == "failed" || al.ClientStatus == "lost") {
-			return fmt.Errorf("%w: allocation %s is %s", ingest.ErrForbidden, id.AllocationID, al.ClientStatus)
+	return allocMayReport(j.Allocs, id)
+}
+
+func allocMayReport(allocs []*nomadapi.AllocationListStub, id ingest.Identity) error {
+	for _, al := range allocs {
+		if al.ID != id.AllocationID {
+			continue
 		}
+		switch {
+		case al.ClientStatus == "complete" || al.ClientStatus == "failed" || al.ClientStatus == "lost":
+			return fmt.Errorf("%w: allocation %s is %s", ingest.ErrForbidden, id.AllocationID, al.ClientStatus)
+		case al.DesiredStatus == "stop" || al.DesiredStatus == "evict":
+			return fmt.Errorf("%w: allocation %s is told to %s", ingest.ErrForbidden, id.AllocationID, al.DesiredStatus)
+		}
+		return nil
+	}
+	if id.Unverified {
+		return fmt.Errorf("%w: allocation %s is not a known allocation of job %s/%s (unverified token: Nomad enforces no ACLs)",
+			ingest.ErrForbidden, id.AllocationID, id.Namespace, id.JobID)
 	}
 	return nil
 }

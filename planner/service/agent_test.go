@@ -15,6 +15,7 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/config"
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakeconsul"
 	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
 )
@@ -134,4 +135,34 @@ func TestAgent(t *testing.T) {
 	holder, _ := consul.Holder("caravan/planner/leader")
 	must.Eq(t, "", holder)
 	must.SliceEmpty(t, consul.Services())
+}
+
+// A stopped (or stopping) allocation's token is refused even while a
+// verified answer for it is cached; unverified claims (Nomad without ACLs)
+// must name a live allocation the planner knows.
+func TestAllocMayReport(t *testing.T) {
+	allocs := []*nomadapi.AllocationListStub{
+		{ID: "run", ClientStatus: "running", DesiredStatus: "run"},
+		{ID: "done", ClientStatus: "complete", DesiredStatus: "run"},
+		{ID: "stopping", ClientStatus: "running", DesiredStatus: "stop"},
+	}
+	for _, tc := range []struct {
+		alloc      string
+		unverified bool
+		ok         bool
+	}{
+		{"run", false, true},
+		{"run", true, true},
+		{"done", false, false},
+		{"stopping", false, false},
+		{"unknown", false, true}, // Nomad vouched for it; the snapshot may lag
+		{"unknown", true, false},
+	} {
+		err := allocMayReport(allocs, ingest.Identity{Namespace: "default", JobID: "j", AllocationID: tc.alloc, Unverified: tc.unverified})
+		if tc.ok {
+			must.NoError(t, err, must.Sprintf("%+v", tc))
+		} else {
+			must.ErrorIs(t, err, ingest.ErrForbidden, must.Sprintf("%+v", tc))
+		}
+	}
 }

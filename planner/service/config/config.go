@@ -127,6 +127,10 @@ type Progress struct {
 	// JWKSMaxAge bounds how long a fetched JWKS is trusted: a key removed
 	// from Nomad's key set is refused within about this long.
 	JWKSMaxAge time.Duration
+	// RefuseWithoutACLs refuses every progress report when Nomad enforces
+	// no ACLs (no token can be verified then); false accepts the token's
+	// claims unverified and logs an error saying so (planner/README.md).
+	RefuseWithoutACLs bool
 }
 
 // Bounds of progress.jwks_max_age: at most 5 minutes (the promise to an

@@ -49,7 +49,8 @@ capacity {
   shares_per_gpu = 4
 }
 progress {
-  audience = "aud"
+  audience            = "aud"
+  refuse_without_acls = true
 }
 `)
 	f, err := ParseFlags([]string{"-config", p, "-port", "9100", "-nomad-address", "http://10.0.0.1:4646"}, io.Discard)
@@ -70,6 +71,7 @@ progress {
 	must.Eq(t, "caravan/gpu", c.Capacity.Device)
 	must.Eq(t, 4, c.Capacity.SharesPerGPU)
 	must.Eq(t, "aud", c.Progress.Audience)
+	must.True(t, c.Progress.RefuseWithoutACLs)
 	must.Eq(t, "http://10.0.0.1:4646", c.NomadConfig().Address)
 	must.Eq(t, "ml", c.NomadConfig().Namespace)
 }

@@ -88,6 +88,8 @@ type fileProgress struct {
 	Issuer     *string `hcl:"issuer,optional"`
 	MaxSamples *int    `hcl:"max_samples,optional"`
 	JWKSMaxAge *string `hcl:"jwks_max_age,optional"`
+	// RefuseWithoutACLs: see Progress.RefuseWithoutACLs.
+	RefuseWithoutACLs *bool `hcl:"refuse_without_acls,optional"`
 }
 
 // ParseFile reads an HCL config file and applies it on top of c.
@@ -178,6 +180,7 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Audience, &c.Progress.Audience)
 		set(p.Issuer, &c.Progress.Issuer)
 		set(p.MaxSamples, &c.Progress.MaxSamples)
+		set(p.RefuseWithoutACLs, &c.Progress.RefuseWithoutACLs)
 		dur("progress.jwks_max_age", p.JWKSMaxAge, &c.Progress.JWKSMaxAge)
 	}
 	if p := fc.UI; p != nil {

@@ -21,7 +21,7 @@ type Authorizer func(Identity) error
 
 // Handler serves POST /v1/progress.
 type Handler struct {
-	Verifier  *Verifier
+	Verifier  TokenVerifier
 	Store     *Store
 	Clock     clock.Clock
 	Authorize Authorizer

@@ -18,6 +18,10 @@ type Identity struct {
 	JobID        string `json:"nomad_job_id"`
 	AllocationID string `json:"nomad_allocation_id"`
 	Task         string `json:"nomad_task"`
+	// Unverified marks claims accepted without a check: the Nomad agent
+	// enforces no ACLs, so nothing can vouch for them (online.go). The
+	// caller then requires the allocation to be a live one of the job.
+	Unverified bool `json:"-"`
 }
 
 // ErrUnauthenticated wraps every reason a token is refused.

@@ -289,6 +289,22 @@ func TestManager_SuspendedStateSurvivesLeaderChange(t *testing.T) {
 	must.Eq(t, 0, count(t, h.nomad, "b")) // a user's pause is respected
 }
 
+// On an agent that ignores a scale's index, a suspension is a registration
+// and a count-less event carrying the count (submit/scaleindex.go); a later
+// probe of the agent's index checks is no event of anyone's. A new leader
+// still reads the job as suspended, not as paused by someone else.
+func TestManager_SuspendedByRegistrationSurvivesLeaderChange(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, nil))
+	at := time.Now().Add(-time.Hour)
+	h.nomad.AddEvent("default", "a", "worker", nomadapi.ScalingEvent{Message: "suspend", Time: uint64(at.UnixNano()),
+		Meta: map[string]any{submit.EventMetaAction: submit.ActionSuspend, submit.EventMetaCount: float64(0)}})
+	h.nomad.AddEvent("default", "a", "worker", nomadapi.ScalingEvent{Count: ptr(int64(0)), Message: "probe",
+		Time: uint64(at.Add(time.Minute).UnixNano()), Meta: map[string]any{submit.EventMetaProbe: true}})
+	r := h.round()
+	must.Eq(t, StateSuspended, findJob(t, r, "a").State)
+}
+
 func TestManager_StopsRerunsOfUserErrors(t *testing.T) {
 	h := newHarness(t, defaultSettings(), 1)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "1"}))

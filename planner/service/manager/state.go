@@ -97,8 +97,10 @@ func (m *Manager) refreshEvents(ctx context.Context, j *source.Job, mm *memory) 
 	}
 	for i := range tg.Events {
 		ev := &tg.Events[i]
-		if ev.Count == nil {
-			continue // non-count events (e.g. autoscaler errors)
+		if _, ok := submit.EventCount(ev); !ok {
+			// non-count events (e.g. autoscaler errors), and the probe
+			// of Nomad's scale index checks (submit/scaleindex.go)
+			continue
 		}
 		if mm.lastEvent == nil || ev.Time > mm.lastEvent.Time {
 			mm.lastEvent = ev

@@ -2,6 +2,7 @@ package submit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,13 @@ import (
 // the policy that grants it, not a retryable rejection.
 func TestWriter_ForbiddenNamesCapability(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // read-job granted
+			job := fakenomad.TrainingJob("a", 1, nil)
+			idx := uint64(7)
+			job.JobModifyIndex = &idx
+			_ = json.NewEncoder(w).Encode(job)
+			return
+		}
 		http.Error(w, "Permission denied", http.StatusForbidden)
 	}))
 	defer srv.Close()

@@ -5,6 +5,12 @@
 // on, so a concurrent edit by a user (or a deposed leader's late write) is
 // never overwritten: Nomad refuses the write and the planner decides again on
 // the new version.
+//
+// A Nomad agent before 1.8.2 ignores a scale's JobModifyIndex. The Writer
+// finds out by behaviour (scaleindex.go) and, on such an agent, changes a
+// count with a registration that enforces the index, followed by a
+// count-less scaling event carrying the planner's meta and the new count
+// (EventMetaCount), so the job's history reads the same.
 package submit
 
 import (
@@ -12,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	nomadapi "github.com/hashicorp/nomad/api"
@@ -59,6 +66,13 @@ const (
 	// MetaReclaimedBy names the team queue a suspend or shrink gave its
 	// GPUs back to (a reclaim of borrowed GPUs).
 	MetaReclaimedBy = "caravan_reclaimed_by"
+	// EventMetaCount is the count a count-less event records, when the
+	// count was changed by a registration (an agent that ignores a scale's
+	// index): EventCount reads it as the event's count.
+	EventMetaCount = "caravan_count"
+	// EventMetaProbe marks the write that tells whether Nomad enforces a
+	// scale's index (scaleindex.go); readers of the history skip it.
+	EventMetaProbe = "caravan_probe"
 )
 
 // Actions recorded in EventMetaAction.
@@ -96,6 +110,9 @@ type Scale struct {
 type Writer struct {
 	Client *nomadapi.Client
 	Logger hclog.Logger
+
+	mu         sync.Mutex
+	scaleIndex scaleIndexState // learnt once (scaleindex.go)
 }
 
 func isRejected(err error) bool {
@@ -126,6 +143,15 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 	if s.Error && !s.EventOnly {
 		return Result{}, fmt.Errorf("scaling %s/%s: an error event cannot change the count (Nomad refuses it)", s.Namespace, s.JobID)
 	}
+	if !s.EventOnly {
+		enforced, err := w.scaleIndexEnforced(ctx, s)
+		if err != nil {
+			return Result{}, err
+		}
+		if !enforced {
+			return w.scaleByRegister(ctx, s)
+		}
+	}
 	count := int64(s.Count)
 	countp := &count
 	if s.EventOnly {
@@ -140,19 +166,9 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 		Meta:           s.Meta,
 		JobModifyIndex: s.JobModifyIndex,
 	}
-	q := (&nomadapi.WriteOptions{Namespace: s.Namespace}).WithContext(ctx)
-	resp, _, err := w.Client.Jobs().ScaleWithRequest(s.JobID, req, q)
+	resp, err := w.scaleRequest(ctx, s, req)
 	if err != nil {
-		if isConflict(err) {
-			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
-		}
-		if ferr := forbidden(err, CapabilityScale); ferr != nil {
-			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ferr)
-		}
-		if isRejected(err) {
-			return Result{}, fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
-		}
-		return Result{}, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
+		return Result{}, err
 	}
 	if s.EventOnly {
 		w.Logger.Info("recorded scaling event", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "error", s.Error, "message", s.Message)
@@ -160,6 +176,25 @@ func (w *Writer) Scale(ctx context.Context, s Scale) (Result, error) {
 		w.Logger.Info("scaled", "job", s.Namespace+"/"+s.JobID, "group", s.Group, "count", s.Count, "eval_id", resp.EvalID, "message", s.Message)
 	}
 	return Result{EvalID: resp.EvalID, JobModifyIndex: resp.JobModifyIndex}, nil
+}
+
+// scaleRequest sends one scale request, its errors classified.
+func (w *Writer) scaleRequest(ctx context.Context, s Scale, req *nomadapi.ScalingRequest) (*nomadapi.JobRegisterResponse, error) {
+	q := (&nomadapi.WriteOptions{Namespace: s.Namespace}).WithContext(ctx)
+	resp, _, err := w.Client.Jobs().ScaleWithRequest(s.JobID, req, q)
+	if err != nil {
+		if isConflict(err) {
+			return nil, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ErrConflict)
+		}
+		if ferr := forbidden(err, CapabilityScale); ferr != nil {
+			return nil, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, ferr)
+		}
+		if isRejected(err) {
+			return nil, fmt.Errorf("scaling %s/%s group %s: %w: %w", s.Namespace, s.JobID, s.Group, ErrRejected, err)
+		}
+		return nil, fmt.Errorf("scaling %s/%s group %s: %w", s.Namespace, s.JobID, s.Group, err)
+	}
+	return resp, nil
 }
 
 // Register submits a full job registration built from a job the planner

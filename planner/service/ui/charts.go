@@ -13,6 +13,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
 // Class names the browser test (and CSS) look for.
@@ -156,15 +157,18 @@ func workersChart(events []nomadapi.ScalingEvent) template.HTML {
 	var xs, ys []float64
 	now := time.Now()
 	for _, e := range evs {
-		if e.Count == nil {
+		// A count changed by a registration (an agent that ignores a
+		// scale's index) is a count-less event with the count in its meta.
+		count, ok := submit.EventCount(&e)
+		if !ok {
 			continue
 		}
 		x := -now.Sub(time.Unix(0, int64(e.Time))).Minutes()
-		if len(xs) == 0 {
+		if len(xs) == 0 && e.Count != nil {
 			xs, ys = append(xs, x), append(ys, float64(e.PreviousCount)) // the count before the first event
 		}
 		xs = append(xs, x)
-		ys = append(ys, float64(*e.Count))
+		ys = append(ys, float64(count))
 	}
 	if len(xs) > 0 {
 		xs, ys = append(xs, 0), append(ys, ys[len(ys)-1])

@@ -41,6 +41,13 @@ type Server struct {
 	planCode int
 	// Plans records every dry run ("plan ns/id group=count ...").
 	Plans []string
+	// acls makes the variables endpoint check tokens; identities are the
+	// workload identity tokens it accepts, by token: namespace/job.
+	acls       bool
+	identities map[string]string
+	// scaleIgnoresIndex makes scale requests ignore JobModifyIndex, as a
+	// Nomad agent before 1.8.2 does.
+	scaleIgnoresIndex bool
 }
 
 // New starts a fake Nomad; Close it when done.
@@ -295,6 +302,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.reply(w, out)
+	case strings.HasPrefix(p, "/v1/var/") && r.Method == http.MethodGet:
+		s.serveVariable(w, r, ns, strings.TrimPrefix(p, "/v1/var/"))
 	case p == "/v1/nodes":
 		s.block(r)
 		s.reply(w, s.nodes)
@@ -329,7 +338,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, ns, rest strin
 			s.fail(w, 400, err.Error())
 			return
 		}
-		if req.JobModifyIndex > 0 && req.JobModifyIndex != *job.JobModifyIndex {
+		if !s.scaleIgnoresIndex && req.JobModifyIndex > 0 && req.JobModifyIndex != *job.JobModifyIndex {
 			s.fail(w, 500, fmt.Sprintf("%s %d: job exists with conflicting job modify index: %d",
 				nomadapi.RegisterEnforceIndexErrPrefix, req.JobModifyIndex, *job.JobModifyIndex))
 			return
@@ -441,4 +450,54 @@ func TrainingJob(id string, count int, meta map[string]string) *nomadapi.Job {
 	tg.AddTask(nomadapi.NewTask("train", "raw_exec"))
 	job.AddTaskGroup(tg)
 	return job
+}
+
+// SetACLs turns token checks of the variables endpoint on or off (off: every
+// read answers 404, as an agent without ACLs does for a missing variable).
+func (s *Server) SetACLs(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.acls = on
+}
+
+// AddIdentity makes token a workload identity of job ns/id: with ACLs on,
+// it may read the variables path nomad/jobs/<id> in ns and nothing else.
+func (s *Server) AddIdentity(token, ns, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.identities == nil {
+		s.identities = map[string]string{}
+	}
+	s.identities[token] = key(ns, id)
+}
+
+// RevokeIdentity makes Nomad refuse token from now on, as it refuses the
+// identity of an allocation that became terminal.
+func (s *Server) RevokeIdentity(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.identities, token)
+}
+
+// SetScaleIgnoresIndex makes scales ignore JobModifyIndex (Nomad < 1.8.2).
+func (s *Server) SetScaleIgnoresIndex(ignore bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scaleIgnoresIndex = ignore
+}
+
+// serveVariable answers a variable read: no variable exists, so 404 when
+// the token may read the path, 403 when it may not.
+func (s *Server) serveVariable(w http.ResponseWriter, r *http.Request, ns, path string) {
+	if !s.acls {
+		s.fail(w, 404, "variable not found")
+		return
+	}
+	job, ok := strings.CutPrefix(path, "nomad/jobs/")
+	grant, known := s.identities[r.Header.Get("X-Nomad-Token")]
+	if !ok || !known || grant != key(ns, job) {
+		s.fail(w, 403, "Permission denied")
+		return
+	}
+	s.fail(w, 404, "variable not found")
 }
