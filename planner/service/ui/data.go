@@ -11,6 +11,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/manager"
+	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
 var funcs = template.FuncMap{
@@ -174,6 +175,9 @@ func (s *Server) jobData(ctx context.Context, r *manager.Round, j manager.JobVie
 					row := timelineRow{Time: time.Unix(0, int64(e.Time)), Source: "nomad: " + group, Text: e.Message, Error: e.Error}
 					if e.Count != nil {
 						row.Change = fmt.Sprintf("%d → %d", e.PreviousCount, *e.Count)
+					} else if n, ok := submit.EventCount(&e); ok {
+						// Counted by a registration: the event carries the new count only.
+						row.Change = fmt.Sprintf("→ %d", n)
 					}
 					d.Timeline = append(d.Timeline, row)
 				}
