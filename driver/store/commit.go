@@ -156,17 +156,15 @@ type chunkJob struct {
 	n     int
 }
 
-// sharedFile is a source file read by several workers with ReadAt and closed
-// by the last one.
+// sharedFile is a source file read by several workers (each chunk mapped on
+// its own, or read with ReadAt) and closed by the last one.
 type sharedFile struct {
 	f       *os.File
-	data    []byte // read-only map of the file, nil when mapping failed
 	pending atomic.Int64
 }
 
 func (sf *sharedFile) done() {
 	if sf.pending.Add(-1) == 0 {
-		unmapFile(sf.data)
 		_ = sf.f.Close()
 	}
 }
@@ -176,8 +174,10 @@ func (sf *sharedFile) done() {
 // the bytes of new chunks written. Every chunk and chunk directory is durable
 // when it returns nil.
 //
-// Workers hash chunks straight from a read-only map of each source file and
-// write new ones to temp files with O_DIRECT (buffered plus an early
+// Workers hash chunks straight from a read-only map of each chunk (one at a
+// time: memory stays bounded whatever the file size), record a chunk in a
+// hole of its file as zeros without reading it (see sparse.go), and write
+// new ones to temp files with O_DIRECT (buffered plus an early
 // writeback where the file system refuses it). Durability is batched: once
 // all are written, the temp files are fdatasynced in parallel, renamed into
 // place, and the chunk directories fsynced, which costs a few journal commits
@@ -250,7 +250,8 @@ func (cw *chunkWriter) work(ctx context.Context, cancel context.CancelCauseFunc,
 // handle hashes one chunk and writes it unless this commit or the store
 // already has it.
 func (cw *chunkWriter) handle(job chunkJob, buf *[]byte, bounce []byte) error {
-	b, err := cw.store.hashChunk(job, buf)
+	b, mapping, err := cw.store.hashChunk(job, buf)
+	defer unmapFile(mapping)
 	if err != nil {
 		return err
 	}
@@ -309,8 +310,7 @@ func (s *Store) queueChunks(ctx context.Context, cancel context.CancelCauseFunc,
 	}
 }
 
-// openShared opens e for n chunk jobs, mapped read-only where the kernel
-// allows. The open does not block: a FIFO swapped in after the scan is
+// openShared opens e for n chunk jobs. The open does not block: a FIFO swapped in after the scan is
 // refused, never waited on.
 func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 	f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
@@ -325,9 +325,6 @@ func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 		return nil, err
 	}
 	sf := &sharedFile{f: f}
-	if data, err := mapFile(f, e.Size); err == nil {
-		sf.data = data
-	}
 	sf.pending.Store(int64(n))
 	return sf, nil
 }
@@ -378,32 +375,42 @@ func removeTemps(pending []pendingChunk) {
 // final.
 type pendingChunk struct{ tmp, final string }
 
-// hashChunk records the digest of one chunk and returns its bytes: a slice
-// of the file's map, or of *buf (allocated on first use) read with pread when
-// the file could not be mapped.
-func (s *Store) hashChunk(job chunkJob, buf *[]byte) ([]byte, error) {
-	var b []byte
-	if job.src.data != nil {
-		b = job.src.data[job.off : job.off+int64(job.n)]
-	} else {
+// hashChunk records the digest of one chunk and returns its bytes: zeros
+// for a chunk in a hole of its file (not read), else a map of the chunk
+// (mapping, for the caller to unmap once done with b), or *buf (allocated on
+// first use) read with pread when the chunk could not be mapped.
+func (s *Store) hashChunk(job chunkJob, buf *[]byte) (b, mapping []byte, err error) {
+	if inHole(job.src.f, job.off, job.n) {
+		job.entry.Chunks[job.index] = zeroDigest(job.n)
+		return s.zeroChunk()[:job.n], nil, nil
+	}
+	if b, mapping, err = mapRange(job.src.f, job.off, job.n); err != nil {
 		if *buf == nil {
 			*buf = alignedBuf(s.chunkSize)
 		}
-		b = (*buf)[:job.n]
-		n, err := job.src.f.ReadAt(b, job.off)
-		if n < len(b) {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		b, mapping = (*buf)[:job.n], nil
+		if err := readChunkAt(job, b); err != nil {
+			return nil, nil, err
 		}
 	}
 	sum, err := sumMapped(b)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", job.entry.Path, err)
+		return nil, mapping, fmt.Errorf("read %s: %w", job.entry.Path, err)
 	}
 	job.entry.Chunks[job.index] = hex.EncodeToString(sum[:])
-	return b, nil
+	return b, mapping, nil
+}
+
+// readChunkAt reads job's chunk into b (len job.n) with pread.
+func readChunkAt(job chunkJob, b []byte) error {
+	n, err := job.src.f.ReadAt(b, job.off)
+	if n < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+	}
+	return nil
 }
 
 // writeChunk writes chunk b with digest d to a temp file (with O_DIRECT where

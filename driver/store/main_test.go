@@ -98,6 +98,7 @@ func runHelper(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	printPeakRSS()
 	return 0
 }
 

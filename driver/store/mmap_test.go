@@ -17,9 +17,9 @@ func TestMappedFileShrinks(t *testing.T) {
 	f, err := os.Open(p)
 	must.NoError(t, err)
 	defer f.Close()
-	b, err := mapFile(f, 1<<20)
+	b, m, err := mapRange(f, 0, 1<<20)
 	must.NoError(t, err)
-	defer unmapFile(b)
+	defer unmapFile(m)
 	must.NoError(t, os.Truncate(p, 0))
 
 	errc := make(chan error, 1)

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"slices"
@@ -259,30 +258,32 @@ type chunkUploader struct {
 // copyChunk copies one chunk into *buf (allocated on first use): the HTTP
 // transport reads a request body on goroutines of its own, where a fault on
 // a map of a file that shrank would crash the process, so it is never given
-// the map itself. The copy is hashed and uploaded, so what is uploaded is
-// what its name says whatever the file does meanwhile.
-func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, err error) {
+// a map itself. The copy is hashed and uploaded, so what is uploaded is
+// what its name says whatever the file does meanwhile. A chunk in a hole of
+// its file is zeros, not read (zero is true; see sparse.go); others are
+// copied from a map of the chunk alone, or read with pread where it cannot
+// be mapped.
+func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, zero bool, err error) {
 	if len(*buf) < s.chunkSize {
 		*buf = make([]byte, s.chunkSize)
 	}
 	b = (*buf)[:job.n]
-	if job.src.data == nil {
-		n, err := job.src.f.ReadAt(b, job.off)
-		if n < len(b) {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
-		}
-		return b, nil
+	if inHole(job.src.f, job.off, job.n) {
+		clear(b)
+		return b, true, nil
 	}
+	src, mapping, err := mapRange(job.src.f, job.off, job.n)
+	if err != nil {
+		return b, false, readChunkAt(job, b)
+	}
+	defer unmapFile(mapping)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("read %s: %w", job.entry.Path, errFault{r})
 		}
 	}()
-	copy(b, job.src.data[job.off:job.off+int64(job.n)])
-	return b, nil
+	copy(b, src)
+	return b, false, nil
 }
 
 // upload hashes one chunk and uploads it unless this commit already did or
@@ -303,11 +304,16 @@ func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, err error) {
 // refused. Chunks the newest manifest names are always looked up.
 func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (int64, error) {
 	s := u.s
-	b, err := s.copyChunk(job, buf)
+	b, zero, err := s.copyChunk(job, buf)
 	if err != nil {
 		return 0, err
 	}
-	sum := sha256.Sum256(b)
+	var sum [sha256.Size]byte
+	if zero {
+		_, _ = hex.Decode(sum[:], []byte(zeroDigest(len(b))))
+	} else {
+		sum = sha256.Sum256(b)
+	}
 	d := hex.EncodeToString(sum[:])
 	job.entry.Chunks[job.index] = d
 	u.mu.Lock()

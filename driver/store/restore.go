@@ -297,8 +297,9 @@ func (s *Store) writeFiles(ctx context.Context, m *Manifest, root *os.Root, owne
 	return context.Cause(ctx)
 }
 
-// createFile creates the regular file e below root at its full size, with
-// release to call once it is closed. On error release has been called.
+// createFile creates the regular file e below root at its full size (a hole
+// until chunks are written: restoreChunkFrom and writeChunkAt rely on it),
+// with release to call once it is closed. On error release has been called.
 func createFile(root *os.Root, e *FileEntry, release func()) (*restoreFile, error) {
 	f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -322,12 +323,18 @@ func destErr(path string, err error) error {
 
 // restoreChunkFrom is restoreChunk reading from the store's backend when it
 // has one (streamed: a worker's buffer is restoreWriteSize, not a chunk).
+// A chunk whose digest is that of its length in zeros is neither read nor
+// written: createFile sized the file, so those bytes already read as zeros
+// (a hole), which is what the digest says they are.
 func (s *Store) restoreChunkFrom(ctx context.Context, f *os.File, e *FileEntry, index, chunkSize int, buf *[]byte) error {
+	off := int64(index) * int64(chunkSize)
+	n := int(min(int64(chunkSize), e.Size-off))
+	if e.Chunks[index] == zeroDigest(n) {
+		return nil
+	}
 	if s.backend == nil {
 		return s.restoreChunk(f, e, index, chunkSize, buf)
 	}
-	off := int64(index) * int64(chunkSize)
-	n := int(min(int64(chunkSize), e.Size-off))
 	if len(*buf) < restoreWriteSize {
 		*buf = make([]byte, restoreWriteSize)
 	}
@@ -378,13 +385,19 @@ func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf
 	return writeChunkAt(f, e.Path, b, off)
 }
 
-// writeChunkAt writes a verified chunk b at off in f.
+// writeChunkAt writes chunk b at off in f, a file createFile sized (so
+// reading as zeros where nothing was written): pieces that are all zeros
+// are skipped, so holes stay holes.
 func writeChunkAt(f *os.File, path string, b []byte, off int64) error {
 	for len(b) > 0 {
 		// Moderate writes: on VMs that return freed memory to the host, one
 		// large write(2) into the page cache was measured up to 2x slower
 		// than the same bytes in 128 KiB writes (large folios).
 		n := min(len(b), restoreWriteSize)
+		if isZero(b[:n]) {
+			b, off = b[n:], off+int64(n)
+			continue
+		}
 		if _, err := f.WriteAt(b[:n], off); err != nil {
 			return destErr(path, err)
 		}

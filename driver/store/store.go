@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -96,6 +97,9 @@ type Store struct {
 	gcGrace   time.Duration // how old an unreferenced chunk must be to go
 	settle    time.Duration // how long GC waits for listings to settle
 	pollEvery time.Duration // how often a waiter looks again
+
+	zeroOnce sync.Once
+	zeros    []byte // zeroChunk
 }
 
 // Open opens the store rooted at root, which must exist and be writable.

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -28,16 +26,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/caravan-nomad/caravan/driver/store"
-)
-
-// Retries: every call is retried with exponential backoff (jittered, up to
-// maxBackoff) on throttling (503 SlowDown), 5xx answers and connection
-// errors, up to maxAttempts tries, without the SDK's client-side retry
-// quota (which would turn a long SlowDown into immediate failures). The
-// caller's context bounds it all.
-const (
-	maxAttempts = 10
-	maxBackoff  = 5 * time.Second
 )
 
 // Backend is the S3 store.Backend. Create it with New.
@@ -71,7 +59,10 @@ func New(ctx context.Context, c Config) (store.Backend, error) {
 }
 
 // newBackend builds the client without contacting the server.
-func newBackend(c Config) (*Backend, error) {
+func newBackend(c Config) (*Backend, error) { return newBackendPolicy(c, defaultRetryPolicy) }
+
+// newBackendPolicy is newBackend retrying by policy p (see retry.go).
+func newBackendPolicy(c Config, p retryPolicy) (*Backend, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -95,13 +86,7 @@ func newBackend(c Config) (*Backend, error) {
 		Region:      region,
 		Credentials: credentials.NewStaticCredentialsProvider(ak, sk, token),
 		HTTPClient:  httpClient,
-		Retryer: func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = maxAttempts
-				o.MaxBackoff = maxBackoff
-				o.RateLimiter = ratelimit.None
-			})
-		},
+		Retryer:     func() aws.Retryer { return newRetryer(p) },
 		// The store verifies every chunk by its SHA-256 itself; the SDK's
 		// default CRC trailers are not understood by every S3-compatible
 		// server.
@@ -111,6 +96,7 @@ func newBackend(c Config) (*Backend, error) {
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(scheme + "://" + c.Endpoint)
 		o.UsePathStyle = c.PathStyle
+		o.APIOptions = append(o.APIOptions, addRetryState)
 	})
 	prefix := strings.Trim(c.Prefix, "/")
 	if prefix != "" {
