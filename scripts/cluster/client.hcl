@@ -32,14 +32,17 @@ client {
 
   meta {
     "caravan.node" = "@NODE@"
+    # What runs this client's docker-driver tasks: docker (dockerd), podman
+    # (its Docker-compatible API) or none (scripts/cluster/runtimes.sh).
+    # Jobs pick a runtime with a constraint on ${meta.caravan.container_runtime}.
+    "caravan.container_runtime" = "@CONTAINER_RUNTIME@"
   }
 
   options {
     # Without this list the client probes cloud metadata addresses.
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-    # No QEMU or Java here: skip their drivers. Docker and podman are
-    # denied too when the cluster runs no container runtimes
-    # (scripts/cluster/runtimes.sh).
+    # No QEMU or Java here: skip their drivers. Docker is denied too when
+    # the cluster runs no container runtimes (scripts/cluster/runtimes.sh).
     "driver.denylist" = "@DRIVER_DENYLIST@"
   }
 }
