@@ -192,3 +192,49 @@ func TestBuildHashicorp_AgentNeedsNewerGo(t *testing.T) {
 	must.StrContains(t, errOut, "nomad v1.6.1 (its go.mod) needs Go 1.26.1 or newer")
 	must.StrNotContains(t, out, "[2/4]")
 }
+
+// fakeE2EGo is a `go` for scripts/e2e.sh: two packages, whose verbose test
+// output has a test skipped for an agent feature (the second twice, as two
+// subtests would), and a passing test.
+const fakeE2EGo = `#!/usr/bin/env bash
+case "$1" in
+  list) printf 'm/e2e/a\nm/e2e/b\n' ;;
+  test)
+    for a in "$@"; do p=$a; done
+    echo "=== RUN   TestPasses"
+    echo "--- PASS: TestPasses (0.00s)"
+    echo "=== RUN   TestNeeds_${p##*/}"
+    echo "    features.go:10: SKIP-NEEDS-FEATURE: TestNeeds_${p##*/}: JWKS (/.well-known/jwks.json)"
+    echo "    features.go:10: SKIP-NEEDS-FEATURE: TestNeeds_${p##*/}: JWKS (/.well-known/jwks.json)"
+    echo "--- SKIP: TestNeeds_${p##*/} (0.00s)"
+    echo "ok  	$p	0.01s" ;;
+  *) echo "fake go: unexpected: $*" >&2; exit 2 ;;
+esac
+`
+
+// TestE2EScript_ListsFeatureSkips: scripts/e2e.sh runs the packages with
+// -v, keeps their verbose output in the logs, and ends by listing each test
+// skipped for a newer agent feature once (also in skipped-features.txt).
+func TestE2EScript_ListsFeatureSkips(t *testing.T) {
+	root := t.TempDir()
+	must.NoError(t, os.MkdirAll(filepath.Join(root, "scripts"), 0o755))
+	b, err := os.ReadFile(filepath.Join("scripts", "e2e.sh"))
+	must.NoError(t, err)
+	must.NoError(t, os.WriteFile(filepath.Join(root, "scripts", "e2e.sh"), b, 0o755))
+	must.NoError(t, os.WriteFile(filepath.Join(root, "scripts", "cluster.sh"), []byte("#!/bin/sh\n"), 0o755))
+	bin := t.TempDir()
+	must.NoError(t, os.WriteFile(filepath.Join(bin, "go"), []byte(fakeE2EGo), 0o755))
+	env := append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "E2E_PARALLEL=1", "E2E_BUILD_TARGETS=", "E2E_SKIP=")
+	out, errOut, err := runScript(t, root, env, "e2e.sh")
+	must.NoError(t, err, must.Sprint(out+errOut))
+	must.StrContains(t, out, "[e2e-1] ok  \tm/e2e/a")
+	must.StrNotContains(t, out, "TestPasses")
+	must.StrContains(t, out, "==> e2e: 2 tests skipped: the agent lacks a feature they need")
+	must.StrContains(t, out, "\n    TestNeeds_a: JWKS (/.well-known/jwks.json)\n    TestNeeds_b: JWKS (/.well-known/jwks.json)\n")
+	listed, err := os.ReadFile(filepath.Join(root, "build", "e2e-logs", "skipped-features.txt"))
+	must.NoError(t, err)
+	must.Eq(t, 2, strings.Count(string(listed), "\n"))
+	log, err := os.ReadFile(filepath.Join(root, "build", "e2e-logs", "a.log"))
+	must.NoError(t, err)
+	must.StrContains(t, string(log), "--- PASS: TestPasses")
+}

@@ -35,8 +35,9 @@ var stepLine = regexp.MustCompile(`(?m)^step=(\d+) `)
 
 // TestContainers_Drain: the checkpointed trainer container (restore,
 // sidecar and commit tasks) in a service job is drained off its node and
-// resumes on the other node, under the same driver, from the generation
-// its final commit wrote (newer than the sidecar's on-demand one), and ends
+// resumes on the other node, under Nomad's docker driver there too but the
+// other runtime (dockerd -> podman, podman -> dockerd: the checkpoint, not
+// the container, moves), from the generation its final commit wrote (newer than the sidecar's on-demand one), and ends
 // bit for bit against one host process. Nomad links the replacement to the
 // drained allocation and starts it only after the old one's poststop
 // commit. With a 1 min deadline the drain completes after that commit; with
@@ -47,20 +48,20 @@ func TestContainers_Drain(t *testing.T) {
 	c.LoadImages(t)
 	want := hostFinalLine(t, c, drainArgs)
 	for _, tc := range []struct {
-		driver           string
+		runtime          string
 		deadline         time.Duration
 		deadlineReached  bool
 		deadlineScenario string
 	}{
-		{driver: "docker", deadline: time.Minute, deadlineScenario: "the drain completes after the final commit"},
-		{driver: "podman", deadline: time.Second, deadlineReached: true,
+		{runtime: "docker", deadline: time.Minute, deadlineScenario: "the drain completes after the final commit"},
+		{runtime: "podman", deadline: time.Second, deadlineReached: true,
 			deadlineScenario: "the deadline passes before the final commit"},
 	} {
-		t.Run(tc.driver, func(t *testing.T) {
-			from, to := driverClients(t, c, tc.driver)
-			jobID := "e2e-ctr-drain-" + tc.driver
+		t.Run(tc.runtime, func(t *testing.T) {
+			from, to := runtimeClients(t, c, tc.runtime)
+			jobID := "e2e-ctr-drain-" + tc.runtime
 			onlyEligible(t, c, from, to)
-			c.RunJob(t, drainJob, "job_name="+jobID, "driver="+tc.driver, hclList("trainer_args", append(drainArgs, "-hold")))
+			c.RunJob(t, drainJob, "job_name="+jobID, hclList("trainer_args", append(drainArgs, "-hold")))
 			a1 := liveAlloc(t, c, jobID, nil)
 			requireNode(t, c, a1, from)
 			older := onDemandCheckpoint(t, c, a1)
@@ -105,7 +106,7 @@ func TestContainers_DrainBatch(t *testing.T) {
 	c.LoadImages(t)
 	want := hostFinalLine(t, c, drainArgs)
 	const deadline = 10 * time.Second
-	from, to := driverClients(t, c, "docker")
+	from, to := runtimeClients(t, c, "docker")
 	jobID := "e2e-ctr-drain-batch"
 	onlyEligible(t, c, from, to)
 	c.RunJob(t, drainJob, "job_name="+jobID, "job_type=batch", hclList("trainer_args", append(drainArgs, "-hold")))
@@ -167,18 +168,18 @@ func hclList(name string, values []string) string {
 	return name + "=[" + strings.Join(quoted, ",") + "]"
 }
 
-// driverClients returns the client the driver's tests start on and the
-// other client, both checked to run the driver.
-func driverClients(t *testing.T, c *harness.C, driver string) (from, to string) {
+// runtimeClients returns the client backed by the runtime, where the
+// runtime's tests start, and the other client, backed by the other runtime,
+// both checked.
+func runtimeClients(t *testing.T, c *harness.C, runtime string) (from, to string) {
 	t.Helper()
-	for _, d := range harness.ContainerDrivers {
-		if d.Name == driver {
-			c.RequireDriver(t, d.Client, d.Name)
-			c.RequireDriver(t, d.Other, d.Name)
+	for _, d := range harness.ContainerRuntimes {
+		if d.Name == runtime {
+			c.RequireRuntimes(t, d)
 			return d.Client, d.Other
 		}
 	}
-	t.Fatalf("no container driver %q", driver)
+	t.Fatalf("no container runtime %q", runtime)
 	return "", ""
 }
 

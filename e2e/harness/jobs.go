@@ -140,22 +140,8 @@ func (c *C) WaitAllocStatus(t testing.TB, allocID, status string, timeout time.D
 
 // Logs returns a task's whole stdout or stderr log: empty while the task
 // has not started (its allocation's prestart tasks still running), so a
-// test polling for a line waits instead of failing on Nomad's 404. A log in
-// the CRI format (Nomad's podman driver writes both streams that way into
-// the task's stdout log) is decoded into the plain text of the stream.
+// test polling for a line waits instead of failing on Nomad's 404.
 func (c *C) Logs(t testing.TB, allocID, task, stream string) string {
-	t.Helper()
-	out := c.rawLogs(t, allocID, task, stream)
-	if stream == "stderr" && out == "" {
-		if so := c.rawLogs(t, allocID, task, "stdout"); isCRILog(so) {
-			return criStream(so, stream)
-		}
-	}
-	return PlainLog(out, stream)
-}
-
-// rawLogs returns a task's log file as Nomad serves it.
-func (c *C) rawLogs(t testing.TB, allocID, task, stream string) string {
 	t.Helper()
 	args := []string{"alloc", "logs"}
 	if stream == "stderr" {

@@ -1,13 +1,14 @@
-# The FROM scratch trainer under a container driver (var.driver: docker or
-# podman) with all three caravan checkpoint tasks (restore, sidecar, commit;
-# driver/README.md, "Containers"), set up as driver/README.md's "Drains"
-# section tells an operator to run a training that node drains must move: a
-# service job (Nomad stops drained batch allocations without placing
-# replacements), a migrate block, an update block with max_parallel = 0 (no
-# deployment blocking `job scale`) and a trainer that stays up after its
-# last step (-hold). No node is pinned: the test picks the start node with
-# node eligibility. job_type = "batch" drops the service-only blocks, for
-# the test of what a drain does to a batch job.
+# The FROM scratch trainer under Nomad's docker driver (on client1 against
+# dockerd, on client2 against podman's Docker-compatible API, so a drain
+# moves it from one runtime to the other) with all three caravan checkpoint
+# tasks (restore, sidecar, commit; driver/README.md, "Containers"), set up
+# as driver/README.md's "Drains" section tells an operator to run a training
+# that node drains must move: a service job (Nomad stops drained batch
+# allocations without placing replacements), a migrate block, an update
+# block with max_parallel = 0 (no deployment blocking `job scale`) and a
+# trainer that stays up after its last step (-hold). No node is pinned: the
+# test picks the start node with node eligibility. job_type = "batch" drops
+# the service-only blocks, for the test of what a drain does to a batch job.
 
 variable "job_name" {
   type    = string
@@ -18,17 +19,6 @@ variable "job_type" {
   description = "service (drains move it) or batch (drains stop it; driver/README.md)."
   type        = string
   default     = "service"
-}
-
-variable "driver" {
-  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
-  type        = string
-  default     = "docker"
-
-  validation {
-    condition     = contains(["docker", "podman"], var.driver)
-    error_message = "The driver must be docker or podman."
-  }
 }
 
 variable "trainer_args" {
@@ -89,7 +79,7 @@ job "trainer-drain" {
     }
 
     task "trainer" {
-      driver       = var.driver
+      driver       = "docker"
       kill_signal  = "SIGTERM"
       kill_timeout = var.kill_timeout
 
