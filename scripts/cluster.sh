@@ -111,6 +111,15 @@ running_agents() {
   echo $n
 }
 
+# cgroup_parent NODE prints the client's parent cgroup, one per cluster and
+# client: under cgroups v1 an absolute path (Nomad 1.6's cpuset manager
+# makes it relative to the root, and a bare name turned cpuset management
+# off), under v2 a name.
+cgroup_parent() {
+  local name="caravan-$base-$1"
+  if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then echo "$name"; else echo "/$name"; fi
+}
+
 # render TEMPLATE NODE > OUT substitutes the cluster's paths and ports.
 render() {
   local tmpl=$1 node=$2 idx=0
@@ -141,6 +150,7 @@ render() {
       -e "s|@P_DYN_MAX@|$((dmin + span - 1))|g" \
       -e "s|@DRIVER_DENYLIST@|$(denylist)|g" \
       -e "s|@CONTAINER_RUNTIME@|$(runtime_of "$node")|g" \
+      -e "s|@CGROUP_PARENT@|$(cgroup_parent "$node")|g" \
       "$tmpl"
 }
 

@@ -26,7 +26,9 @@ client {
   servers           = ["127.0.0.1:@P_SERVER_RPC@"]
   node_class        = "caravan"
   network_interface = "lo"
-  cgroup_parent     = "caravan-@CLUSTER_ID@-@NODE@"
+  # An absolute path under cgroups v1 (Nomad 1.6's cpuset manager needs
+  # one), a name under v2 (scripts/cluster.sh).
+  cgroup_parent     = "@CGROUP_PARENT@"
   min_dynamic_port  = @P_DYN_MIN@
   max_dynamic_port  = @P_DYN_MAX@
 
