@@ -32,6 +32,12 @@ variable "kill_timeout" {
   default     = "30s"
 }
 
+variable "shutdown_delay" {
+  description = "Nomad's wait between a stop and the kill signal: delays the final save and commit."
+  type        = string
+  default     = "0s"
+}
+
 variable "memory" {
   type    = number
   default = 256
@@ -79,9 +85,10 @@ job "trainer-drain" {
     }
 
     task "trainer" {
-      driver       = "docker"
-      kill_signal  = "SIGTERM"
-      kill_timeout = var.kill_timeout
+      driver         = "docker"
+      kill_signal    = "SIGTERM"
+      kill_timeout   = var.kill_timeout
+      shutdown_delay = var.shutdown_delay
 
       config {
         image        = "localhost/caravan-trainer:local"
