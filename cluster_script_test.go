@@ -110,9 +110,9 @@ func agentCopy(t *testing.T, dir, name, prefix string) string {
 // TestClusterScript_AgentBins: NOMAD_BIN and CONSUL_BIN, pointed at copies
 // of the built Nomad v1.6 and Consul v1.14 agents (standing in for agents
 // an operator already has), start a one-client cluster whose processes run
-// those copies, not build/bin's. Skipped in -short mode and without the
-// builds and build/caravan. CARAVAN_PORT_BASE picks its ports (default
-// 19800).
+// those copies, not build/bin's, and `down` leaves no cgroup of it behind.
+// Skipped in -short mode and without the builds and build/caravan.
+// CARAVAN_PORT_BASE picks its ports (default 19800).
 func TestClusterScript_AgentBins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster (-short)")
@@ -147,4 +147,8 @@ func TestClusterScript_AgentBins(t *testing.T) {
 		must.NoError(t, err)
 		must.Eq(t, want, exe, must.Sprintf("the %s agent's executable", agent))
 	}
+	// down removes the client's parent cgroup (and Nomad's cpuset children).
+	run("down")
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/caravan-" + base + "-client1")
+	must.SliceEmpty(t, left, must.Sprint("cgroups left behind by down"))
 }

@@ -120,6 +120,17 @@ cgroup_parent() {
   if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then echo "$name"; else echo "/$name"; fi
 }
 
+# remove_cgroups NODE removes the client's parent cgroup and what Nomad made
+# under it (Nomad 1.6 leaves its cpuset "reserved" and "shared" behind),
+# where they are empty: rmdir refuses a cgroup that still has processes.
+remove_cgroups() {
+  local name d
+  name=$(cgroup_parent "$1")
+  for d in /sys/fs/cgroup/*/"${name#/}" "/sys/fs/cgroup/${name#/}"; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
 # render TEMPLATE NODE > OUT substitutes the cluster's paths and ports.
 render() {
   local tmpl=$1 node=$2 idx=0
@@ -379,6 +390,7 @@ cmd_down() {
   # The clients leave their allocations' secrets and private tmpfs mounts
   # behind; without this the cluster dir could not be removed.
   unmount_under "$dir"
+  for a in "${started[@]}"; do remove_cgroups "$a"; done
   rm -rf "$dir/pids"
   log "down"
 }

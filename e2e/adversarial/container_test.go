@@ -109,9 +109,10 @@ func TestDriver_ContainerIgnoresCheckpointRequests(t *testing.T) {
 
 // TestDriver_ContainerCheckpointDir: the driver's hardening, against a
 // container task under Nomad's docker driver against dockerd and against
-// podman's Docker-compatible API (rootful dockerd and podman: what the container writes into /alloc is
-// written as host root, CAP_MKNOD included) and caravan's checkpoint role
-// tasks, which run as host root and reach the container's checkpoint only
+// podman's Docker-compatible API (rootful dockerd and podman: what the
+// container writes into /alloc is written as host root, CAP_MKNOD included)
+// and caravan's checkpoint role tasks, which run as host root and reach the
+// container's checkpoint only
 // through the allocation directory. The container plants a symlink to a
 // host file (resolved against the host's root by the host-side tasks), a
 // FIFO, a symlinked, FIFO or 256 MiB marker, a symlinked checkpoint
