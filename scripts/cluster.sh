@@ -232,7 +232,7 @@ cmd_up() {
     n=0
   fi
   local had_agents
-  had_agents=$(cat "$dir/agents" 2>/dev/null || true)
+  had_agents=$(cat "$dir/agent-bins" 2>/dev/null || true)
   if (( n == ${#agents[@]} )) && [[ $had_agents != "$nomad_bin $consul_bin" ]]; then
     log "running the agents ${had_agents:-(unrecorded)}, $nomad_bin $consul_bin asked for; restarting it"
     cmd_down
@@ -257,7 +257,7 @@ cmd_up() {
   for n in "${clients[@]}"; do mkdir -p "$dir/$n" "$dir/mps/$n/pipe" "$dir/mps/$n/log"; done
   echo "$nclients" >"$dir/clients"
   echo "$store" >"$dir/store"
-  echo "$nomad_bin $consul_bin" >"$dir/agents"
+  echo "$nomad_bin $consul_bin" >"$dir/agent-bins"
   if s3_fault_proxy_asked; then echo on >"$dir/s3-fault-proxy"; else rm -f "$dir/s3-fault-proxy"; fi
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
