@@ -48,10 +48,9 @@ func TestClusterRuntimes_PodmanRunrootIsShort(t *testing.T) {
 }
 
 // runtimesScript runs script after sourcing scripts/cluster/runtimes.sh for
-// a cluster at a temporary dir, with the podman driver plugin at plugin and
-// a PATH that holds the tools the script uses and, of the runtimes, only
-// stubs of those named.
-func runtimesScript(t *testing.T, runtimes, plugin string, stubs []string, script string) (string, error) {
+// a two-client cluster at a temporary dir, with a PATH that holds the tools
+// the script uses and, of the runtimes, only stubs of those named.
+func runtimesScript(t *testing.T, runtimes string, stubs []string, script string) (string, error) {
 	t.Helper()
 	root, err := filepath.Abs(".")
 	must.NoError(t, err)
@@ -64,43 +63,50 @@ func runtimesScript(t *testing.T, runtimes, plugin string, stubs []string, scrip
 	for _, s := range stubs {
 		must.NoError(t, os.WriteFile(filepath.Join(bin, s), []byte("#!/bin/sh\n"), 0o755))
 	}
-	full := `set -euo pipefail; log() { echo "log: $*"; }; source "$root/scripts/cluster/runtimes.sh"; ` + script
+	full := `set -euo pipefail; log() { echo "log: $*"; }; clients=(client1 client2); ` +
+		`source "$root/scripts/cluster/runtimes.sh"; ` + script
 	cmd := exec.Command("/bin/bash", "-c", full)
-	cmd.Env = []string{"PATH=" + bin, "root=" + root, "dir=" + t.TempDir(), "runtimes=" + runtimes,
-		"CARAVAN_PODMAN_DRIVER=" + plugin}
+	cmd.Env = []string{"PATH=" + bin, "root=" + root, "dir=" + t.TempDir(), "runtimes=" + runtimes}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
-// TestClusterRuntimes_DriversFollowTheRuntimes: with dockerd, podman, runc
-// and the podman driver plugin present, every client gets Nomad's docker
-// driver pointed at the cluster's dockerd and the podman driver plugin
-// pointed at its podman service, and neither is denied. Without the plugin
-// CARAVAN_RUNTIMES=auto turns both drivers off with a line saying what is
-// missing and what builds it, and CARAVAN_RUNTIMES=all fails.
-func TestClusterRuntimes_DriversFollowTheRuntimes(t *testing.T) {
-	plugin := filepath.Join(t.TempDir(), "nomad-driver-podman")
-	must.NoError(t, os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o755))
+// TestClusterRuntimes_OneDockerDriverPerRuntime: with dockerd, podman and
+// runc present, every client runs Nomad's docker driver (a client has one),
+// client1's against the cluster's dockerd and client2's against podman's
+// Docker-compatible API, and its node meta names that runtime; no podman
+// driver plugin is configured. Without podman CARAVAN_RUNTIMES=auto turns
+// the docker driver off with a line saying what is missing and what
+// installs it, and CARAVAN_RUNTIMES=all fails.
+func TestClusterRuntimes_OneDockerDriverPerRuntime(t *testing.T) {
 	all := []string{"dockerd", "podman", "runc"}
-	const show = `check_runtimes; echo "denylist: $(denylist)"; render_runtimes; echo "docker: $docker_sock podman: $podman_sock"`
+	const show = `check_runtimes; echo "denylist: $(denylist)"; echo "docker: $docker_sock podman: $podman_sock"; ` +
+		`for n in client1 client2; do echo "== $n runtime=$(runtime_of $n)"; render_runtimes $n; done; ` +
+		`runtime_used podman && echo "podman used"; runtime_used docker && echo "docker used"; true`
 
-	out, err := runtimesScript(t, "all", plugin, all, show)
+	out, err := runtimesScript(t, "all", all, show)
 	must.NoError(t, err, must.Sprint(out))
 	socks := regexp.MustCompile(`docker: (\S+) podman: (\S+)`).FindStringSubmatch(out)
 	must.SliceLen(t, 3, socks, must.Sprint(out))
 	must.StrContains(t, out, "denylist: qemu,java\n")
-	must.StrContains(t, out, "plugin \"docker\" {\n  config {\n    endpoint = \"unix://"+socks[1]+"\"")
-	must.StrContains(t, out, "plugin \"nomad-driver-podman\" {\n  config {\n    socket_path = \"unix://"+socks[2]+"\"")
-	must.StrContains(t, out, `nvidia_runtime = "runc"`)
+	must.StrContains(t, out, "== client1 runtime=docker\n")
+	must.StrContains(t, out, "== client2 runtime=podman\n")
+	client1, client2, ok := strings.Cut(out[strings.Index(out, "== client1"):], "== client2")
+	must.True(t, ok, must.Sprint(out))
+	must.StrContains(t, client1, "plugin \"docker\" {\n  config {\n    endpoint = \"unix://"+socks[1]+"\"")
+	must.StrContains(t, client2, "plugin \"docker\" {\n  config {\n    endpoint = \"unix://"+socks[2]+"\"")
+	must.StrContains(t, client2, `nvidia_runtime = "runc"`)
+	must.StrNotContains(t, out, "nomad-driver-podman")
+	must.StrContains(t, out, "podman used\ndocker used\n")
 
-	missing := filepath.Join(t.TempDir(), "absent")
-	out, err = runtimesScript(t, "auto", missing, all, show)
+	out, err = runtimesScript(t, "auto", []string{"dockerd", "runc"}, show)
 	must.NoError(t, err, must.Sprint(out))
-	must.StrContains(t, out, "denylist: docker,podman,qemu,java\n")
-	must.StrContains(t, out, missing+" (make podman-driver)")
+	must.StrContains(t, out, "denylist: docker,qemu,java\n")
+	must.StrContains(t, out, "missing: podman (make e2e-deps)")
+	must.StrContains(t, out, "== client2 runtime=none\n")
 	must.StrNotContains(t, out, "plugin \"")
 
-	out, err = runtimesScript(t, "all", plugin, []string{"dockerd", "runc"}, show)
+	out, err = runtimesScript(t, "all", []string{"dockerd", "runc"}, show)
 	must.Error(t, err, must.Sprint(out))
 	must.StrContains(t, out, "CARAVAN_RUNTIMES=all, but missing: podman (make e2e-deps)")
 }

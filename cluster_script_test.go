@@ -65,3 +65,90 @@ func TestClusterScript_S3StartNeedsAnS3Cluster(t *testing.T) {
 	must.Eq(t, 1, code)
 	must.StrContains(t, errOut, "was not started with CARAVAN_STORE=s3")
 }
+
+// TestClusterScript_BadAgentBin: a NOMAD_BIN or CONSUL_BIN that is not an
+// executable file is refused by name before anything starts.
+func TestClusterScript_BadAgentBin(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nomad")
+	nomad := filepath.Join(t.TempDir(), "nomad")
+	must.NoError(t, os.WriteFile(nomad, []byte("#!/bin/sh\necho Nomad v1.6.3\n"), 0o755))
+	broken := filepath.Join(t.TempDir(), "consul")
+	must.NoError(t, os.WriteFile(broken, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	notFile := t.TempDir()
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"NOMAD_BIN=" + missing}, "cluster: NOMAD_BIN=" + missing + " is not an executable file"},
+		{[]string{"NOMAD_BIN=" + nomad, "CONSUL_BIN=" + notFile}, "cluster: CONSUL_BIN=" + notFile + " is not an executable file"},
+		{[]string{"NOMAD_BIN=" + nomad, "CONSUL_BIN=" + broken}, "cluster: '" + broken + " version' failed: not a working consul binary (CONSUL_BIN)"},
+	} {
+		code, errOut, dir := clusterScript(t, tc.env, "up")
+		must.Eq(t, 1, code, must.Sprint(errOut))
+		must.StrContains(t, errOut, tc.want)
+		pids, _ := filepath.Glob(filepath.Join(dir, "pids", "*"))
+		must.SliceEmpty(t, pids)
+	}
+}
+
+// agentCopy copies the newest build/bin/<name>-<prefix>* agent into dir (a
+// path of the operator's own, not build/bin) and returns its path; it skips
+// the test when there is none.
+func agentCopy(t *testing.T, dir, name, prefix string) string {
+	t.Helper()
+	builds, _ := filepath.Glob(filepath.Join("build", "bin", name+"-"+prefix+"*"))
+	if len(builds) == 0 {
+		t.Skipf("no build/bin/%s-%s*: make %s", name, prefix, name)
+	}
+	b, err := os.ReadFile(builds[len(builds)-1])
+	must.NoError(t, err)
+	p := filepath.Join(dir, name)
+	must.NoError(t, os.WriteFile(p, b, 0o755))
+	return p
+}
+
+// TestClusterScript_AgentBins: NOMAD_BIN and CONSUL_BIN, pointed at copies
+// of the built Nomad v1.6 and Consul v1.14 agents (standing in for agents
+// an operator already has), start a one-client cluster whose processes run
+// those copies, not build/bin's, and `down` leaves no cgroup of it behind.
+// Skipped in -short mode and without the builds and build/caravan.
+// CARAVAN_PORT_BASE picks its ports (default 19800).
+func TestClusterScript_AgentBins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster (-short)")
+	}
+	if _, err := os.Stat(filepath.Join("build", "caravan")); err != nil {
+		t.Skip("no build/caravan: make dev")
+	}
+	own := t.TempDir()
+	nomad, consul := agentCopy(t, own, "nomad", "v1.6."), agentCopy(t, own, "consul", "v1.14.")
+	base := os.Getenv("CARAVAN_PORT_BASE")
+	if base == "" {
+		base = "19800"
+	}
+	dir := filepath.Join(t.TempDir(), "cluster")
+	run := func(arg string) string {
+		cmd := exec.Command(filepath.Join("scripts", "cluster.sh"), arg)
+		cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+dir, "CARAVAN_PORT_BASE="+base, "CARAVAN_RUNTIMES=none",
+			"CARAVAN_CLIENTS=1", "NOMAD_BIN="+nomad, "CONSUL_BIN="+consul)
+		out, err := cmd.CombinedOutput()
+		must.NoError(t, err, must.Sprintf("cluster.sh %s: %s", arg, out))
+		return string(out)
+	}
+	t.Cleanup(func() { run("down") })
+	out := run("up")
+	must.StrContains(t, out, "agents: Nomad v1.6.")
+	must.StrContains(t, out, "("+nomad+")")
+	must.StrContains(t, out, "Consul v1.14.")
+	for agent, want := range map[string]string{"consul": consul, "server": nomad, "client1": nomad} {
+		pid, err := os.ReadFile(filepath.Join(dir, "pids", agent+".pid"))
+		must.NoError(t, err)
+		exe, err := os.Readlink(filepath.Join("/proc", strings.TrimSpace(string(pid)), "exe"))
+		must.NoError(t, err)
+		must.Eq(t, want, exe, must.Sprintf("the %s agent's executable", agent))
+	}
+	// down removes the client's parent cgroup (and Nomad's cpuset children).
+	run("down")
+	left, _ := filepath.Glob("/sys/fs/cgroup/*/caravan-" + base + "-client1")
+	must.SliceEmpty(t, left, must.Sprint("cgroups left behind by down"))
+}

@@ -1,5 +1,5 @@
 # train-elastic-docker.nomad.hcl for Nomad's podman driver (the external
-# nomad-driver-podman plugin, `make podman-driver`): the same groups, the
+# nomad-driver-podman plugin, which you install): the same groups, the
 # same lifecycle tasks and planner meta; only the job's name and the
 # `driver = "podman"` lines differ (TestJobspecs_PodmanMirrorsDocker keeps
 # the two in step). The podman driver's task config takes the same image,
@@ -10,8 +10,13 @@
 #   nomad job run jobspecs/train-elastic-podman.nomad.hcl
 #
 # The image must be in the podman service's local store (podman load -i
-# build/images/caravan-trainer.tar; scripts/cluster.sh loads it); nothing is
-# pulled. Compute time is MODELLED, as in train-elastic.nomad.hcl.
+# build/images/caravan-trainer.tar); nothing is pulled. Compute time is MODELLED, as in train-elastic.nomad.hcl.
+#
+# Not built, run or tested here: no build of that plugin free of BUSL-1.1
+# code exists (the Go module proxy serves only v0.6.5, which links Nomad
+# v1.11.3; README.md). Install it yourself to use this jobspec; the local
+# cluster runs the docker version under podman instead, through podman's
+# Docker-compatible API (client2).
 
 variable "name" {
   description = "Job ID (and the prefix of the parameter servers' service name)."

@@ -1,17 +1,22 @@
 # train-docker.nomad.hcl for Nomad's podman driver (the external
-# nomad-driver-podman plugin, `make podman-driver`): the same trainer image,
+# nomad-driver-podman plugin, which you install): the same trainer image,
 # the same three caravan checkpoint tasks; only the job's name and the
-# trainer's `driver = "podman"` differ (TestJobspecs_TrainPodmanMirrorsDocker
+# trainer's `driver = "podman"` differ (TestJobspecs_PodmanMirrorsDocker
 # keeps the two in step). The header of the docker version says how it
 # checkpoints. One difference in the driver, not the jobspec: the podman
 # driver stops a container with the image's stop signal (SIGTERM unless the
 # image sets STOPSIGNAL), not kill_signal, so the trainer saves on SIGTERM.
 #
 # The image must be in the podman service's local store (podman load -i
-# build/images/caravan-trainer.tar; scripts/cluster.sh loads it); nothing is
-# pulled.
+# build/images/caravan-trainer.tar); nothing is pulled.
 #
 #   nomad job run -var node=client1 jobspecs/train-podman.nomad.hcl
+#
+# Not built, run or tested here: no build of that plugin free of BUSL-1.1
+# code exists (the Go module proxy serves only v0.6.5, which links Nomad
+# v1.11.3; README.md). Install it yourself to use this jobspec; the local
+# cluster runs the docker version under podman instead, through podman's
+# Docker-compatible API (client2).
 
 variable "job_name" {
   type    = string

@@ -1,5 +1,5 @@
 # train-pytorch-elastic-docker.nomad.hcl for Nomad's podman driver (the
-# external nomad-driver-podman plugin, `make podman-driver`): the same
+# external nomad-driver-podman plugin, which you install): the same
 # groups, the same lifecycle tasks, training script and planner meta; only
 # the job's name and the `driver = "podman"` lines differ
 # (TestJobspecs_PodmanMirrorsDocker keeps the two in step). The podman
@@ -12,8 +12,13 @@
 #   nomad job run jobspecs/train-pytorch-elastic-podman.nomad.hcl
 #
 # The image must be in the podman service's local store (podman load -i
-# build/images/caravan-pytorch.tar; scripts/cluster.sh loads it); nothing is
-# pulled.
+# build/images/caravan-pytorch.tar); nothing is pulled.
+#
+# Not built, run or tested here: no build of that plugin free of BUSL-1.1
+# code exists (the Go module proxy serves only v0.6.5, which links Nomad
+# v1.11.3; README.md). Install it yourself to use this jobspec; the local
+# cluster runs the docker version under podman instead, through podman's
+# Docker-compatible API (client2).
 
 variable "name" {
   description = "Job ID and name (also the rendezvous service's prefix and run ID)."

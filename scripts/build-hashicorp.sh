@@ -7,24 +7,64 @@
 # hundreds of "go: downloading" lines, goes to build/logs/build-<name>-<version>.log,
 # and a failure prints that log's other lines.
 #
-#   scripts/build-hashicorp.sh nomad  v1.11.3
-#   scripts/build-hashicorp.sh consul v1.22.3
+#   scripts/build-hashicorp.sh nomad  v1.6.1
+#   scripts/build-hashicorp.sh consul v1.14.11
 #   scripts/build-hashicorp.sh seaweedfs v0.0.0-20261109003541-7506e5f91cd6
-#   scripts/build-hashicorp.sh nomad-driver-podman v0.6.5
+#
+# Only open-source (MPL-2.0) agents are built (issue 28): Nomad up to v1.6.3
+# (v1.7.0 on is under the BUSL-1.1, and the proxy serves no later 1.6 patch)
+# and Consul up to v1.14.x (v1.15 and v1.16 need the envoyextensions and
+# troubleshoot sub-modules; v1.16.6 and v1.17 on are BUSL-1.1). Any other
+# version, or a pseudo-version, is refused before anything is fetched. Run
+# newer agents you already have with NOMAD_BIN and CONSUL_BIN
+# (scripts/cluster.sh); nothing here downloads them.
 #
 # SeaweedFS (Apache-2.0) is not HashiCorp's, but it builds the same way:
 # `go install` refuses it because its go.mod has replace directives, so it is
-# built from the downloaded module source. So is Nomad's podman task driver,
-# an external plugin (MPL-2.0, pinned to Nomad v1.11.3 like caravan), built
-# without cgo as its own GNUmakefile builds it.
+# built from the downloaded module source. Nomad's podman task driver is not
+# built: the only version the proxy serves (v0.6.5) links Nomad v1.11.3.
 set -euo pipefail
 
-usage='usage: build-hashicorp.sh nomad|consul|seaweedfs|nomad-driver-podman VERSION'
+usage='usage: build-hashicorp.sh nomad|consul|seaweedfs VERSION'
 name=${1:?$usage}
 version=${2:?$usage}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir="$root/build/bin"
 out="$bin_dir/$name-$version"
+
+# refuse WHY: the version is not one this script may build.
+refuse() {
+  echo "build-hashicorp.sh: refusing to build $name $version: $1" >&2
+  exit 2
+}
+
+# release_line VERSION prints "MAJOR MINOR PATCH" of a plain release tag
+# (vX.Y.Z), and nothing for anything else (a pre-release, a pseudo-version).
+release_line() {
+  [[ $1 =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)$ ]] && echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
+}
+
+# check_open_source: Nomad and Consul only at MPL-2.0 releases (the header
+# says which), checked before the cache, so no path builds or links another.
+check_open_source() {
+  local major minor patch line
+  case "$name" in
+    nomad | consul) ;;
+    nomad-driver-podman)
+      refuse "no build of Nomad's podman driver free of BUSL-1.1 code exists (the module proxy serves only v0.6.5, which links Nomad v1.11.3); the local cluster runs podman through Nomad's docker driver instead" ;;
+    *) return 0 ;;
+  esac
+  line=$(release_line "$version") ||
+    refuse "only release tags (vX.Y.Z) are built; a pseudo-version or pre-release may be BUSL-1.1 code"
+  read -r major minor patch <<<"$line"
+  if [[ $name == nomad ]] && ((major > 1 || (major == 1 && (minor > 6 || (minor == 6 && patch > 3))))); then
+    refuse "only Nomad up to v1.6.3 is open source (MPL-2.0): v1.7.0 and later are under the BUSL-1.1, and the module proxy serves no later 1.6 patch; run an agent you have with NOMAD_BIN instead"
+  fi
+  if [[ $name == consul ]] && ((major > 1 || (major == 1 && minor > 14))); then
+    refuse "only Consul up to v1.14.x is built: v1.15 and v1.16 need its envoyextensions and troubleshoot sub-modules, and v1.16.6 and v1.17 on are under the BUSL-1.1; run an agent you have with CONSUL_BIN instead"
+  fi
+}
+check_open_source
 
 if [[ -x "$out" ]]; then
   ln -sfn "$name-$version" "$bin_dir/$name"
@@ -33,8 +73,6 @@ if [[ -x "$out" ]]; then
 fi
 
 pkg=.
-# CGO_ENABLED for the agent's build: "" leaves the go command's default.
-cgo=""
 case "$name" in
   nomad)
     module=github.com/hashicorp/nomad
@@ -47,12 +85,11 @@ case "$name" in
   consul)
     module=github.com/hashicorp/consul
     tags=""
+    # Sub-modules the proxy zip does not hold; go.mod's requires stand in.
     drop_replaces=(
       github.com/hashicorp/consul/api
       github.com/hashicorp/consul/sdk
       github.com/hashicorp/consul/proto-public
-      github.com/hashicorp/consul/envoyextensions
-      github.com/hashicorp/consul/troubleshoot
     )
     requires=()
     ;;
@@ -63,14 +100,7 @@ case "$name" in
     drop_replaces=()
     requires=()
     ;;
-  nomad-driver-podman)
-    module=github.com/hashicorp/nomad-driver-podman
-    tags=""
-    cgo=0
-    drop_replaces=()
-    requires=()
-    ;;
-  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad, consul, seaweedfs or nomad-driver-podman)" >&2; exit 2 ;;
+  *) echo "build-hashicorp.sh: unknown agent '$name' (want nomad, consul or seaweedfs)" >&2; exit 2 ;;
 esac
 
 log="$root/build/logs/build-$name-$version.log"
@@ -133,7 +163,6 @@ done
 stage 2/4 "fetching its dependencies (a few hundred modules on a cold cache; log: ${log#"$root"/})"
 quietly go list -mod=mod -deps ${tags:+-tags "$tags"} "$pkg" >/dev/null
 stage 3/4 "compiling (the longest stage: many minutes on 2 cores on a cold build cache)"
-if [[ -n $cgo ]]; then export CGO_ENABLED=$cgo; fi
 CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" \
   quietly go build -mod=mod -trimpath ${tags:+-tags "$tags"} -o "$out.tmp" "$pkg"
 mv "$out.tmp" "$out"

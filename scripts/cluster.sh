@@ -23,17 +23,27 @@
 #   CARAVAN_CLIENTS      Nomad clients, 1 to 8 (default 2), each with two
 #                        simulated GPUs; `up` on a running cluster with
 #                        another count restarts it.
+#   NOMAD_BIN, CONSUL_BIN  the agent binaries (default build/bin/nomad and
+#                        build/bin/consul: Nomad v1.6 and Consul v1.14.11,
+#                        built by `make nomad consul`). Point them at agents
+#                        you already have (e.g. Nomad 1.10, 1.11) to run the
+#                        same cluster and e2e suite on those; nothing
+#                        downloads them. `up` on a running cluster started
+#                        with other binaries restarts it.
 #
 # Container runtimes: `up` also starts a loopback-only dockerd (no bridge, no
-# iptables) and podman's API service, each with its state, exec root and
-# socket under the cluster dir (podman's runroot, which must be short, in
-# /tmp; scripts/cluster/runtimes.sh), and loads the
-# images of build/images/ (scripts/build-images.sh) into both. Neither can
-# pull: their proxy is a closed loopback port. Every client runs Nomad's
-# docker driver against that dockerd and Nomad's podman driver (the plugin
-# `make podman-driver` builds) against that podman service.
-# CARAVAN_RUNTIMES=none starts neither (the clients then deny both drivers);
-# CARAVAN_RUNTIMES=all fails when one is missing (auto: warns).
+# iptables) and podman's Docker-compatible API service, each with its state,
+# exec root and socket under the cluster dir (podman's runroot, which must be
+# short, in /tmp; scripts/cluster/runtimes.sh), and loads the images of
+# build/images/ (scripts/build-images.sh) into both. Neither can pull: their
+# proxy is a closed loopback port. Every client runs Nomad's docker driver
+# (a client has one): client1 against that dockerd, client2 against podman's
+# API (CARAVAN_PODMAN_CLIENTS lists the podman-backed clients; default
+# client2), each with node meta caravan.container_runtime = docker|podman for
+# jobs' constraints. Nomad's podman driver plugin is not run: no build of it
+# free of BUSL-1.1 code exists. CARAVAN_RUNTIMES=none starts neither daemon
+# (the clients then deny the docker driver); CARAVAN_RUNTIMES=all fails when
+# one is missing (auto: warns).
 #
 # Checkpoint store: CARAVAN_STORE=posix (the default) gives the clients one
 # shared directory, $CARAVAN_CLUSTER_DIR/checkpoints; CARAVAN_STORE=s3 starts
@@ -59,6 +69,10 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 base=${CARAVAN_PORT_BASE:-14600}
 bin=$root/build/bin
+# The agents: the builds of `make nomad consul` (Nomad v1.6, Consul v1.14,
+# both MPL-2.0), or binaries an operator already has.
+nomad_bin=${NOMAD_BIN:-$bin/nomad}
+consul_bin=${CONSUL_BIN:-$bin/consul}
 nclients=${CARAVAN_CLIENTS:-2}
 runtimes=${CARAVAN_RUNTIMES:-auto}
 
@@ -97,6 +111,26 @@ running_agents() {
   echo $n
 }
 
+# cgroup_parent NODE prints the client's parent cgroup, one per cluster and
+# client: under cgroups v1 an absolute path (Nomad 1.6's cpuset manager
+# makes it relative to the root, and a bare name turned cpuset management
+# off), under v2 a name.
+cgroup_parent() {
+  local name="caravan-$base-$1"
+  if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then echo "$name"; else echo "/$name"; fi
+}
+
+# remove_cgroups NODE removes the client's parent cgroup and what Nomad made
+# under it (Nomad 1.6 leaves its cpuset "reserved" and "shared" behind),
+# where they are empty: rmdir refuses a cgroup that still has processes.
+remove_cgroups() {
+  local name d
+  name=$(cgroup_parent "$1")
+  for d in /sys/fs/cgroup/*/"${name#/}" "/sys/fs/cgroup/${name#/}"; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
 # render TEMPLATE NODE > OUT substitutes the cluster's paths and ports.
 render() {
   local tmpl=$1 node=$2 idx=0
@@ -126,6 +160,8 @@ render() {
       -e "s|@P_DYN_MIN@|$dmin|g" \
       -e "s|@P_DYN_MAX@|$((dmin + span - 1))|g" \
       -e "s|@DRIVER_DENYLIST@|$(denylist)|g" \
+      -e "s|@CONTAINER_RUNTIME@|$(runtime_of "$node")|g" \
+      -e "s|@CGROUP_PARENT@|$(cgroup_parent "$node")|g" \
       "$tmpl"
 }
 
@@ -157,17 +193,32 @@ wait_for() {
   done
 }
 
+# check_agents fails unless the Nomad and Consul binaries run, naming the
+# variable or the make target that provides each, and logs their versions.
+check_agents() {
+  local var b make_target
+  for var in NOMAD_BIN CONSUL_BIN; do
+    if [[ $var == NOMAD_BIN ]]; then b=$nomad_bin make_target=nomad; else b=$consul_bin make_target=consul; fi
+    if [[ -n ${!var:-} ]]; then
+      [[ -x $b && ! -d $b ]] || { echo "cluster: $var=$b is not an executable file" >&2; exit 1; }
+    else
+      [[ -x $b ]] || { echo "cluster: $b is missing; run 'make $make_target' (or set $var to an agent you have)" >&2; exit 1; }
+    fi
+    "$b" version >/dev/null 2>&1 || { echo "cluster: '$b version' failed: not a working $make_target binary ($var)" >&2; exit 1; }
+  done
+  log "agents: $("$nomad_bin" version | head -n 1) ($nomad_bin), $("$consul_bin" version | head -n 1) ($consul_bin)"
+}
+
 nodes_ready() {
   local out
-  out=$("$bin/nomad" node status -json 2>/dev/null) || return 1
+  out=$("$nomad_bin" node status -json 2>/dev/null) || return 1
   [[ $(grep -o '"Status": "ready"' <<<"$out" | wc -l) -ge $nclients ]]
 }
 
 cmd_up() {
   s3_enabled && check_weed
-  for f in "$bin/nomad" "$bin/consul" "$root/build/caravan"; do
-    [[ -x $f ]] || { echo "cluster: $f is missing; run 'make dev' first" >&2; exit 1; }
-  done
+  check_agents
+  [[ -x $root/build/caravan ]] || { echo "cluster: $root/build/caravan is missing; run 'make dev' first" >&2; exit 1; }
   local n
   n=$(running_agents)
   local had had_store had_proxy=0 proxy=0
@@ -177,6 +228,13 @@ cmd_up() {
   s3_fault_proxy_asked && proxy=1
   if (( n == ${#agents[@]} )) && [[ $had_proxy != "$proxy" ]]; then
     log "running with CARAVAN_S3_FAULT_PROXY=$had_proxy, $proxy asked for; restarting it"
+    cmd_down
+    n=0
+  fi
+  local had_agents
+  had_agents=$(cat "$dir/agent-bins" 2>/dev/null || true)
+  if (( n == ${#agents[@]} )) && [[ $had_agents != "$nomad_bin $consul_bin" ]]; then
+    log "running the agents ${had_agents:-(unrecorded)}, $nomad_bin $consul_bin asked for; restarting it"
     cmd_down
     n=0
   fi
@@ -199,6 +257,7 @@ cmd_up() {
   for n in "${clients[@]}"; do mkdir -p "$dir/$n" "$dir/mps/$n/pipe" "$dir/mps/$n/log"; done
   echo "$nclients" >"$dir/clients"
   echo "$store" >"$dir/store"
+  echo "$nomad_bin $consul_bin" >"$dir/agent-bins"
   if s3_fault_proxy_asked; then echo on >"$dir/s3-fault-proxy"; else rm -f "$dir/s3-fault-proxy"; fi
   # Copy, then rename, so a rebuilt binary never replaces one a plugin runs.
   local p
@@ -206,7 +265,6 @@ cmd_up() {
     cp "$root/build/caravan" "$dir/plugins/.$p.tmp"
     mv -f "$dir/plugins/.$p.tmp" "$dir/plugins/$p"
   done
-  install_podman_driver
 
   render "$root/scripts/cluster/consul.hcl" consul >"$dir/config/consul.hcl"
   render "$root/scripts/cluster/server.hcl" server >"$dir/config/server.hcl"
@@ -226,16 +284,16 @@ cmd_up() {
   start_s3
 
   log "starting Consul (http://$CONSUL_HTTP_ADDR)"
-  start consul "$bin/consul" agent -dev -config-file="$dir/config/consul.hcl"
-  wait_for "Consul's leader" 60 "$bin/consul" catalog nodes
+  start consul "$consul_bin" agent -dev -config-file="$dir/config/consul.hcl"
+  wait_for "Consul's leader" 60 "$consul_bin" catalog nodes
 
   log "starting the Nomad server ($NOMAD_ADDR)"
-  start server "$bin/nomad" agent -config="$dir/config/server.hcl"
-  wait_for "Nomad's leader" 60 "$bin/nomad" operator api /v1/status/leader
+  start server "$nomad_bin" agent -config="$dir/config/server.hcl"
+  wait_for "Nomad's leader" 60 "$nomad_bin" operator api /v1/status/leader
 
   for n in "${clients[@]}"; do
     log "starting Nomad $n"
-    start "$n" "$bin/nomad" agent -config="$dir/config/$n.hcl"
+    start "$n" "$nomad_bin" agent -config="$dir/config/$n.hcl"
   done
   wait_for "$nclients ready Nomad clients" 120 nodes_ready
   log "up: Nomad UI $NOMAD_ADDR/ui, Consul UI http://$CONSUL_HTTP_ADDR/ui, logs in $dir/logs"
@@ -294,16 +352,16 @@ cmd_down() {
   if alive server; then
     log "stopping jobs"
     local jobs
-    jobs=$("$bin/nomad" job status -short 2>/dev/null | awk 'NR>1 && $4 != "dead" {print $1}') || true
+    jobs=$("$nomad_bin" job status -short 2>/dev/null | awk 'NR>1 && $4 != "dead" {print $1}') || true
     local j
     for j in $jobs; do
-      "$bin/nomad" job stop -purge -detach "$j" >/dev/null 2>&1 || true
+      "$nomad_bin" job stop -purge -detach "$j" >/dev/null 2>&1 || true
     done
     # Give the clients time to stop tasks (and the driver to checkpoint).
     local deadline=$((SECONDS + 60))
     while (( SECONDS < deadline )); do
       local live
-      live=$("$bin/nomad" operator api '/v1/allocations?filter=ClientStatus%20%3D%3D%20%22running%22%20or%20ClientStatus%20%3D%3D%20%22pending%22' 2>/dev/null || echo err)
+      live=$("$nomad_bin" operator api '/v1/allocations?filter=ClientStatus%20%3D%3D%20%22running%22%20or%20ClientStatus%20%3D%3D%20%22pending%22' 2>/dev/null || echo err)
       [[ $live == "[]" || $live == err ]] && break
       sleep 0.5
     done
@@ -332,6 +390,7 @@ cmd_down() {
   # The clients leave their allocations' secrets and private tmpfs mounts
   # behind; without this the cluster dir could not be removed.
   unmount_under "$dir"
+  for a in "${started[@]}"; do remove_cgroups "$a"; done
   rm -rf "$dir/pids"
   log "down"
 }

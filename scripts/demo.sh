@@ -24,7 +24,7 @@ teardown=()
 status=0
 build/caravan demo "${teardown[@]}" \
   -root "$root" \
-  -nomad-bin "$root/build/bin/nomad" \
+  -nomad-bin "${NOMAD_BIN:-$root/build/bin/nomad}" \
   -caravan-bin "$CARAVAN_CLUSTER_DIR/plugins/caravan" \
   -state-dir "$CARAVAN_CLUSTER_DIR/checkpoints" \
   -checkpoint-store "$CARAVAN_CLUSTER_DIR/checkpoints" \

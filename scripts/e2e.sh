@@ -15,21 +15,30 @@
 #   E2E_CLUSTER_DIR  cluster 1's CARAVAN_CLUSTER_DIR (default
 #                    build/cluster-e2e); cluster i > 1 gets <dir>-<i>
 #   E2E_LOG_DIR      per-package and per-cluster logs (default build/e2e-logs)
-#   GO_TEST_FLAGS    more go test flags (e.g. -v, -run)
+#   GO_TEST_FLAGS    more go test flags (e.g. -run; -v is always on)
+#   NOMAD_BIN, CONSUL_BIN  agents of your own to run the clusters and tests
+#                    on (scripts/cluster.sh; default build/bin's)
 #   E2E_SKIP         packages to leave out, by path below the module (e.g.
 #                    "e2e/s3": it needs a cluster of another kind, make e2e-s3)
 #   E2E_BUILD_TARGETS make targets to build in the background while the
 #                    packages run (e.g. "seaweedfs", which make e2e-s3 needs
 #                    next); the run waits for them and fails if one fails
 #
+# Tests that need a newer agent than the one running (JWKS, named
+# identities, keyring rotate -now, the scale index; e2e/harness/features.go)
+# skip with a line "SKIP-NEEDS-FEATURE: <test>: <feature>". The packages run
+# with -v so those lines reach their logs; the terminal gets each package's
+# result, failed tests and those lines, and the end of the run lists every
+# test skipped that way (also in <log dir>/skipped-features.txt).
+#
 # Packages are found afresh (`go list ./e2e/...`, those with test files, less
 # e2e/harness, whose unit tests `make unit` runs), so a
 # new one runs with no edit here. They form one queue, longest first by the
 # table in duration() (unknown ones last), and each cluster takes the next one
-# when it is free. Each package's output goes to <log dir>/<pkg>.log, and to
-# the terminal when it ends, each line prefixed with its cluster (`tail -f`
-# the log to follow a package with GO_TEST_FLAGS=-v); at the end the failing
-# packages' logs are printed again with a summary. The exit status is non-zero
+# when it is free. Each package's verbose output goes to <log
+# dir>/<pkg>.log (`tail -f` it to follow a package), and its result lines to
+# the terminal when it ends, each prefixed with its cluster; at the end the
+# failing packages' logs are printed whole, with a summary. The exit status is non-zero
 # if a package failed or did not run, or a cluster did not start. Every
 # cluster is stopped on exit, Ctrl-C or SIGTERM.
 set -euo pipefail
@@ -43,6 +52,9 @@ step=${E2E_PORT_STEP:-100}
 cdir=${E2E_CLUSTER_DIR:-$root/build/cluster-e2e}
 logs=${E2E_LOG_DIR:-$root/build/e2e-logs}
 read -r -a flags <<<"${GO_TEST_FLAGS:-}"
+# -v: a skipped test's reason (SKIP-NEEDS-FEATURE lines) reaches the log.
+[[ " ${flags[*]} " == *" -v "* ]] || flags=(-v "${flags[@]}")
+skip_marker=SKIP-NEEDS-FEATURE
 
 say() { echo "==> e2e: $*"; }
 die() { echo "e2e: $*" >&2; exit 2; }
@@ -163,7 +175,8 @@ worker() {
     echo "$tag $name: started"
     rc=0
     env "${env[@]}" CARAVAN_E2E=1 go test -p 1 -count=1 -timeout "$timeout" "${flags[@]}" "$p" >"$plog" 2>&1 || rc=$?
-    sed "s|^|$tag |" "$plog"
+    # The verbose log stays in the file; the terminal gets the outcome.
+    grep -E "^(ok|FAIL|panic:)|^ *--- FAIL|$skip_marker" "$plog" | sed "s|^|$tag |" || true
     if (( rc == 0 )); then
       printf 'ok\t%s\t%s\t%s\n' "$i" "$((SECONDS - start))" "$name" >>"$results"
     else
@@ -243,6 +256,19 @@ while IFS=$'\t' read -r res c secs name; do
     cat "$logs/${name//\//-}.log"
   fi
 done <"$results"
+# skipped_features prints "<test>: <feature>" for every test the logs say
+# was skipped for an agent feature, once each.
+skipped_features() {
+  cat "$logs"/*.log 2>/dev/null | sed -n "s/^.*$skip_marker: //p" | sort -u
+}
+skipped_features >"$logs/skipped-features.txt"
+echo
+if [[ -s $logs/skipped-features.txt ]]; then
+  say "$(wc -l <"$logs/skipped-features.txt") tests skipped: the agent lacks a feature they need ($logs/skipped-features.txt):"
+  sed 's/^/    /' "$logs/skipped-features.txt"
+else
+  say "no test skipped for a missing agent feature"
+fi
 echo
 say "summary (${#pkgs[@]} packages, $n cluster(s), $((SECONDS - started))s wall):"
 sort -t$'\t' -k3,3nr "$results" | awk -F'\t' '{printf "    %-8s cluster %-2s %6ss  %s\n", $1, $2, $3, $4}' | tee "$logs/summary.txt"

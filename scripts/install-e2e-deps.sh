@@ -3,8 +3,9 @@
 # agents, if it is missing: chromium (the browser test of the Nomad UI),
 # python3-torch (the PyTorch jobspec's end-to-end run, on CPU), and the two
 # container runtimes of the container e2e tests: docker.io (dockerd, which
-# scripts/cluster.sh starts loopback-only) and podman (with runc, which the
-# podman driver uses here: crun fails on cgroups v1 hybrid mode).
+# scripts/cluster.sh starts loopback-only) and podman (its Docker-compatible
+# API service, which client2's docker driver talks to, with runc: crun fails
+# on cgroups v1 hybrid mode).
 set -euo pipefail
 chromium=${CARAVAN_CHROMIUM:-/usr/bin/chromium}
 missing=()

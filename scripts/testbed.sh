@@ -26,7 +26,7 @@ scripts/cluster.sh up
 # shellcheck disable=SC2086 # TESTBED_FLAGS is a list of flags
 exec build/caravan testbed \
   --root "$root" \
-  --nomad-bin "$root/build/bin/nomad" \
+  --nomad-bin "${NOMAD_BIN:-$root/build/bin/nomad}" \
   --caravan-bin "$CARAVAN_CLUSTER_DIR/plugins/caravan" \
   --nomad-addr "$NOMAD_ADDR" \
   --consul-addr "$CONSUL_HTTP_ADDR" \

@@ -73,7 +73,7 @@ func taskStarted(t *testing.T, c *harness.C, allocID, taskName string) {
 
 // TestDriver_ContainerIgnoresCheckpointRequests: a container that wrote one
 // checkpoint, then answers neither the sidecar's request nor its kill
-// signal, under Nomad's docker driver and under its podman driver.
+// signal, under Nomad's docker driver against dockerd and against podman.
 // Expected: the on-demand request fails with an event at the sidecar's
 // timeout; the stop ends at the kill timeout (5 s), not later; the poststop
 // task commits the last complete checkpoint, nothing half-written; the
@@ -81,11 +81,11 @@ func taskStarted(t *testing.T, c *harness.C, allocID, taskName string) {
 func TestDriver_ContainerIgnoresCheckpointRequests(t *testing.T) {
 	c := harness.Cluster(t)
 	loadAdversaryImage(t, c)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
+			c.RequireRuntime(t, d.Client, d.Name)
 			a := newAdversary(t)
-			a.c.RunJob(t, containerJob, "name="+a.job, "case=ignore", "sentinel="+a.sentinel, "driver="+d.Name, "node="+d.Client)
+			a.c.RunJob(t, containerJob, "name="+a.job, "case=ignore", "sentinel="+a.sentinel, "runtime="+d.Name, "node="+d.Client)
 			al := a.running(t)
 			taskStarted(t, a.c, al.ID, task)
 			a.logged(t, al.ID, "planted ignore")
@@ -108,10 +108,11 @@ func TestDriver_ContainerIgnoresCheckpointRequests(t *testing.T) {
 }
 
 // TestDriver_ContainerCheckpointDir: the driver's hardening, against a
-// container task under Nomad's docker driver and under its podman driver
-// (rootful dockerd and podman: what the container writes into /alloc is
-// written as host root, CAP_MKNOD included) and caravan's checkpoint role
-// tasks, which run as host root and reach the container's checkpoint only
+// container task under Nomad's docker driver against dockerd and against
+// podman's Docker-compatible API (rootful dockerd and podman: what the
+// container writes into /alloc is written as host root, CAP_MKNOD included)
+// and caravan's checkpoint role tasks, which run as host root and reach the
+// container's checkpoint only
 // through the allocation directory. The container plants a symlink to a
 // host file (resolved against the host's root by the host-side tasks), a
 // FIFO, a symlinked, FIFO or 256 MiB marker, a symlinked checkpoint
@@ -136,9 +137,9 @@ func TestDriver_ContainerCheckpointDir(t *testing.T) {
 		{"hardlink", ""},
 		{"request-symlink", ""},
 	}
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
+			c.RequireRuntime(t, d.Client, d.Name)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) { containerAttack(t, d, tc.name, tc.want) })
 			}
@@ -147,10 +148,10 @@ func TestDriver_ContainerCheckpointDir(t *testing.T) {
 }
 
 // containerAttack runs one case of TestDriver_ContainerCheckpointDir under
-// the driver: want is the commit task's event, "" when it saves.
-func containerAttack(t *testing.T, d harness.ContainerDriver, name, want string) {
+// the runtime: want is the commit task's event, "" when it saves.
+func containerAttack(t *testing.T, d harness.ContainerRuntime, name, want string) {
 	a := newAdversary(t)
-	a.c.RunJob(t, containerJob, "name="+a.job, "case="+name, "sentinel="+a.sentinel, "driver="+d.Name, "node="+d.Client)
+	a.c.RunJob(t, containerJob, "name="+a.job, "case="+name, "sentinel="+a.sentinel, "runtime="+d.Name, "node="+d.Client)
 	al := a.running(t)
 	taskStarted(t, a.c, al.ID, task) // the allocation runs from its prestart task on
 	a.logged(t, al.ID, "planted "+name)

@@ -316,7 +316,7 @@ func plRestartConsulLosingState(t *testing.T, c *harness.C) {
 	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", "consul.log"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
 	must.NoError(t, err)
 	defer logf.Close()
-	cmd := exec.Command(filepath.Join(c.Root, "build", "bin", "consul"), "agent", "-dev",
+	cmd := exec.Command(c.ConsulBin, "agent", "-dev",
 		"-config-file="+filepath.Join(c.Dir, "config", "consul.hcl"))
 	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_MARK="+c.Dir)
 	cmd.Stdout, cmd.Stderr = logf, logf

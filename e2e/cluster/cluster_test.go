@@ -3,6 +3,8 @@ package cluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +46,33 @@ func TestCluster_PluginsDetected(t *testing.T) {
 		must.True(t, d.Detected, must.Sprint("caravan driver not detected"))
 		must.True(t, d.Healthy, must.Sprintf("caravan driver unhealthy: %s", d.HealthDescription))
 		must.Eq(t, "1", node.Attributes["driver.caravan"])
+	}
+}
+
+// TestCluster_AgentBinaries: the cluster's agents run the binaries the
+// suite was pointed at (NOMAD_BIN and CONSUL_BIN, or build/bin's), so a run
+// against an operator's own agents tests those; and every client's docker
+// driver names its runtime (node meta caravan.container_runtime).
+func TestCluster_AgentBinaries(t *testing.T) {
+	c := harness.Cluster(t)
+	for agent, want := range map[string]string{"consul": c.ConsulBin, "server": c.NomadBin,
+		"client1": c.NomadBin, "client2": c.NomadBin} {
+		want, err := filepath.EvalSymlinks(want)
+		must.NoError(t, err)
+		pid, err := os.ReadFile(filepath.Join(c.Dir, "pids", agent+".pid"))
+		must.NoError(t, err)
+		exe, err := os.Readlink(filepath.Join("/proc", strings.TrimSpace(string(pid)), "exe"))
+		must.NoError(t, err)
+		must.Eq(t, want, exe, must.Sprintf("the %s agent's executable", agent))
+	}
+	out, err := c.CLI(t, "version")
+	must.NoError(t, err)
+	t.Logf("agents: %s (%s), consul %s", strings.SplitN(out, "\n", 2)[0], c.NomadBin, c.ConsulBin)
+	for _, rt := range harness.ContainerRuntimes {
+		node, _, err := c.Nomad.Nodes().Info(c.Client(t, rt.Client).NodeID, nil)
+		must.NoError(t, err)
+		if got := node.Meta[harness.RuntimeMeta]; got != "none" {
+			must.Eq(t, rt.Name, got, must.Sprintf("%s's runtime", rt.Client))
+		}
 	}
 }

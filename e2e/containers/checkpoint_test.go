@@ -20,15 +20,17 @@ const (
 	ckptSteps  = 15000
 )
 
-// trainJob is the shipped checkpointed trainer jobspec for the driver:
-// jobspecs/train-docker.nomad.hcl or jobspecs/train-podman.nomad.hcl.
-func trainJob(driver string) string { return "jobspecs/train-" + driver + ".nomad.hcl" }
+// trainJob is the shipped checkpointed trainer jobspec of Nomad's docker
+// driver, which runs under either runtime: the client it is pinned to
+// (variable node) decides which. jobspecs/train-podman.nomad.hcl, for
+// Nomad's podman driver plugin, is not run here (README.md).
+const trainJob = "jobspecs/train-docker.nomad.hcl"
 
 var progressLine = regexp.MustCompile(`(?m)^step=\d+ `)
 
 // TestContainers_SuspendResume: the FROM scratch trainer under Nomad's
-// docker driver and under its podman driver, checkpointed by caravan's
-// lifecycle tasks (jobspecs/train-docker.nomad.hcl, train-podman.nomad.hcl), is suspended
+// docker driver under dockerd and under podman, checkpointed by caravan's
+// lifecycle tasks (jobspecs/train-docker.nomad.hcl), is suspended
 // mid-training (scale 0: SIGTERM, the trainer saves and exits, the poststop
 // task commits) and resumed (scale 1: the prestart task restores), and ends
 // with parameters bit for bit equal to an uninterrupted host process's.
@@ -39,10 +41,10 @@ func TestContainers_SuspendResume(t *testing.T) {
 	must.NoError(t, err, must.Sprintf("host trainer: %s", out))
 	want := finalLine.FindString(string(out))
 	must.NotEq(t, "", want, must.Sprintf("host trainer printed no final line: %s", out))
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
-			jobID := c.RunJob(t, trainJob(d.Name), "job_name=e2e-ctr-ckpt-"+d.Name, "node="+d.Client,
+			c.RequireRuntime(t, d.Client, d.Name)
+			jobID := c.RunJob(t, trainJob, "job_name=e2e-ctr-ckpt-"+d.Name, "node="+d.Client,
 				"steps="+strconv.Itoa(ckptSteps), "step_delay=2ms")
 			a1 := liveAlloc(t, c, jobID, nil)
 			c.WaitDriverEvent(t, a1, "restore", "No checkpoint under")
@@ -86,10 +88,9 @@ func TestContainers_SuspendResume(t *testing.T) {
 }
 
 // TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
-// driver and under its podman driver with the three caravan checkpoint
-// tasks of the shipped jobspecs (jobspecs/train-docker.nomad.hcl,
-// train-podman.nomad.hcl, with a larger model). The
-// sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
+// driver under dockerd and under podman with the three caravan checkpoint
+// tasks of the shipped jobspec (jobspecs/train-docker.nomad.hcl, with a
+// larger model). The sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
 // sidecar; it writes the request file the trainer polls). Then the job is
 // scaled 1 -> 0 and, as soon as Nomad has marked the old allocation for
 // stopping, 0 -> 1: Nomad does not make the new allocation wait for the old
@@ -100,14 +101,14 @@ func TestContainers_SuspendResume(t *testing.T) {
 func TestContainers_SidecarAndSlowFinalCommit(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) { sidecarAndSlowFinalCommit(t, c, d.Name, d.Client) })
 	}
 }
 
-func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, driver, client string) {
-	c.RequireDriver(t, client, driver)
-	jobID := c.RunJob(t, trainJob(driver), "job_name=e2e-ctr-sidecar-"+driver, "node="+client,
+func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client string) {
+	c.RequireRuntime(t, client, runtime)
+	jobID := c.RunJob(t, trainJob, "job_name=e2e-ctr-sidecar-"+runtime, "node="+client,
 		"memory=1024", "kill_timeout=60s", "checkpoint_interval=0", "steps=100000", "step_delay=0s",
 		`extra_args=["-features","2048","-hidden","2048","-log-every","1"]`)
 	a1 := liveAlloc(t, c, jobID, nil)
@@ -154,7 +155,7 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, driver, client string
 		return nil
 	})
 	t.Logf("%s: on demand: generation %d; final commit: generation %d at step %s (%s); the restore waited (%q) and restored it in %s",
-		driver, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
+		runtime, odGen, gen, saved.Details["step"], saved.Details["duration"], waited.DriverMessage, restored.Details["duration"])
 }
 
 // liveAlloc waits for a running allocation of the job not in exclude.

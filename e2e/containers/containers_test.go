@@ -1,13 +1,14 @@
 // Package containers_test runs container tasks on the real local cluster
-// under both of the container drivers every client runs: Nomad's built-in
-// docker driver (against the cluster's dockerd) and Nomad's podman driver
-// (the external nomad-driver-podman plugin, against the cluster's podman
-// service), with images built here (scripts/build-images.sh) and never
-// pulled. The GPUs are the device plugin's simulated ones.
+// under both of its container runtimes, each through Nomad's built-in
+// docker driver: on client1 against the cluster's dockerd, on client2
+// against its podman service's Docker-compatible API (node meta
+// caravan.container_runtime; harness.ContainerRuntimes), with images built
+// here (scripts/build-images.sh) and never pulled. The GPUs are the device
+// plugin's simulated ones. Nomad's podman driver plugin is not tested here:
+// no build of it free of BUSL-1.1 code exists (README.md).
 //
-// A missing runtime or driver fails these tests: `make e2e` installs both
-// runtimes (scripts/install-e2e-deps.sh) and builds the podman driver
-// (make podman-driver), and scripts/cluster.sh starts them.
+// A missing runtime fails these tests: `make e2e` installs both runtimes
+// (scripts/install-e2e-deps.sh), and scripts/cluster.sh starts them.
 package containers_test
 
 import (
@@ -36,12 +37,9 @@ const (
 	probeImage   = "localhost/caravan-envprobe:local"
 )
 
-// pullFailure is what each driver's event says when an image is neither
-// local nor pullable.
-var pullFailure = map[string]string{
-	"docker": "Failed to pull `%s`",
-	"podman": "unable to pull image %s",
-}
+// pullFailure is what the docker driver's event says when an image is
+// neither local nor pullable, under either runtime.
+const pullFailure = "Failed to pull `%s`"
 
 // gpuOf returns the single device assignment of the allocation's task.
 func gpuOf(t *testing.T, a *nomadapi.Allocation) *nomadapi.AllocatedDeviceResource {
@@ -100,19 +98,19 @@ func keys(m map[string]string) []string {
 // TestContainers_FractionalGPU: two 2-share container tasks on one simulated
 // GPU see what a host task sees: the same variables, the same limits and MPS
 // directories (bind-mounted into the container), and their own GPU and
-// shares; under the docker driver and under the podman driver.
+// shares; under dockerd and under podman.
 func TestContainers_FractionalGPU(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			cl := c.RequireDriver(t, d.Client, d.Name)
+			cl := c.RequireRuntime(t, d.Client, d.Name)
 			c.RequireQuietGPUs(t, cl.NodeID, vendor)
 			pipeDir := filepath.Join(c.Dir, "mps", d.Client, "pipe")
 			logDir := filepath.Join(c.Dir, "mps", d.Client, "log")
 			paths := fmt.Sprintf(`probe_paths=[%q,%q]`, pipeDir, logDir)
 			vars := func(name string) []string {
-				return []string{"job_name=e2e-ctr-" + d.Name + "-" + name, "node=" + d.Client, "driver=" + d.Name, paths}
+				return []string{"job_name=e2e-ctr-" + d.Name + "-" + name, "node=" + d.Client, "runtime=" + d.Name, paths}
 			}
 
 			a := c.RunningAlloc(t, containerJob, vars("a")...)
@@ -165,12 +163,12 @@ func TestContainers_FractionalGPU(t *testing.T) {
 // to a closed loopback port (the runtimes' proxy), never off the machine.
 func TestContainers_MissingImage(t *testing.T) {
 	c := harness.Cluster(t)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
+			c.RequireRuntime(t, d.Client, d.Name)
 			for _, image := range []string{"localhost/caravan-missing:local", "caravan-missing:1"} {
 				jobID := c.RunJob(t, containerJob, "job_name=e2e-ctr-missing-"+d.Name, "node="+d.Client,
-					"driver="+d.Name, "image="+image, "shares=1")
+					"runtime="+d.Name, "image="+image, "shares=1")
 				start := time.Now()
 				stubs := c.WaitAllocs(t, jobID, time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
 				alloc := c.WaitAllocStatus(t, stubs[0].ID, "failed", time.Minute)
@@ -180,7 +178,7 @@ func TestContainers_MissingImage(t *testing.T) {
 				}
 				joined := strings.Join(msgs, "\n")
 				t.Logf("%s, %s, failed after %s:\n%s", d.Name, image, time.Since(start).Round(time.Millisecond), joined)
-				must.StrContains(t, joined, fmt.Sprintf(pullFailure[d.Name], image))
+				must.StrContains(t, joined, fmt.Sprintf(pullFailure, image))
 				c.StopJob(t, jobID)
 			}
 		})
@@ -190,8 +188,8 @@ func TestContainers_MissingImage(t *testing.T) {
 var finalLine = regexp.MustCompile(`(?m)^final step=\d+ .*params_sha256=[0-9a-f]{64}$`)
 
 // TestContainers_TrainerImage: the FROM scratch trainer image, run to its
-// last step by Nomad under the docker and the podman driver, ends with parameters
-// bit for bit equal to the same training run as a host process.
+// last step by Nomad's docker driver under dockerd and under podman, ends
+// with parameters bit for bit equal to the same training run as a host process.
 func TestContainers_TrainerImage(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
@@ -211,10 +209,10 @@ func TestContainers_TrainerImage(t *testing.T) {
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
 	argVar := "trainer_args=[" + strings.Join(quoted, ",") + "]"
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
-			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+d.Name, "node="+d.Client, "driver="+d.Name, argVar)
+			c.RequireRuntime(t, d.Client, d.Name)
+			jobID := c.RunJob(t, trainerJob, "job_name=e2e-ctr-trainer-"+d.Name, "node="+d.Client, "runtime="+d.Name, argVar)
 			stubs := c.WaitAllocs(t, jobID, 2*time.Minute, func(a []*nomadapi.AllocationListStub) bool { return len(a) == 1 })
 			c.WaitAllocStatus(t, stubs[0].ID, "running", 2*time.Minute)
 			var got string

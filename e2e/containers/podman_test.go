@@ -25,7 +25,7 @@ import (
 func TestContainers_PodmanCleansUpExitedContainers(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
-	c.RequireDriver(t, "client2", "podman")
+	c.RequireRuntime(t, "client2", "podman")
 	sock := "unix://" + filepath.Join(c.Dir, "runtimes", "podman", "podman.sock")
 	podman := func(args ...string) string {
 		t.Helper()

@@ -73,7 +73,7 @@ func (j *Elastic) Coordinator(old map[string]bool) string {
 // Log is the coordinator's stdout (empty while it cannot be read).
 func (j *Elastic) Log(alloc string) string {
 	log, _ := j.C.CLI(j.T, "alloc", "logs", alloc, "ps")
-	return PlainLog(log, "stdout")
+	return log
 }
 
 // WaitLog waits until the coordinator's log satisfies ok, and returns it.

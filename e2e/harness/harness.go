@@ -40,8 +40,10 @@ type C struct {
 	Bin string
 	// CheckpointDir is the checkpoint store both clients share.
 	CheckpointDir string
-	// NomadBin is the Nomad CLI.
-	NomadBin string
+	// NomadBin and ConsulBin are the agents' binaries, the cluster's and
+	// the tests' own agents: NOMAD_BIN and CONSUL_BIN, as scripts/cluster.sh
+	// reads them, or build/bin's.
+	NomadBin, ConsulBin string
 	// Clients are the two Nomad clients, client1 then client2.
 	Clients []Client
 	// Token is the ACL token CLI calls send (empty: none; the shared
@@ -118,7 +120,8 @@ func describe(root string) (*C, error) {
 		ConsulAddr:    fmt.Sprintf("http://127.0.0.1:%d", base),
 		Bin:           filepath.Join(dir, "plugins", "caravan"),
 		CheckpointDir: filepath.Join(dir, "checkpoints"),
-		NomadBin:      filepath.Join(root, "build", "bin", "nomad"),
+		NomadBin:      agentBin("NOMAD_BIN", filepath.Join(root, "build", "bin", "nomad")),
+		ConsulBin:     agentBin("CONSUL_BIN", filepath.Join(root, "build", "bin", "consul")),
 	}
 	for i, name := range []string{"client1", "client2"} {
 		c.Clients = append(c.Clients, Client{
@@ -129,6 +132,14 @@ func describe(root string) (*C, error) {
 		})
 	}
 	return c, nil
+}
+
+// agentBin is the environment variable's path, or def when it is unset.
+func agentBin(env, def string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	return def
 }
 
 func (c *C) connect() error {

@@ -26,8 +26,11 @@ func body(t *testing.T, path string) string {
 
 // TestJobspecs_PodmanMirrorsDocker: each shipped podman jobspec differs
 // from its docker version only in its name and its container tasks' driver
-// lines, so a fix to one reaches the other. Both run on the local cluster
-// (e2e/containers); this keeps them in step. Needs no cluster.
+// lines, so a fix to one reaches the other. The docker versions run on the
+// local cluster (e2e/containers, under dockerd and under podman's Docker
+// API); the podman versions, for users who install Nomad's podman driver
+// plugin themselves, are not run here (README.md), so this keeps them in
+// step. Needs no cluster.
 func TestJobspecs_PodmanMirrorsDocker(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -57,7 +57,7 @@ acl {
 	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	logFile, err := os.Create(filepath.Join(dir, "consul.log"))
 	must.NoError(t, err)
-	cmd := exec.Command(filepath.Join(c.Root, "build", "bin", "consul"), "agent", "-dev", "-config-file="+path)
+	cmd := exec.Command(c.ConsulBin, "agent", "-dev", "-config-file="+path)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_MARK="+c.Dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -83,7 +83,7 @@ acl {
 }
 
 func consulCLI(c *harness.C, addr, token string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(c.Root, "build", "bin", "consul"), args...)
+	cmd := exec.Command(c.ConsulBin, args...)
 	cmd.Dir = c.Root
 	cmd.Env = append(os.Environ(), "CONSUL_HTTP_ADDR="+addr, "CONSUL_HTTP_TOKEN="+token)
 	var out bytes.Buffer

@@ -13,12 +13,15 @@ import (
 )
 
 // TestPlanner_ContainerJob: the planner manages a container job as it does
-// a host job. Team B's elastic job runs as containers under Nomad's podman
-// driver (jobspecs/train-elastic-podman.nomad.hcl; TestPlanner_PyTorchContainerJob
-// runs a docker-driver job); it grows past its 2-GPU guarantee into team A's idle GPUs, shrinks back
-// when team A submits a 2-worker host-process job, grows again when A ends,
-// and finishes with the parameters of one uninterrupted process. Nothing in
-// the planner looks at the task driver: it scales groups. SIMULATED GPUs;
+// a host job. Team B's elastic job runs as containers under Nomad's docker
+// driver (jobspecs/train-elastic-docker.nomad.hcl); past 2 workers (one GPU
+// each) it spans both clients, so both runtimes at once: dockerd on
+// client1, podman's Docker-compatible API on client2
+// (TestPlanner_PyTorchContainerJob runs the PyTorch container job). It
+// grows past its 2-GPU guarantee into team A's idle GPUs, shrinks back when
+// team A submits a 2-worker host-process job, grows again when A ends, and
+// finishes with the parameters of one uninterrupted process. Nothing in the
+// planner looks at the task driver: it scales groups. SIMULATED GPUs;
 // MODELLED compute (1 ms per sample sleeps).
 func TestPlanner_ContainerJob(t *testing.T) {
 	c := harness.Cluster(t)
@@ -30,7 +33,7 @@ func TestPlanner_ContainerJob(t *testing.T) {
 
 	const stepsB = 5000
 	want := harness.ElasticReference(t, stepsB)
-	b := submitSpec(t, c, "train-elastic-podman.nomad.hcl", "team-b", fmt.Sprintf("ctr-b-%d", run), stepsB, 1, 4)
+	b := submitSpec(t, c, "train-elastic-docker.nomad.hcl", "team-b", fmt.Sprintf("ctr-b-%d", run), stepsB, 1, 4)
 	coB := b.coordinator(2 * time.Minute)
 	grown := b.waitWorkers("more than its 2-GPU guarantee", 3*time.Minute, func(n int) bool { return n > 2 })
 	t.Logf("team B's container job grew to %d workers (GPUs), past its guarantee of 2", grown)

@@ -162,7 +162,7 @@ func (j *nsJob) log(alloc string) string { return j.taskLog(alloc, "ps") }
 // taskLog is the stdout of one task of an allocation ("" until it starts).
 func (j *nsJob) taskLog(alloc, task string) string {
 	out, _ := j.c.CLI(j.t, "alloc", "logs", "-namespace", j.ns, alloc, task)
-	return harness.PlainLog(out, "stdout")
+	return out
 }
 
 // waitLog polls the coordinator's log until re matches, and returns the

@@ -27,8 +27,10 @@ plugin "raw_exec" {
   }
 }
 
-# Container tasks, under Nomad's docker driver or Nomad's podman driver,
-# get the same GPU reservation as host tasks (the GPU env, and the MPS pipe
+# Container tasks, under Nomad's docker driver (against dockerd, or against
+# podman's Docker-compatible API service: `podman system service`, with this
+# endpoint pointing at its socket) or Nomad's podman driver, get the same
+# GPU reservation as host tasks (the GPU env, and the MPS pipe
 # and log directories as bind mounts), and caravan's lifecycle tasks
 # checkpoint them (driver/README.md, "Containers"). Keep the drivers'
 # volumes off: caravan needs none.
@@ -45,9 +47,11 @@ plugin "docker" {
   }
 }
 
-# Nomad's podman driver is an external plugin: build it (`make
-# podman-driver` builds v0.6.5 into build/bin) and copy
-# nomad-driver-podman into plugin_dir beside caravan's. It does not pass a
+# Nomad's podman driver is an external plugin that caravan neither builds
+# nor tests: the only version the Go module proxy serves (v0.6.5) links
+# Nomad v1.11.3, under the BUSL-1.1 (README.md). If you install it yourself,
+# copy nomad-driver-podman into plugin_dir beside caravan's; without it
+# Nomad skips this block. It does not pass a
 # device plugin's device nodes to the container: on a GPU node install the
 # NVIDIA container toolkit's OCI hook for podman, which adds the GPUs named
 # by the container's NVIDIA_VISIBLE_DEVICES (driver/README.md, "GPUs in

@@ -26,20 +26,25 @@ client {
   servers           = ["127.0.0.1:@P_SERVER_RPC@"]
   node_class        = "caravan"
   network_interface = "lo"
-  cgroup_parent     = "caravan-@CLUSTER_ID@-@NODE@"
+  # An absolute path under cgroups v1 (Nomad 1.6's cpuset manager needs
+  # one), a name under v2 (scripts/cluster.sh).
+  cgroup_parent     = "@CGROUP_PARENT@"
   min_dynamic_port  = @P_DYN_MIN@
   max_dynamic_port  = @P_DYN_MAX@
 
   meta {
     "caravan.node" = "@NODE@"
+    # What runs this client's docker-driver tasks: docker (dockerd), podman
+    # (its Docker-compatible API) or none (scripts/cluster/runtimes.sh).
+    # Jobs pick a runtime with a constraint on ${meta.caravan.container_runtime}.
+    "caravan.container_runtime" = "@CONTAINER_RUNTIME@"
   }
 
   options {
     # Without this list the client probes cloud metadata addresses.
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean"
-    # No QEMU or Java here: skip their drivers. Docker and podman are
-    # denied too when the cluster runs no container runtimes
-    # (scripts/cluster/runtimes.sh).
+    # No QEMU or Java here: skip their drivers. Docker is denied too when
+    # the cluster runs no container runtimes (scripts/cluster/runtimes.sh).
     "driver.denylist" = "@DRIVER_DENYLIST@"
   }
 }

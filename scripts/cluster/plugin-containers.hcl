@@ -1,11 +1,12 @@
-# Client plugin blocks for the container drivers (scripts/cluster/runtimes.sh
-# starts the daemons and substitutes their sockets): Nomad's built-in docker
-# driver talks to the cluster's dockerd, Nomad's podman driver (the external
-# nomad-driver-podman plugin, in the plugin dir) to its podman service.
+# Client plugin block for Nomad's docker driver (scripts/cluster/runtimes.sh
+# starts the daemons and substitutes the socket). This client's containers
+# run under @RUNTIME@: dockerd, or podman's Docker-compatible API service
+# (node meta caravan.container_runtime says which). Nomad's own podman driver
+# plugin is not run here: no build of it free of BUSL-1.1 code exists.
 # Images are built here and loaded into both runtimes; nothing is pulled.
 plugin "docker" {
   config {
-    endpoint = "unix://@DOCKER_SOCK@"
+    endpoint = "unix://@RUNTIME_SOCK@"
 
     # A setting for machines WITHOUT GPUs (this cluster's GPUs are
     # simulated): Nomad's docker driver switches a task to this runtime
@@ -21,18 +22,5 @@ plugin "docker" {
 
     # The device plugin's MPS directories reach the container as device
     # mounts, which need no `volumes { enabled = true }`.
-  }
-}
-
-plugin "nomad-driver-podman" {
-  config {
-    socket_path = "unix://@PODMAN_SOCK@"
-
-    # Tasks mount only what Nomad gives them (the allocation and task
-    # directories, and the device plugin's MPS directories, which need no
-    # volumes): no host paths from the jobspec.
-    volumes {
-      enabled = false
-    }
   }
 }

@@ -5,10 +5,18 @@
 # forwarding; its data root, exec root, pid file and socket under the cluster
 # dir, so two clusters (and a system dockerd) never share state.
 #
-# podman: `podman system service`, the API the podman driver talks to, with
-# the settings this kind of machine needs (../shared/notes/containers.md):
-# runc (crun fails on cgroups v1 hybrid mode), the cgroupfs manager, and
-# default ulimits below root's hard limits (root cannot raise them here).
+# podman: `podman system service`, its Docker-compatible API, with the
+# settings this kind of machine needs (../shared/notes/containers.md): runc
+# (crun fails on cgroups v1 hybrid mode), the cgroupfs manager, and default
+# ulimits below root's hard limits (root cannot raise them here).
+#
+# Every client runs Nomad's docker driver (one per client: Nomad has one
+# `docker` plugin); runtime_of says which daemon it talks to: podman's API
+# for the clients in CARAVAN_PODMAN_CLIENTS (default client2), dockerd for
+# the others. The client's node meta caravan.container_runtime names it, so
+# a job picks a runtime with a constraint. Nomad's own podman driver plugin
+# (nomad-driver-podman) is not run: no build of it free of BUSL-1.1 code
+# exists (scripts/build-hashicorp.sh).
 #
 # Neither may pull: both get a proxy at a closed loopback port, so a missing
 # image fails at once, and names with no registry resolve nowhere else. Every
@@ -29,11 +37,6 @@ podman_run=/tmp/caravan-podman-$(printf %s "$dir" | sha256sum | cut -c1-12)
 # leaves the machine.
 no_pull_proxy=http://127.0.0.1:9
 
-# podman_driver is Nomad's podman task driver plugin (`make podman-driver`;
-# CARAVAN_PODMAN_DRIVER for another build), which each client runs against
-# the cluster's podman service.
-podman_driver=${CARAVAN_PODMAN_DRIVER:-$root/build/bin/nomad-driver-podman}
-
 # have_runtimes says whether this cluster runs the container runtimes.
 have_runtimes() {
   case "$runtimes" in
@@ -50,7 +53,6 @@ missing_runtimes() {
   for c in dockerd podman runc; do
     command -v "$c" >/dev/null || m+=("$c (make e2e-deps)")
   done
-  [[ -x $podman_driver ]] || m+=("$podman_driver (make podman-driver)")
   echo "${m[*]}"
 }
 
@@ -63,29 +65,45 @@ check_runtimes() {
     echo "cluster: CARAVAN_RUNTIMES=all, but missing: $(missing_runtimes)" >&2
     exit 1
   fi
-  log "no container runtimes (missing: $(missing_runtimes)): the docker and podman drivers are off"
+  log "no container runtimes (missing: $(missing_runtimes)): the docker driver is off"
 }
 
-# denylist prints the clients' driver.denylist: docker and podman only when
-# the cluster runs their daemons.
+# denylist prints the clients' driver.denylist: docker only when the
+# cluster runs no container runtimes.
 denylist() {
-  if have_runtimes; then echo "qemu,java"; else echo "docker,podman,qemu,java"; fi
+  if have_runtimes; then echo "qemu,java"; else echo "docker,qemu,java"; fi
 }
 
-# install_podman_driver copies the podman driver plugin into the clients'
-# plugin dir (copy, then rename, as the caravan plugins).
-install_podman_driver() {
-  have_runtimes || return 0
-  cp "$podman_driver" "$dir/plugins/.nomad-driver-podman.tmp"
-  mv -f "$dir/plugins/.nomad-driver-podman.tmp" "$dir/plugins/nomad-driver-podman"
+# runtime_of NODE prints the container runtime behind the client's docker
+# driver: podman for the clients in CARAVAN_PODMAN_CLIENTS (default
+# client2), docker for the others, none without runtimes.
+runtime_of() {
+  have_runtimes || { echo none; return; }
+  local c
+  for c in ${CARAVAN_PODMAN_CLIENTS-client2}; do
+    [[ $c == "$1" ]] && { echo podman; return; }
+  done
+  echo docker
 }
 
-# render_runtimes NODE prints the client's docker and podman plugin blocks:
-# Nomad's docker driver talks to the cluster's dockerd, the podman driver
-# to its podman service.
+# runtime_used RUNTIME says whether a client of this cluster runs it (a
+# one-client cluster starts no podman service).
+runtime_used() {
+  local n
+  for n in "${clients[@]}"; do
+    [[ $(runtime_of "$n") == "$1" ]] && return 0
+  done
+  return 1
+}
+
+# render_runtimes NODE prints the client's docker plugin block, pointed at
+# its runtime's socket.
 render_runtimes() {
   have_runtimes || return 0
-  sed -e "s|@DOCKER_SOCK@|$docker_sock|g" -e "s|@PODMAN_SOCK@|$podman_sock|g" \
+  local rt sock=$docker_sock
+  rt=$(runtime_of "$1")
+  [[ $rt == podman ]] && sock=$podman_sock
+  sed -e "s|@RUNTIME_SOCK@|$sock|g" -e "s|@RUNTIME@|$rt|g" \
     "$root/scripts/cluster/plugin-containers.hcl"
 }
 
@@ -146,7 +164,7 @@ start_runtimes() {
   check_runtimes
   have_runtimes || return 0
   mkdir -p "$rt_dir"/docker/{data,exec}
-  if ! alive dockerd; then
+  if runtime_used docker && ! alive dockerd; then
     log "starting dockerd (unix://$docker_sock, loopback only)"
     rm -f "$docker_sock" "$rt_dir/docker/dockerd.pid"
     (
@@ -156,7 +174,7 @@ start_runtimes() {
         --pidfile "$rt_dir/docker/dockerd.pid" -H "unix://$docker_sock"
     )
   fi
-  if ! alive podman; then
+  if runtime_used podman && ! alive podman; then
     log "starting podman's API service (unix://$podman_sock)"
     write_podman_conf
     rm -f "$podman_sock"
@@ -167,14 +185,15 @@ start_runtimes() {
         system service --time 0 "unix://$podman_sock"
     )
   fi
-  wait_for "dockerd (see logs/dockerd.log)" 60 docker_cli info
-  wait_for "podman's API service (see logs/podman.log)" 60 podman_cli info
+  if runtime_used docker; then wait_for "dockerd (see logs/dockerd.log)" 60 docker_cli info; fi
+  if runtime_used podman; then wait_for "podman's API service (see logs/podman.log)" 60 podman_cli info; fi
   load_images
 }
 
-# load_images loads every image tarball of build/images/ into both runtimes,
-# skipping a runtime that already holds that image (same name, same ID): the
-# PyTorch image is a gigabyte, and every container test calls this.
+# load_images loads every image tarball of build/images/ into the runtimes
+# the cluster runs, skipping a runtime that already holds that image (same
+# name, same ID): the PyTorch image is a gigabyte, and every container test
+# calls this.
 load_images() {
   have_runtimes || return 0
   local t meta name id
@@ -185,13 +204,17 @@ load_images() {
     meta=$(tar -xOf "$t" manifest.json)
     name=$(sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p' <<<"$meta")
     id=$(sed -n 's/.*"Config":"\(blobs\/sha256\/\)\{0,1\}\([0-9a-f]\{64\}\).*/\2/p' <<<"$meta")
-    if [[ -n $id && $(docker_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
+    if ! alive dockerd; then
+      :
+    elif [[ -n $id && $(docker_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
       log "$name already in dockerd"
     else
       docker_cli load -q -i "$t" >/dev/null
       log "loaded $(basename "$t" .tar) into dockerd"
     fi
-    if [[ -n $id && $(podman_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "$id" ]]; then
+    if ! alive podman; then
+      :
+    elif [[ -n $id && $(podman_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "$id" ]]; then
       log "$name already in podman"
     else
       podman_cli load -q -i "$t" >/dev/null

@@ -1,10 +1,11 @@
 # The adversarial container: the caravan-adversary image (FROM scratch,
-# scripts/build-images.sh) as a task of a container driver (var.driver:
-# Nomad's docker driver against the rootful dockerd, or its podman driver
-# against the rootful podman service: either way what it writes into /alloc
-# is written as host root), beside caravan's checkpoint role tasks, which run
-# as host root. It plants one attack in the shared checkpoint directory
-# (/alloc/checkpoint) and waits to be stopped.
+# scripts/build-images.sh) as a task of Nomad's docker driver on the pinned
+# client, whose runtime (var.runtime; the constraint checks it) is the
+# rootful dockerd or the rootful podman service's Docker-compatible API:
+# either way what it writes into /alloc is written as host root. Beside it
+# run caravan's checkpoint role tasks, as host root. It plants one attack in
+# the shared checkpoint directory (/alloc/checkpoint) and waits to be
+# stopped.
 
 variable "name" {
   type = string
@@ -18,9 +19,10 @@ variable "sentinel" {
   type = string
 }
 
-variable "driver" {
-  type    = string
-  default = "docker"
+variable "runtime" {
+  description = "docker or podman: the runtime behind the client's docker driver (node meta caravan.container_runtime)."
+  type        = string
+  default     = "docker"
 }
 
 variable "node" {
@@ -39,6 +41,11 @@ job "adv-container" {
     value     = var.node
   }
 
+  constraint {
+    attribute = "${meta.caravan.container_runtime}"
+    value     = var.runtime
+  }
+
   group "g" {
     restart {
       attempts = 0
@@ -51,7 +58,7 @@ job "adv-container" {
     }
 
     task "t" {
-      driver       = var.driver
+      driver       = "docker"
       kill_timeout = "5s"
 
       config {

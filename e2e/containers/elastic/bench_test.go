@@ -12,11 +12,11 @@ import (
 )
 
 // benchVariant is one way to run the elastic trainer: as containers under
-// the docker or the podman driver, or as host processes under the caravan
-// driver.
+// Nomad's docker driver against dockerd (client1) or podman (client2), or
+// as host processes under the caravan driver (client1).
 type benchVariant struct {
-	name, spec string
-	vars       []string
+	name, spec, client string
+	vars               []string
 	// saveTask and restoreTask are the tasks whose events time the
 	// driver's commit and restore.
 	saveTask, restoreTask string
@@ -28,14 +28,15 @@ type elasticTimes struct {
 	commit, restore        time.Duration // the driver's own share (event annotations)
 }
 
-// BenchmarkContainers_Elastic measures, on client1, in the same run and
-// alternating: the time from `nomad job scale worker 2` to the
-// coordinator's first step with the new worker, and a suspend/resume cycle
-// (both groups to 0, then to 1) with the driver's own share of it (its
-// commit and restore durations), for the container jobs
-// (jobspecs/train-elastic-docker.nomad.hcl, train-elastic-podman.nomad.hcl)
-// and the host-process job (jobspecs/train-elastic.nomad.hcl). Times are polled from the logs every
-// 250 ms. Compute is MODELLED (1 ms per sample). Not run by bench-smoke
+// BenchmarkContainers_Elastic measures, on one client at a time (the other
+// ineligible), in the same run and alternating: the time from `nomad job
+// scale worker 2` to the coordinator's first step with the new worker, and
+// a suspend/resume cycle (both groups to 0, then to 1) with the driver's own
+// share of it (its commit and restore durations), for the container job
+// (jobspecs/train-elastic-docker.nomad.hcl) on client1 (dockerd) and on
+// client2 (podman), and the host-process job
+// (jobspecs/train-elastic.nomad.hcl) on client1. Times are polled from the
+// logs every 250 ms. Compute is MODELLED (1 ms per sample). Not run by bench-smoke
 // (-short): it needs the e2e cluster and a few minutes.
 //
 //	CARAVAN_E2E=1 go test -p 1 -run '^$' -bench BenchmarkContainers_Elastic -benchtime 3x ./e2e/containers
@@ -45,16 +46,19 @@ func BenchmarkContainers_Elastic(b *testing.B) {
 	}
 	c := harness.Cluster(b)
 	c.LoadImages(b)
-	_, err := c.CLI(b, "node", "eligibility", "-disable", c.Client(b, "client2").NodeID)
-	if err != nil {
-		b.Fatal(err)
+	for _, rt := range harness.ContainerRuntimes {
+		c.RequireRuntime(b, rt.Client, rt.Name)
 	}
-	b.Cleanup(func() { _, _ = c.CLI(b, "node", "eligibility", "-enable", c.Client(b, "client2").NodeID) })
+	b.Cleanup(func() {
+		c.Eligible(b, "client1", true)
+		c.Eligible(b, "client2", true)
+	})
 	common := []string{"workers=1", "ps=1", "steps=1000000", "compute_per_sample=1ms", `trainer_args=["-log-every","1"]`}
 	variants := []benchVariant{
-		{"docker", "jobspecs/train-elastic-docker.nomad.hcl", common, "commit", "restore"},
-		{"podman", "jobspecs/train-elastic-podman.nomad.hcl", common, "commit", "restore"},
-		{"host", "jobspecs/train-elastic.nomad.hcl", append([]string{"caravan_bin=" + c.Bin, "checkpoint_interval="}, common...), "ps", "ps"},
+		{"docker", "jobspecs/train-elastic-docker.nomad.hcl", "client1", common, "commit", "restore"},
+		{"podman", "jobspecs/train-elastic-docker.nomad.hcl", "client2", common, "commit", "restore"},
+		{"host", "jobspecs/train-elastic.nomad.hcl", "client1",
+			append([]string{"caravan_bin=" + c.Bin, "checkpoint_interval="}, common...), "ps", "ps"},
 	}
 	sums := map[string]*elasticTimes{}
 	for _, v := range variants {
@@ -62,6 +66,8 @@ func BenchmarkContainers_Elastic(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		for _, v := range variants {
+			c.Eligible(b, "client1", v.client == "client1")
+			c.Eligible(b, "client2", v.client == "client2")
 			r := measureElastic(b, c, v, fmt.Sprintf("bench-elastic-%s-%d", v.name, i))
 			b.Logf("%s run %d: scale to first step %s; suspend %s, resume %s; driver commit %s, restore %s",
 				v.name, i, r.scale, r.suspend, r.resume, r.commit, r.restore)

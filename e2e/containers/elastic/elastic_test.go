@@ -1,12 +1,13 @@
 // Package elastic_test runs the distributed container jobs on the real
-// local cluster, under Nomad's docker driver and under its podman driver:
-// the Go trainer's parameter servers and workers (jobspecs/train-elastic-
-// {docker,podman}.nomad.hcl) and the elastic PyTorch job in the image built
-// from Debian's python3-torch (jobspecs/train-pytorch-elastic-
-// {docker,podman}.nomad.hcl), scaled, suspended, resumed and migrated; and
+// local cluster, under Nomad's docker driver against dockerd (client1) and
+// against podman's Docker-compatible API (client2): the Go trainer's
+// parameter servers and workers (jobspecs/train-elastic-docker.nomad.hcl)
+// and the elastic PyTorch job in the image built from Debian's
+// python3-torch (jobspecs/train-pytorch-elastic-docker.nomad.hcl), scaled,
+// suspended, resumed and migrated (from one runtime to the other); and
 // BenchmarkContainers_Elastic, containers against host processes. The
-// single-task container tests are e2e/containers'. A missing runtime or
-// driver fails these tests.
+// single-task container tests are e2e/containers'. A missing runtime fails
+// these tests.
 package elastic_test
 
 import (
@@ -24,38 +25,37 @@ import (
 
 const elasticSteps = 2500
 
-// elasticJob is the shipped elastic trainer jobspec for the driver:
-// jobspecs/train-elastic-docker.nomad.hcl or train-elastic-podman.nomad.hcl.
-func elasticJob(driver string) string { return "jobspecs/train-elastic-" + driver + ".nomad.hcl" }
+// elasticJob is the shipped elastic trainer jobspec of Nomad's docker
+// driver; the clients it may run on decide the runtime.
+const elasticJob = "jobspecs/train-elastic-docker.nomad.hcl"
 
 // TestContainers_Elastic: the distributed trainer as containers under
-// Nomad's docker driver (jobspecs/train-elastic-docker.nomad.hcl) and under
-// its podman driver (train-elastic-podman.nomad.hcl), started on one
-// client: an on-demand checkpoint
+// Nomad's docker driver (jobspecs/train-elastic-docker.nomad.hcl), started
+// on one client (client1: dockerd; client2: podman): an on-demand checkpoint
 // through the servers' sidecar, workers 1->3->2, servers
 // 1->2, a suspension (both groups to 0: the coordinator saves on SIGTERM,
 // the commit task commits, the other server's commit finds a skip marker)
 // and a resume with 2 and 2 (the restore task restores), servers 2->1, and a
 // migration of the coordinating server (alloc stop with its node
-// ineligible) to the other client, where more workers join; the final
+// ineligible) to the other client, under the other runtime, where more
+// workers join; the final
 // parameters bit for bit those of one uninterrupted process. Compute is
 // MODELLED (1 ms per sample sleeps).
 func TestContainers_Elastic(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
-			c.RequireDriver(t, d.Client, d.Name)
-			c.RequireDriver(t, d.Other, d.Name)
+			c.RequireRuntimes(t, d)
 			elasticRun(t, c, d.Name, d.Client, d.Other)
 		})
 	}
 }
 
-// elasticRun runs the scenario of TestContainers_Elastic under the driver,
-// starting on the client from and migrating to the client to.
-func elasticRun(t *testing.T, c *harness.C, driver, from, to string) {
-	jobID := "e2e-ctr-elastic-" + driver
+// elasticRun runs the scenario of TestContainers_Elastic starting under the
+// runtime on the client from and migrating to the client to.
+func elasticRun(t *testing.T, c *harness.C, runtime, from, to string) {
+	jobID := "e2e-ctr-elastic-" + runtime
 	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default", jobID))
 	want := harness.ElasticReference(t, elasticSteps)
 
@@ -65,7 +65,7 @@ func elasticRun(t *testing.T, c *harness.C, driver, from, to string) {
 		c.Eligible(t, to, true)
 	})
 	j := &harness.Elastic{T: t, C: c, ID: jobID}
-	c.RunJob(t, elasticJob(driver), "name="+jobID, "workers=1", "ps=1",
+	c.RunJob(t, elasticJob, "name="+jobID, "workers=1", "ps=1",
 		fmt.Sprintf("steps=%d", elasticSteps), "compute_per_sample=1ms")
 
 	co := j.Coordinator(nil)

@@ -14,8 +14,8 @@ import (
 
 // TestContainers_PyTorchElastic runs the elastic PyTorch job as containers
 // of the image built from Debian's python3-torch, under Nomad's docker
-// driver (jobspecs/train-pytorch-elastic-docker.nomad.hcl) and under its
-// podman driver (train-pytorch-elastic-podman.nomad.hcl), on one client,
+// driver (jobspecs/train-pytorch-elastic-docker.nomad.hcl) against dockerd
+// (client1) and against podman (client2), on one client,
 // through 1 -> 2 -> 1 workers, a suspend (scale 0: the launcher commits the
 // workers' live snapshot on SIGTERM, the poststop task commits it to the
 // store) and a resume as 2 workers (both prestart tasks restore it, index
@@ -32,18 +32,18 @@ func TestContainers_PyTorchElastic(t *testing.T) {
 	const ref = "ctr-pte-host"
 	c.StopJob(t, ref)
 	c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(ref)...)
-	for _, d := range harness.ContainerDrivers {
+	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) { pytorchElastic(t, c, ref, d.Name, d.Client) })
 	}
 }
 
 // pytorchElastic runs TestContainers_PyTorchElastic's scenario under the
-// driver on the client, against the host job ref.
-func pytorchElastic(t *testing.T, c *harness.C, ref, driver, client string) {
-	c.RequireDriver(t, client, driver)
-	job := "ctr-pte-" + driver
+// runtime on its client, against the host job ref.
+func pytorchElastic(t *testing.T, c *harness.C, ref, runtime, client string) {
+	c.RequireRuntime(t, client, runtime)
+	job := "ctr-pte-" + runtime
 	c.StopJob(t, job)
-	c.RunJob(t, "jobspecs/train-pytorch-elastic-"+driver+".nomad.hcl", "name="+job, "nodes="+client,
+	c.RunJob(t, "jobspecs/train-pytorch-elastic-docker.nomad.hcl", "name="+job, "nodes="+client,
 		"steps="+strconv.Itoa(harness.PyTorchSteps), harness.PyTorchPace)
 	j := c.PyTorch(t, job)
 
@@ -109,6 +109,6 @@ func pytorchElastic(t *testing.T, c *harness.C, ref, driver, client string) {
 	got, want, diff, same := j.AgainstReference(ref, final)
 	t.Logf("pytorch elastic in %s containers: 1 -> 2 at step %d, 2 -> 1 at step %d, suspended at step %d "+
 		"(generation %s), restored in %s; eval loss %.9f vs the uninterrupted host run's %.9f (|diff| %.2g, "+
-		"tolerance %g); params equal bit for bit: %v", driver, up, down, savedStep, saved.Details["generation"],
+		"tolerance %g); params equal bit for bit: %v", runtime, up, down, savedStep, saved.Details["generation"],
 		restored.Details["duration"], got, want, diff, harness.PyTorchLossTolerance, same)
 }

@@ -1,8 +1,8 @@
 # A fraction of one GPU in a container: jobspecs/gpu-fraction.nomad.hcl with
-# a container driver (var.driver: Nomad's docker driver against dockerd, or
-# Nomad's podman driver against podman) and the locally built envprobe image
-# (a FROM scratch image that prints its environment and which of its
-# arguments are directories, then sleeps).
+# Nomad's docker driver on the pinned client, whose runtime (var.runtime:
+# dockerd, or podman's Docker-compatible API; the constraint checks it) runs
+# the locally built envprobe image (a FROM scratch image that prints its
+# environment and which of its arguments are directories, then sleeps).
 
 variable "job_name" {
   type    = string
@@ -14,14 +14,14 @@ variable "shares" {
   default = 2
 }
 
-variable "driver" {
-  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
+variable "runtime" {
+  description = "The container runtime behind the client's docker driver (node meta caravan.container_runtime): docker (the cluster's dockerd) or podman (its podman service's Docker-compatible API)."
   type        = string
   default     = "docker"
 
   validation {
-    condition     = contains(["docker", "podman"], var.driver)
-    error_message = "The driver must be docker or podman."
+    condition     = contains(["docker", "podman"], var.runtime)
+    error_message = "The runtime must be docker or podman."
   }
 }
 
@@ -52,6 +52,11 @@ job "gpu-fraction-container" {
     value     = var.node
   }
 
+  constraint {
+    attribute = "${meta.caravan.container_runtime}"
+    value     = var.runtime
+  }
+
   group "train" {
     reschedule {
       attempts  = 0
@@ -64,7 +69,7 @@ job "gpu-fraction-container" {
     }
 
     task "worker" {
-      driver = var.driver
+      driver = "docker"
 
       config {
         image        = var.image

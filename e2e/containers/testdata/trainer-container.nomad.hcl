@@ -1,22 +1,23 @@
 # caravan's trainer in the locally built FROM scratch image
 # (localhost/caravan-trainer:local, scripts/build-images.sh), run to its
-# last step on the pinned client by a container driver (var.driver: docker
-# or podman). No checkpointing: the final line carries the parameters'
-# SHA-256.
+# last step on the pinned client by Nomad's docker driver, under the
+# client's runtime (var.runtime: dockerd or podman's Docker-compatible API;
+# the constraint checks it). No checkpointing: the final line carries the
+# parameters' SHA-256.
 
 variable "job_name" {
   type    = string
   default = "trainer-container"
 }
 
-variable "driver" {
-  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
+variable "runtime" {
+  description = "The container runtime behind the client's docker driver (node meta caravan.container_runtime): docker (the cluster's dockerd) or podman (its podman service's Docker-compatible API)."
   type        = string
   default     = "docker"
 
   validation {
-    condition     = contains(["docker", "podman"], var.driver)
-    error_message = "The driver must be docker or podman."
+    condition     = contains(["docker", "podman"], var.runtime)
+    error_message = "The runtime must be docker or podman."
   }
 }
 
@@ -40,6 +41,11 @@ job "trainer-container" {
     value     = var.node
   }
 
+  constraint {
+    attribute = "${meta.caravan.container_runtime}"
+    value     = var.runtime
+  }
+
   group "train" {
     reschedule {
       attempts  = 0
@@ -52,7 +58,7 @@ job "trainer-container" {
     }
 
     task "trainer" {
-      driver = var.driver
+      driver = "docker"
 
       config {
         image        = "localhost/caravan-trainer:local"

@@ -1,13 +1,14 @@
-# The FROM scratch trainer under a container driver (var.driver: docker or
-# podman) with all three caravan checkpoint tasks (restore, sidecar, commit;
-# driver/README.md, "Containers"), set up as driver/README.md's "Drains"
-# section tells an operator to run a training that node drains must move: a
-# service job (Nomad stops drained batch allocations without placing
-# replacements), a migrate block, an update block with max_parallel = 0 (no
-# deployment blocking `job scale`) and a trainer that stays up after its
-# last step (-hold). No node is pinned: the test picks the start node with
-# node eligibility. job_type = "batch" drops the service-only blocks, for
-# the test of what a drain does to a batch job.
+# The FROM scratch trainer under Nomad's docker driver (on client1 against
+# dockerd, on client2 against podman's Docker-compatible API, so a drain
+# moves it from one runtime to the other) with all three caravan checkpoint
+# tasks (restore, sidecar, commit; driver/README.md, "Containers"), set up
+# as driver/README.md's "Drains" section tells an operator to run a training
+# that node drains must move: a service job (Nomad stops drained batch
+# allocations without placing replacements), a migrate block, an update
+# block with max_parallel = 0 (no deployment blocking `job scale`) and a
+# trainer that stays up after its last step (-hold). No node is pinned: the
+# test picks the start node with node eligibility. job_type = "batch" drops
+# the service-only blocks, for the test of what a drain does to a batch job.
 
 variable "job_name" {
   type    = string
@@ -20,17 +21,6 @@ variable "job_type" {
   default     = "service"
 }
 
-variable "driver" {
-  description = "The task driver: docker (Nomad's, against the cluster's dockerd) or podman (the nomad-driver-podman plugin, against its podman service)."
-  type        = string
-  default     = "docker"
-
-  validation {
-    condition     = contains(["docker", "podman"], var.driver)
-    error_message = "The driver must be docker or podman."
-  }
-}
-
 variable "trainer_args" {
   type    = list(string)
   default = ["trainer", "-steps", "15000", "-step-delay", "2ms", "-log-every", "500", "-hold"]
@@ -40,6 +30,12 @@ variable "kill_timeout" {
   description = "At most the client's max_kill_timeout (Nomad's default 30s caps a longer one)."
   type        = string
   default     = "30s"
+}
+
+variable "shutdown_delay" {
+  description = "Nomad's wait between a stop and the kill signal: delays the final save and commit."
+  type        = string
+  default     = "0s"
 }
 
 variable "memory" {
@@ -89,9 +85,10 @@ job "trainer-drain" {
     }
 
     task "trainer" {
-      driver       = var.driver
-      kill_signal  = "SIGTERM"
-      kill_timeout = var.kill_timeout
+      driver         = "docker"
+      kill_signal    = "SIGTERM"
+      kill_timeout   = var.kill_timeout
+      shutdown_delay = var.shutdown_delay
 
       config {
         image        = "localhost/caravan-trainer:local"
