@@ -238,3 +238,31 @@ func TestE2EScript_ListsFeatureSkips(t *testing.T) {
 	must.NoError(t, err)
 	must.StrContains(t, string(log), "--- PASS: TestPasses")
 }
+
+// TestMakeDemo_InstallsBeforeBuilding: a fresh machine's `make demo`
+// installs the container runtimes it needs before it spends minutes on the
+// agents (it used to fail after them, at the image step). Agent versions
+// that are not built here make make print their build steps.
+func TestMakeDemo_InstallsBeforeBuilding(t *testing.T) {
+	out, err := exec.Command("make", "-n", "demo", "NOMAD_VERSION=v1.6.2", "CONSUL_VERSION=v1.14.10").CombinedOutput()
+	must.NoError(t, err, must.Sprint(string(out)))
+	lines := strings.Split(string(out), "\n")
+	install, build := -1, -1
+	for i, l := range lines {
+		switch {
+		case install < 0 && strings.Contains(l, "scripts/install-e2e-deps.sh --demo"):
+			install = i
+		case build < 0 && strings.Contains(l, "scripts/build-hashicorp.sh"):
+			build = i
+		}
+	}
+	must.NonNegative(t, install, must.Sprintf("make demo installs nothing:\n%s", out))
+	must.NonNegative(t, build, must.Sprintf("make demo builds no agent:\n%s", out))
+	must.Less(t, build, install, must.Sprintf("make demo builds before it installs:\n%s", out))
+}
+
+func TestInstallE2EDeps_RefusesUnknownArguments(t *testing.T) {
+	out, err := exec.Command("scripts/install-e2e-deps.sh", "--everything").CombinedOutput()
+	must.Error(t, err)
+	must.StrContains(t, string(out), "unknown argument '--everything'")
+}

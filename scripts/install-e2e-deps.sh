@@ -6,11 +6,21 @@
 # scripts/cluster.sh starts loopback-only) and podman (its Docker-compatible
 # API service, which client2's docker driver talks to, with runc: crun fails
 # on cgroups v1 hybrid mode).
+#
+#   scripts/install-e2e-deps.sh          all of the above
+#   scripts/install-e2e-deps.sh --demo   the container runtimes only (make demo)
 set -euo pipefail
 chromium=${CARAVAN_CHROMIUM:-/usr/bin/chromium}
+for_what="the e2e tests"
 missing=()
-[[ -x $chromium ]] || missing+=(chromium)
-/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
+case "${1:-}" in
+  --demo) for_what="the demo" ;;
+  "")
+    [[ -x $chromium ]] || missing+=(chromium)
+    /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
+    ;;
+  *) echo "install-e2e-deps: unknown argument '$1' (want --demo or none)" >&2; exit 2 ;;
+esac
 # A docker client alone (some images ship one) is not enough: the cluster
 # starts Debian's daemon.
 command -v dockerd >/dev/null || missing+=(docker.io)
@@ -20,10 +30,13 @@ command -v runc >/dev/null || missing+=(runc)
 
 sudo=""
 if [[ $(id -u) != 0 ]]; then
-  command -v sudo >/dev/null || { echo "install-e2e-deps: need root (or sudo) to apt-get install ${missing[*]}" >&2; exit 1; }
+  command -v sudo >/dev/null || {
+    echo "install-e2e-deps: $for_what need Debian's ${missing[*]}, and installing them needs root (or sudo): run 'apt-get update && apt-get install --no-install-recommends ${missing[*]}' as root, then this again" >&2
+    exit 1
+  }
   sudo=sudo
 fi
-echo "==> installing Debian's ${missing[*]} for the e2e tests"
+echo "==> installing Debian's ${missing[*]} for $for_what"
 start=$SECONDS
 $sudo apt-get update -qq
 # docker.io's maintainer scripts try to start the daemon through the init
