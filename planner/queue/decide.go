@@ -67,25 +67,33 @@ type Decision struct {
 
 // QueueState is one queue's standing after a round (milli-GPUs).
 type QueueState struct {
-	Name      string `json:"name"`
-	Guarantee int    `json:"guarantee"`
-	Used      int    `json:"used"`     // admitted minimums plus caps' extras
-	Borrowed  int    `json:"borrowed"` // used beyond the guarantee
-	Lent      int    `json:"lent"`     // idle guarantee in use by others
-	Waiting   int    `json:"waiting"`  // jobs not admitted
-	Reclaims  int    `json:"reclaims"` // borrowers suspended for this queue
+	Name string `json:"name"`
+	// Guarantee is the guarantee as configured; Effective the one in
+	// force this round (scaled down when the guarantees add up to more
+	// than the live cluster, EffectiveGuarantees). Borrowed and Lent are
+	// counted against Effective.
+	Guarantee int `json:"guarantee"`
+	Effective int `json:"effective_guarantee"`
+	Used      int `json:"used"`     // admitted minimums plus caps' extras
+	Borrowed  int `json:"borrowed"` // used beyond the guarantee in force
+	Lent      int `json:"lent"`     // idle guarantee in use by others
+	Waiting   int `json:"waiting"`  // jobs not admitted
+	Reclaims  int `json:"reclaims"` // borrowers suspended for this queue
 }
 
-// Round is Decide's answer: one Decision per job, in input order, and one
-// QueueState per queue (the implicit default queue last).
+// Round is Decide's answer: one Decision per job, in input order, one
+// QueueState per queue (the implicit default queue last), and how the
+// guarantees fit the live cluster.
 type Round struct {
-	Jobs   []Decision   `json:"jobs"`
-	Queues []QueueState `json:"queues"`
+	Jobs       []Decision   `json:"jobs"`
+	Queues     []QueueState `json:"queues"`
+	Guarantees Guarantees   `json:"guarantees"`
 }
 
 // qstate is a queue during a round.
 type qstate struct {
-	Queue
+	Queue            // Guarantee and LendLimit as in force this round
+	configured int   // the guarantee as configured
 	jobs       []int // job indices in queue order
 	used       int   // admitted minimums
 	extra      int   // caps beyond minimums
@@ -112,19 +120,21 @@ func (q *qstate) mayBorrow(d int) bool {
 
 // round is Decide's working state.
 type round struct {
-	jobs     []Job
-	qs       []*qstate
-	of       []int // queue of each job
-	dec      []Decision
-	free     int // capacity less admitted minimums
-	capacity int
-	reserved int // sum of the queues' reserved()
+	jobs       []Job
+	qs         []*qstate
+	of         []int // queue of each job
+	dec        []Decision
+	free       int // capacity less admitted minimums
+	capacity   int
+	reserved   int // sum of the queues' reserved()
+	guarantees Guarantees
 }
 
 // Decide runs one round of the queues over jobs on a cluster of capacity
-// milli-GPUs. It returns an error only for an invalid config.
+// milli-GPUs. Guarantees that add up to more than capacity are scaled to
+// it (EffectiveGuarantees). It returns an error only for an invalid config.
 func Decide(c Config, capacity int, jobs []Job) (Round, error) {
-	if err := c.Validate(capacity); err != nil {
+	if err := c.Validate(); err != nil {
 		return Round{}, err
 	}
 	r := newRound(c, capacity, jobs)
@@ -141,11 +151,19 @@ func newRound(c Config, capacity int, jobs []Job) *round {
 	qs, def := c.withDefault()
 	a := newAssigner(qs, def)
 	r := &round{jobs: jobs, of: make([]int, len(jobs)), dec: make([]Decision, len(jobs)), free: capacity, capacity: capacity}
-	for _, q := range qs {
+	eff, g := EffectiveGuarantees(qs, capacity)
+	r.guarantees = g
+	for k, q := range qs {
 		if q.Weight <= 0 {
 			q.Weight = 1
 		}
-		r.qs = append(r.qs, &qstate{Queue: q})
+		st := &qstate{Queue: q, configured: q.Guarantee}
+		st.Guarantee = eff[k]
+		if st.LendLimit != Unlimited {
+			// Never lend more than the guarantee in force.
+			st.LendLimit = min(st.LendLimit, st.Guarantee)
+		}
+		r.qs = append(r.qs, st)
 	}
 	for i := range jobs {
 		qi, why := a.assign(jobs[i].Namespace, jobs[i].Requested)
@@ -487,7 +505,7 @@ func (r *round) spread(q *qstate, g int) int {
 }
 
 func (r *round) result() Round {
-	out := Round{Jobs: r.dec}
+	out := Round{Jobs: r.dec, Guarantees: r.guarantees}
 	borrowedFromGuarantees := 0
 	unguaranteed := r.capacity
 	idle := 0
@@ -498,7 +516,7 @@ func (r *round) result() Round {
 	}
 	borrowedFromGuarantees = max(borrowedFromGuarantees-max(unguaranteed, 0), 0)
 	for _, q := range r.qs {
-		s := QueueState{Name: q.Name, Guarantee: q.Guarantee, Used: q.used + q.extra, Reclaims: q.reclaims}
+		s := QueueState{Name: q.Name, Guarantee: q.configured, Effective: q.Guarantee, Used: q.used + q.extra, Reclaims: q.reclaims}
 		s.Borrowed = max(s.Used-q.Guarantee, 0)
 		if idle > 0 {
 			mine := min(max(q.Guarantee-s.Used, 0), lendable(q))

@@ -196,6 +196,23 @@ func TestDecide(t *testing.T) {
 			want: map[string]want{"r": {admit: true, cap: 2 * g}, "new": {}},
 		},
 		{
+			// Guarantees of 2+2 GPUs, the cluster down to 2: each queue's
+			// guarantee is scaled to 1 GPU, and team a, waiting within it,
+			// reclaims the GPU b's gang borrows (a config error before).
+			name: "a lost node: an owner within its scaled guarantee reclaims",
+			cfg:  twoTeams(), capacity: 2 * g,
+			jobs: []Job{running(job("b1", "team-b", 2, 0)), job("a1", "team-a", 1, 1)},
+			want: map[string]want{"b1": {suspend: true, reclaimFor: "a", reason: "reclaimed: queue a"},
+				"a1": {admit: true, cap: g, reason: "admitted within queue a's guarantee after reclaiming 1"}},
+		},
+		{
+			name: "a lost node: an elastic borrower shrinks to its scaled guarantee",
+			cfg:  twoTeams(), capacity: 2 * g,
+			jobs: []Job{{ID: "b1", Namespace: "team-b", Min: g, Max: 2 * g, Held: 2 * g}, job("a1", "team-a", 1, 1)},
+			want: map[string]want{"b1": {admit: true, cap: g, reason: "keeps running"},
+				"a1": {admit: true, cap: g, reason: "admitted within queue a's guarantee"}},
+		},
+		{
 			name: "unknown namespaces go to the default queue and borrow",
 			cfg:  twoTeams(), capacity: 4 * g,
 			jobs: []Job{job("x", "elsewhere", 1, 0)},
@@ -222,19 +239,84 @@ func TestDecideQueueStates(t *testing.T) {
 	r, err := Decide(twoTeams(), 4*g, []Job{running(job("b1", "team-b", 2, 0)), running(job("b2", "team-b", 2, 1)), job("a1", "team-a", 2, 2), job("a2", "team-a", 2, 3)})
 	must.NoError(t, err)
 	must.Eq(t, []QueueState{
-		{Name: "a", Guarantee: 2 * g, Used: 2 * g, Waiting: 1, Reclaims: 1},
-		{Name: "b", Guarantee: 2 * g, Used: 2 * g, Waiting: 1},
+		{Name: "a", Guarantee: 2 * g, Effective: 2 * g, Used: 2 * g, Waiting: 1, Reclaims: 1},
+		{Name: "b", Guarantee: 2 * g, Effective: 2 * g, Used: 2 * g, Waiting: 1},
 		{Name: DefaultName},
 	}, r.Queues)
+	must.Eq(t, Guarantees{Capacity: 4 * g, Configured: 4 * g, Effective: 4 * g}, r.Guarantees)
 
 	r, err = Decide(twoTeams(), 4*g, []Job{job("b1", "team-b", 3, 0)})
 	must.NoError(t, err)
-	must.Eq(t, QueueState{Name: "a", Guarantee: 2 * g, Lent: g}, r.Queues[0])
-	must.Eq(t, QueueState{Name: "b", Guarantee: 2 * g, Used: 3 * g, Borrowed: g}, r.Queues[1])
+	must.Eq(t, QueueState{Name: "a", Guarantee: 2 * g, Effective: 2 * g, Lent: g}, r.Queues[0])
+	must.Eq(t, QueueState{Name: "b", Guarantee: 2 * g, Effective: 2 * g, Used: 3 * g, Borrowed: g}, r.Queues[1])
+}
+
+// TestDecide_GuaranteesAboveTheCluster: guarantees of 2+2 GPUs on a
+// cluster down to 3 are no error (the round failed with "the guarantees
+// add up to ... more than the cluster's"); the round scales them to 1.5
+// each, counts borrowing against that and says why.
+func TestDecide_GuaranteesAboveTheCluster(t *testing.T) {
+	r, err := Decide(twoTeams(), 3*g, []Job{running(job("b1", "team-b", 2, 0)), job("a1", "team-a", 1, 1)})
+	must.NoError(t, err)
+	must.Eq(t, []QueueState{
+		{Name: "a", Guarantee: 2 * g, Effective: 1500, Used: g, Lent: 500},
+		{Name: "b", Guarantee: 2 * g, Effective: 1500, Used: 2 * g, Borrowed: 500},
+		{Name: DefaultName},
+	}, r.Queues)
+	must.Eq(t, 3*g, r.Guarantees.Capacity)
+	must.Eq(t, 4*g, r.Guarantees.Configured)
+	must.Eq(t, 3*g, r.Guarantees.Effective)
+	must.Eq(t, g, r.Guarantees.Shortfall)
+	must.True(t, r.Guarantees.Scaled())
+	must.StrContains(t, r.Guarantees.Note, "the guarantees add up to 4 GPUs, more than the live cluster's 3")
+	must.StrContains(t, r.Guarantees.Note, "x0.750")
 }
 
 func TestDecideInvalidConfig(t *testing.T) {
-	_, err := Decide(Config{Queues: []Queue{q("a", 5*g, "x")}}, 4*g, nil)
+	_, err := Decide(Config{Queues: []Queue{q("a", -g, "x")}}, 4*g, nil)
 	must.ErrorIs(t, err, ErrInvalid)
 	must.ErrorContains(t, err, `queue "a": guarantee`)
+}
+
+func TestEffectiveGuarantees(t *testing.T) {
+	qs := func(gs ...int) []Queue {
+		var out []Queue
+		for i, v := range gs {
+			out = append(out, q(string(rune('a'+i)), v, "ns"))
+		}
+		return out
+	}
+	cases := []struct {
+		name      string
+		qs        []Queue
+		capacity  int
+		want      []int
+		shortfall int
+	}{
+		{name: "fit: as configured", qs: qs(2*g, g, 0), capacity: 4 * g, want: []int{2 * g, g, 0}},
+		{name: "exactly the cluster", qs: qs(2*g, 2*g), capacity: 4 * g, want: []int{2 * g, 2 * g}},
+		{name: "one node of two lost", qs: qs(g, g), capacity: g, want: []int{500, 500}, shortfall: g},
+		{name: "in proportion", qs: qs(3*g, g, 0), capacity: 2 * g, want: []int{1500, 500, 0}, shortfall: 2 * g},
+		// 1000/3 each: 333 remainder 1 each; the one milli left goes to
+		// the queue listed first.
+		{name: "rounding never passes the cluster", qs: qs(g, g, g), capacity: g, want: []int{334, 333, 333}, shortfall: 2 * g},
+		{name: "largest remainder first", qs: qs(1, 2, 4), capacity: 3, want: []int{0, 1, 2}, shortfall: 4},
+		{name: "no live GPUs", qs: qs(2*g, g), capacity: 0, want: []int{0, 0}, shortfall: 3 * g},
+		{name: "sums past 63 bits in the product", qs: qs(maxGPUs*g, maxGPUs*g), capacity: maxGPUs*g - 1,
+			want: []int{maxGPUs * g / 2, maxGPUs*g/2 - 1}, shortfall: maxGPUs*g + 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, gs := EffectiveGuarantees(tc.qs, tc.capacity)
+			must.Eq(t, tc.want, got)
+			must.Eq(t, tc.shortfall, gs.Shortfall)
+			sum := 0
+			for _, v := range got {
+				sum += v
+			}
+			must.Eq(t, sum, gs.Effective)
+			must.Eq(t, min(tc.capacity, gs.Configured), sum)
+			must.Eq(t, tc.shortfall > 0, gs.Note != "")
+		})
+	}
 }

@@ -12,7 +12,9 @@ import (
 // at least its minimum and at most its maximum; a job that opts out of
 // preemption is never suspended while its queue keeps its guarantee and
 // never borrows; nothing is suspended without reclaim but for capacity;
-// no queue passes its borrowing limit with jobs it newly admitted.
+// no queue passes its borrowing limit with jobs it newly admitted; on a
+// cluster smaller than the guarantees (a lost node), the guarantees in
+// force add up to the live cluster exactly and none grows.
 func FuzzDecide(f *testing.F) {
 	for _, s := range []uint64{1, 2, 3, 42, 1000} {
 		f.Add(s, uint8(3), uint8(20), uint16(16), false)
@@ -34,6 +36,9 @@ func FuzzDecide(f *testing.F) {
 				qq.LendLimit = r.IntN(gq/g+1) * g
 			}
 			c.Queues = append(c.Queues, qq)
+		}
+		if r.IntN(3) == 0 {
+			capacity = r.IntN(capacity/g+1) * g // nodes lost
 		}
 		jobs := make([]Job, int(nj)%60)
 		held := 0
@@ -90,10 +95,21 @@ func FuzzDecide(f *testing.F) {
 				}
 			}
 		}
-		for _, q := range c.Queues {
-			if q.BorrowLimit != Unlimited && used[q.Name]-q.Guarantee > max(q.BorrowLimit, kept[q.Name]-q.Guarantee) {
-				t.Fatalf("queue %s uses %d, guarantee %d, borrowing limit %d", q.Name, used[q.Name], q.Guarantee, q.BorrowLimit)
+		configured, effective := 0, 0
+		for k, q := range c.Queues {
+			st := round.Queues[k]
+			configured += st.Guarantee
+			effective += st.Effective
+			if st.Guarantee != q.Guarantee || st.Effective > q.Guarantee {
+				t.Fatalf("queue %s: guarantee %d in force of %d configured, reported %d", q.Name, st.Effective, q.Guarantee, st.Guarantee)
 			}
+			if q.BorrowLimit != Unlimited && used[q.Name]-st.Effective > max(q.BorrowLimit, kept[q.Name]-st.Effective) {
+				t.Fatalf("queue %s uses %d, guarantee %d, borrowing limit %d", q.Name, used[q.Name], st.Effective, q.BorrowLimit)
+			}
+		}
+		if want := min(configured, capacity); effective != want || round.Guarantees.Effective != want {
+			t.Fatalf("guarantees in force add up to %d (reported %d), want %d: configured %d on %d",
+				effective, round.Guarantees.Effective, want, configured, capacity)
 		}
 	})
 }

@@ -82,32 +82,20 @@ func ParseGPUs(field, s string) (int, error) {
 // maxWeight bounds a queue's weight.
 const maxWeight = 1_000_000
 
-// guaranteedBy is the sum of the guarantees up to and including queue name.
-func guaranteedBy(qs []Queue, name string) int {
-	t := 0
-	for _, q := range qs {
-		t += max(q.Guarantee, 0)
-		if q.Name == name {
-			break
-		}
-	}
-	return t
-}
-
 // maxGPUs bounds any GPU amount (far beyond any cluster; keeps sums in int).
 const maxGPUs = 10_000_000
 
 // Validate reports every problem of c at once, each naming the queue and
-// the field. capacity is the cluster's GPUs in milli units; 0 means unknown
-// (the guarantees are then not checked against it).
-func (c *Config) Validate(capacity int) error {
+// the field. It refuses only what is wrong at any cluster size: guarantees
+// that add up to more than the live cluster are no error (a round scales
+// them, EffectiveGuarantees).
+func (c *Config) Validate() error {
 	var errs []error
 	bad := func(q, field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: queue %q: %s: %s", ErrInvalid, q, field, fmt.Sprintf(format, args...)))
 	}
 	names := map[string]bool{}
 	owner := map[string]string{}
-	total, over := 0, ""
 	for i, q := range c.Queues {
 		name := q.Name
 		if name == "" {
@@ -151,19 +139,9 @@ func (c *Config) Validate(capacity int) error {
 		if math.IsNaN(q.Weight) || math.IsInf(q.Weight, 0) || q.Weight <= 0 || q.Weight > maxWeight {
 			bad(name, "weight", "must be in (0, %d], got %v", maxWeight, q.Weight)
 		}
-		if q.Guarantee > 0 {
-			total += q.Guarantee
-			if capacity > 0 && total > capacity && over == "" {
-				over = name
-			}
-		}
 	}
 	if c.Default != "" && !names[c.Default] {
 		errs = append(errs, fmt.Errorf("%w: queues.default: no queue named %q", ErrInvalid, c.Default))
-	}
-	if over != "" {
-		bad(over, "guarantee", "the guarantees add up to %s GPUs by this queue (%s in all), more than the cluster's %s",
-			gpus(guaranteedBy(c.Queues, over)), gpus(total), gpus(capacity))
 	}
 	return errors.Join(errs...)
 }

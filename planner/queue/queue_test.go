@@ -47,13 +47,11 @@ func q(name string, guarantee int, ns ...string) Queue {
 
 func TestValidate(t *testing.T) {
 	cases := []struct {
-		name     string
-		cfg      Config
-		capacity int
-		errs     []string // every one must appear
+		name string
+		cfg  Config
+		errs []string // every one must appear
 	}{
-		{name: "ok", cfg: Config{Queues: []Queue{q("a", 2*g, "ns-a"), q("b", 2*g, "ns-b")}}, capacity: 4 * g},
-		{name: "ok unknown capacity", cfg: Config{Queues: []Queue{q("a", 99*g, "ns-a")}}},
+		{name: "ok", cfg: Config{Queues: []Queue{q("a", 2*g, "ns-a"), q("b", 2*g, "ns-b")}}},
 		{name: "overlapping namespaces", cfg: Config{Queues: []Queue{q("a", g, "x", "y"), q("b", g, "y")}},
 			errs: []string{`queue "b": namespaces: namespace "y" is already in queue "a"`}},
 		{name: "negative quota", cfg: Config{Queues: []Queue{q("a", -g, "x")}},
@@ -66,8 +64,9 @@ func TestValidate(t *testing.T) {
 			errs: []string{`queue "a": lending_limit: must not exceed the guarantee 1`}},
 		{name: "no namespaces", cfg: Config{Queues: []Queue{q("a", g)}},
 			errs: []string{`queue "a": namespaces: must list at least one`}},
-		{name: "exceeds cluster", cfg: Config{Queues: []Queue{q("a", 2*g, "x"), q("b", 3*g, "y"), q("c", g, "z")}}, capacity: 4 * g,
-			errs: []string{`queue "b": guarantee: the guarantees add up to 5 GPUs by this queue (6 in all), more than the cluster's 4`}},
+		// No cluster size makes a config wrong: a round scales guarantees
+		// above the live cluster (EffectiveGuarantees).
+		{name: "guarantees above any cluster", cfg: Config{Queues: []Queue{q("a", 2*g, "x"), q("b", 3*g, "y"), q("c", maxGPUs*g, "z")}}},
 		{name: "bad weight", cfg: Config{Queues: []Queue{{Name: "a", Namespaces: []string{"x"}, BorrowLimit: Unlimited, LendLimit: Unlimited}}},
 			errs: []string{`queue "a": weight: must be in (0,`}},
 		{name: "duplicate name and empty name", cfg: Config{Queues: []Queue{q("a", 0, "x"), q("a", 0, "y"), q("", 0, "z")}},
@@ -79,7 +78,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate(tc.capacity)
+			err := tc.cfg.Validate()
 			if len(tc.errs) == 0 {
 				must.NoError(t, err)
 				return

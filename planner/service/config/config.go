@@ -288,9 +288,9 @@ func (c *Config) Validate() error {
 	}
 	validateUI(c.UI, bad)
 	if c.Queues.Enabled() || c.Queues.Default != "" {
-		// The cluster's GPUs are discovered at run time: the manager
-		// checks the guarantees against them every round.
-		if err := c.Queues.Validate(0); err != nil {
+		// Only what is wrong at any cluster size: each round scales
+		// guarantees above the live cluster (queue.EffectiveGuarantees).
+		if err := c.Queues.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

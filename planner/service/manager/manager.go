@@ -86,6 +86,9 @@ type Manager struct {
 	planForbidden bool
 	// reclaims are the newest reclaims applied, oldest first.
 	reclaims []Reclaim
+	// lastDecided is the newest round that decided (not skipped or
+	// failed): logGuarantees compares with it.
+	lastDecided *Round
 }
 
 // Metrics are cumulative counters for /v1/metrics.
@@ -272,6 +275,10 @@ func (m *Manager) RunRound(ctx context.Context) (*Round, error) {
 	}
 	if len(m.reclaims) > 0 {
 		r.Reclaims = slices.Clone(m.reclaims)
+	}
+	if err == nil && r.Skipped == "" {
+		m.logGuarantees(m.lastDecided, r)
+		m.lastDecided = r
 	}
 	m.last = r
 	m.metrics.Rounds++

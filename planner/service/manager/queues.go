@@ -52,6 +52,7 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 		return nil, fmt.Errorf("queues: %w", err)
 	}
 	b.r.Queues = r.Queues
+	b.r.QueueGuarantees = &r.Guarantees
 	b.gaining = gaining(jobs, r)
 	for i := range b.cands {
 		d := r.Jobs[i]
@@ -130,3 +131,28 @@ func unplacedNewcomer(c cand) bool {
 	placed, _ := placedAllocs(c.job, c.job.Spec.WorkerGroup)
 	return placed == 0
 }
+
+// logGuarantees logs when the guarantees in force start to differ from
+// the configured ones (a node lost), change, or fit again: once per
+// change, not every round. It runs under m.mu with the previous round.
+func (m *Manager) logGuarantees(prev, r *Round) {
+	var was, now queue.Guarantees
+	if prev != nil && prev.QueueGuarantees != nil {
+		was = *prev.QueueGuarantees
+	}
+	if r.QueueGuarantees == nil {
+		return
+	}
+	now = *r.QueueGuarantees
+	switch {
+	case now.Scaled() && (was.Shortfall != now.Shortfall || was.Capacity != now.Capacity):
+		m.log.Warn("queue guarantees scaled to the live cluster", "configured_gpus", inGPUs(now.Configured),
+			"capacity_gpus", inGPUs(now.Capacity), "shortfall_gpus", inGPUs(now.Shortfall), "why", now.Note)
+	case !now.Scaled() && was.Scaled():
+		m.log.Info("queue guarantees fit the live cluster again", "configured_gpus", inGPUs(now.Configured),
+			"capacity_gpus", inGPUs(now.Capacity))
+	}
+}
+
+// inGPUs is a milli-GPU amount in GPUs, for logs.
+func inGPUs(m int) float64 { return float64(m) / policy.MilliGPU }

@@ -57,6 +57,10 @@ type Round struct {
 	Error      string      `json:"error,omitempty"`
 	// Queues is each team queue's standing (absent without queues).
 	Queues []queue.QueueState `json:"queues,omitempty"`
+	// QueueGuarantees says how the configured guarantees fit the live
+	// cluster, and why they are scaled when they do not (absent without
+	// queues).
+	QueueGuarantees *queue.Guarantees `json:"queue_guarantees,omitempty"`
 	// Reclaims are the newest reclaims this planner applied (at most
 	// keptReclaims, oldest first, this round's included).
 	Reclaims []Reclaim `json:"reclaims,omitempty"`
