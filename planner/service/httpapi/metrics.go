@@ -87,7 +87,7 @@ func (c plannerCollector) collectRound(ch chan<- prometheus.Metric, last *manage
 	for st, n := range states {
 		gauge(ch, descManaged, float64(n), string(st))
 	}
-	collectQueues(ch, last.Queues)
+	collectQueues(ch, last.Queues, last.QueueGuarantees)
 	if last.Plan != nil {
 		gauge(ch, descCapacity, float64(last.Plan.CapacityGPUMilli)/1000)
 		gauge(ch, descPlanned, float64(last.Plan.UsedGPUMilli)/1000)
