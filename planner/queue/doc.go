@@ -18,6 +18,20 @@
 // run it: SetRanks (the active policy's order, a policy.Ranker), Decide,
 // then Allocate (the policy on the admitted jobs, capped by Constrain).
 //
+// Guarantees above the live cluster (a node lost, drained or in
+// maintenance) are no config error: Decide scales them in proportion to
+// the live cluster, as YARN's capacity scheduler states guarantees as
+// shares of the live cluster, and keeps deciding (EffectiveGuarantees:
+// guarantee x capacity / sum, rounded down to the milli-GPU, the rest one
+// each to the largest remainders, so they add up to exactly the cluster).
+// Kueue instead keeps its nominal quotas and lets admitted workloads
+// wait; kept as configured here, a queue that holds the whole shrunken
+// cluster within its own guarantee borrows nothing, so another queue
+// waiting within its guarantee would have nothing to reclaim. Borrowing
+// and reclaim count against the guarantee in force; Round.Guarantees and
+// QueueState.Effective report it. Validate refuses only what is wrong at
+// any cluster size.
+//
 // Decide admits whole gang minimums (a job that cannot get its whole
 // minimum gets none), caps every admitted job's GPUs so that no queue
 // exceeds what it is entitled to, and names the borrowers to suspend. The
