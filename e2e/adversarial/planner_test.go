@@ -234,7 +234,10 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	sent := time.Now()
 	code, eb, err := p.post(token, fmt.Sprintf(`{"step": %d, "loss": 0.5, "samples_per_sec": 32}`, step))
 	took := time.Since(sent)
-	time.Sleep(jwksDelay + 2*time.Second) // past the fetch: forgeries are now answered from the cache
+	// Forgeries keep coming past the fetch; each waits for a JWKS fetch that
+	// started after it arrived (at most MinRefresh, 2 s, plus a slow fetch)
+	// and gets 401.
+	time.Sleep(jwksDelay + 2*time.Second)
 	close(stop)
 	wg.Wait()
 	must.NoError(t, err)

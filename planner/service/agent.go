@@ -138,6 +138,7 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 	keys := ingest.NewKeySet(jwks, hc, clk)
 	keys.MaxAge = cfg.Progress.JWKSMaxAge
 	plog := log.Named("progress")
+	keys.Logger = plog.Named("jwks")
 	verifier := &ingest.Router{
 		JWKS: &ingest.Verifier{
 			Keys: keys, Clock: clk,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -28,6 +29,11 @@ type Handler struct {
 	Logger    hclog.Logger
 	// OnSample, if set, is called after a sample is stored.
 	OnSample func(JobKey, Record)
+	// RefusalLogEvery bounds how often reports refused because their
+	// token cannot be verified now are logged (DefaultRefusalLogEvery).
+	RefusalLogEvery time.Duration
+
+	refusals refusalLog
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -73,10 +79,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusUnauthorized, err.Error())
 			return
 		}
-		h.Logger.Warn("cannot verify progress token", "error", err)
+		every := h.RefusalLogEvery
+		if every <= 0 {
+			every = DefaultRefusalLogEvery
+		}
+		h.refusals.refused(h.Logger, every, h.Clock.Now(), err)
 		writeError(w, http.StatusServiceUnavailable, "cannot verify token now: "+err.Error())
 		return
 	}
+	h.refusals.verified(h.Logger, h.Clock.Now())
 	if h.Authorize != nil {
 		if err := h.Authorize(id); err != nil {
 			writeError(w, http.StatusForbidden, err.Error())

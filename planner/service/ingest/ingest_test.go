@@ -173,6 +173,9 @@ func TestVerifier(t *testing.T) {
 		}, "unauthenticated"},
 	}
 	for _, tc := range cases {
+		// An unknown key ID waits for the next fetch's slot: each case
+		// comes at least MinRefresh after the last fetch.
+		clk.Advance(DefaultMinRefresh)
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := v.Verify(context.Background(), tc.token())
 			if tc.err == "" {
@@ -186,31 +189,71 @@ func TestVerifier(t *testing.T) {
 	}
 }
 
+// Unknown key IDs cause at most one fetch per MinRefresh however many
+// arrive, and the callers waiting share it; nothing is remembered as
+// unknown (a refused ID asks again at the next fetch).
 func TestKeySet_UnknownKeyRefreshIsRateLimited(t *testing.T) {
 	f := newFakeJWKS(t)
 	clk := clock.NewFake(time.Now())
 	ks := NewKeySet(f.URL, nil, clk)
 	_, err := ks.Key(context.Background(), "rsa-1")
 	must.NoError(t, err)
-	for i := 0; i < 5; i++ {
-		_, err = ks.Key(context.Background(), fmt.Sprintf("forged-%d", i))
-		must.ErrorIs(t, err, ErrUnknownKey)
+	for round := int32(2); round <= 3; round++ {
+		errs := make(chan error, 5)
+		for i := 0; i < 5; i++ {
+			go func() {
+				_, err := ks.Key(context.Background(), fmt.Sprintf("forged-%d", i))
+				errs <- err
+			}()
+		}
+		clk.BlockUntil(5) // all five wait for the next fetch's slot
+		must.Eq(t, round-1, f.fetches.Load())
+		clk.Advance(ks.MinRefresh)
+		for i := 0; i < 5; i++ {
+			must.ErrorIs(t, <-errs, ErrUnknownKey)
+		}
+		must.Eq(t, round, f.fetches.Load())
 	}
-	must.Eq(t, int32(1), f.fetches.Load())
-	// After MinRefresh a new unknown ID may refresh the set (Nomad rotated
-	// its keys); an ID already found unknown stays so for UnknownTTL.
-	clk.Advance(11 * time.Second)
-	_, err = ks.Key(context.Background(), "forged-0")
-	must.ErrorIs(t, err, ErrUnknownKey)
-	must.Eq(t, int32(1), f.fetches.Load())
-	_, err = ks.Key(context.Background(), "forged-new")
-	must.ErrorIs(t, err, ErrUnknownKey)
+}
+
+// A key Nomad has just rotated in is accepted by the next fetch, at most
+// MinRefresh after the last: before, an ID found unknown was remembered
+// as unknown for 30 s, so a rotated key's tokens got 401 for about 40 s
+// (issue 29). Here the new key's first token arrives a moment before
+// Nomad's JWKS lists it (refused: the set read after it lacks the key);
+// the next one, a second after the key is listed, waits for the next
+// fetch's slot and verifies.
+func TestKeySet_RotatedKeyIsAcceptedAtOnce(t *testing.T) {
+	f := newFakeJWKS(t)
+	f.rsaRemoved.Store(true) // "rsa-1" is the key about to be rotated in
+	now := time.Now()
+	clk := clock.NewFake(now)
+	v := newVerifier(f, clk)
+	_, err := v.Verify(context.Background(), f.sign(t, "EdDSA", "ed-1", workload("train-a", now)))
+	must.NoError(t, err)
+
+	clk.Advance(5 * time.Second)
+	tok := f.sign(t, "RS256", "rsa-1", workload("train-a", now))
+	_, err = v.Verify(context.Background(), tok)
+	must.ErrorIs(t, err, ErrUnauthenticated)
+	must.StrContains(t, err.Error(), "unknown signing key")
 	must.Eq(t, int32(2), f.fetches.Load())
-	clk.Advance(31 * time.Second)
-	_, err = ks.Key(context.Background(), "forged-0")
-	must.ErrorIs(t, err, ErrUnknownKey)
+
+	f.rsaRemoved.Store(false) // Nomad's JWKS lists the new key
+	clk.Advance(time.Second)
+	res := make(chan error, 1)
+	go func() { _, err := v.Verify(context.Background(), tok); res <- err }()
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return clk.Waiters() > 0 || len(res) > 0 }),
+		wait.Timeout(5*time.Second), wait.Gap(time.Millisecond)))
+	if len(res) > 0 {
+		must.NoError(t, <-res, must.Sprint("a token of the key rotated in was refused without a fetch"))
+	}
+	clk.Advance(ks(v).MinRefresh - time.Second)
+	must.NoError(t, <-res)
 	must.Eq(t, int32(3), f.fetches.Load())
 }
+
+func ks(v *Verifier) *KeySet { return v.Keys }
 
 // gatedJWKS serves the fake's key set only when let through, and fails
 // while failing is set, counting fetches.
@@ -271,7 +314,7 @@ func TestKeySet_ForgedKidsNeverBlockKnownKeys(t *testing.T) {
 			errs <- err
 		}()
 	}
-	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return g.fetches.Load() == 2 }),
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return g.fetches.Load() == 2 && waiting(ks) == 8 }),
 		wait.Timeout(5*time.Second), wait.Gap(time.Millisecond)))
 	known := make(chan error, 1)
 	go func() { _, err := ks.Key(context.Background(), "ed-1"); known <- err }()
@@ -282,10 +325,22 @@ func TestKeySet_ForgedKidsNeverBlockKnownKeys(t *testing.T) {
 		t.Fatal("a known key waited for the forged IDs' JWKS fetch")
 	}
 	g.open()
-	for i := 0; i < 8; i++ {
+	// The first forged ID's own fetch answers it; the seven that arrived
+	// while it ran need a fetch that started after them: one more, shared.
+	must.ErrorIs(t, <-errs, ErrUnknownKey)
+	clk.BlockUntil(7)
+	clk.Advance(ks.MinRefresh)
+	for i := 0; i < 7; i++ {
 		must.ErrorIs(t, <-errs, ErrUnknownKey)
 	}
-	must.Eq(t, int32(2), g.fetches.Load())
+	must.Eq(t, int32(3), g.fetches.Load())
+}
+
+// waiting is how many callers wait for a fetch.
+func waiting(ks *KeySet) int {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.waiting
 }
 
 // A failing JWKS endpoint is asked at most once per MinRefresh: the failure
@@ -305,7 +360,7 @@ func TestKeySet_FailuresAreCached(t *testing.T) {
 	}
 	must.Eq(t, int32(1), g.fetches.Load())
 	g.failing.Store(false)
-	clk.Advance(11 * time.Second)
+	clk.Advance(ks.MinRefresh)
 	_, err := ks.Key(context.Background(), "rsa-1")
 	must.NoError(t, err)
 	must.Eq(t, int32(2), g.fetches.Load())

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 )
 
@@ -43,10 +45,17 @@ var ErrUnknownKey = errors.New("unknown signing key")
 // KeySet fetches Nomad's JWKS (/.well-known/jwks.json) and caches it. Every
 // task can send the planner a token naming any key ID, so an unknown ID must
 // cost little: a token with a known key never waits for a fetch; fetches run
-// outside the lock, one at a time (concurrent callers share it), at most
-// once per MinRefresh whether they succeed or fail (a failure is returned to
-// callers until then); and a key ID still unknown after a fetch is
-// remembered as unknown for UnknownTTL.
+// outside the lock, one at a time, at most once per MinRefresh whether they
+// succeed or fail, and every caller waiting shares the next one.
+//
+// An unknown key ID (a key Nomad has just rotated in, or a forged one)
+// waits for a fetch that starts after it arrived, at most MinRefresh plus
+// the fetch: a token of a freshly rotated key is accepted by the next
+// fetch, never refused from a cache of unknown IDs. It is refused only if
+// a set read after it arrived lacks the key. While fetches fail, the last
+// failure is answered at once (a 503 to the reporter) until the next fetch
+// may run. The first failed fetch, in the background or not, is logged,
+// and so is the first success after failures.
 //
 // Keys expire: the set is trusted for at most MaxAge after the fetch that
 // returned it, so a key Nomad has removed from its JWKS (`nomad operator
@@ -60,13 +69,14 @@ type KeySet struct {
 	HTTP       *http.Client
 	Clock      clock.Clock
 	MinRefresh time.Duration
-	UnknownTTL time.Duration
 	// MaxAge bounds how long a fetched key set is trusted (DefaultMaxAge;
 	// 0 or less: the default).
 	MaxAge time.Duration
 	// FetchTimeout bounds one fetch (it does not end when the caller that
 	// started it gives up: others may be waiting for it).
 	FetchTimeout time.Duration
+	// Logger gets the first failed fetch and the recovery (nil: none).
+	Logger hclog.Logger
 
 	mu        sync.Mutex
 	keys      map[string]publicKey
@@ -74,7 +84,11 @@ type KeySet struct {
 	attempted time.Time // last fetch start; zero before the first
 	lastErr   error     // the last fetch's error, nil after a success
 	inflight  *fetchCall
-	unknown   map[string]time.Time // kid -> remembered as unknown until
+	started   uint64 // fetches started; each fetch's seq is the count at its start
+	done      uint64 // seq of the last fetch that ended
+	waiting   int    // callers waiting for a fetch (tests read it)
+	failures  int    // fetches failed in a row
+	failSince time.Time
 }
 
 type fetchCall struct {
@@ -86,8 +100,10 @@ type fetchCall struct {
 // from Nomad's JWKS is refused within about this long.
 const DefaultMaxAge = 5 * time.Minute
 
-// maxUnknown bounds the negative cache (forged IDs are unbounded).
-const maxUnknown = 4096
+// DefaultMinRefresh is the least time between two fetches of the JWKS:
+// the longest a token of a key rotated in waits (plus one fetch), and what
+// bounds the fetches forged key IDs cause.
+const DefaultMinRefresh = 2 * time.Second
 
 // NewKeySet returns a KeySet for url.
 func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
@@ -97,63 +113,95 @@ func NewKeySet(url string, hc *http.Client, clk clock.Clock) *KeySet {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: 10 * time.Second, UnknownTTL: 30 * time.Second,
+	return &KeySet{URL: url, HTTP: hc, Clock: clk, MinRefresh: DefaultMinRefresh,
 		FetchTimeout: 10 * time.Second, MaxAge: DefaultMaxAge}
 }
 
-// Key returns the key with the given ID, refreshing the set if allowed.
+// Key returns the key with the given ID, fetching the set when it does not
+// hold it (see KeySet).
 func (ks *KeySet) Key(ctx context.Context, kid string) (publicKey, error) {
-	for attempt := 0; ; attempt++ {
-		ks.mu.Lock()
+	ks.mu.Lock()
+	need := ks.started + 1 // the first fetch that starts after this call
+	for {
 		now := ks.Clock.Now()
-		age, maxAge := now.Sub(ks.fetched), ks.maxAge()
-		// At most one fetch per MinRefresh (or per half MaxAge, if shorter,
-		// so that a set can always be refreshed before it expires).
-		mayFetch := ks.inflight == nil && (ks.attempted.IsZero() || now.Sub(ks.attempted) >= min(ks.MinRefresh, maxAge/2))
-		if k, ok := ks.keys[kid]; ok && age < maxAge {
-			if age >= maxAge/2 && mayFetch {
-				ks.startFetch(now) // refresh ahead of expiry; answer from the cache
-			}
+		if k, ok := ks.cached(kid, now); ok {
 			ks.mu.Unlock()
 			return k, nil
 		}
-		if ks.keys != nil && age >= maxAge {
-			ks.keys, ks.unknown = nil, nil // expired: verify nothing until a fetch succeeds
-		}
-		if until, ok := ks.unknown[kid]; ok && now.Before(until) {
-			ks.mu.Unlock()
-			return publicKey{}, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
-		}
-		call := ks.inflight
-		if call == nil && attempt == 0 && mayFetch {
-			call = ks.startFetch(now)
-		}
-		if call == nil {
-			// Rate limited, or our own wait ended: answer from the cache.
-			err := ks.lastErr // a failed fetch is answered until the next may run
+		mayFetch := ks.mayFetch(now)
+		if ks.done >= need || (ks.lastErr != nil && ks.inflight == nil && !mayFetch) {
+			// A set read since this call lacks the key, or fetches fail:
+			// the failure is answered until the next fetch may run.
+			err := ks.lastErr
 			if err == nil {
-				ks.rememberUnknown(kid, now)
 				err = fmt.Errorf("%w: %q", ErrUnknownKey, kid)
 			}
 			ks.mu.Unlock()
 			return publicKey{}, err
 		}
+		var fetched <-chan struct{}
+		var slot <-chan time.Time
+		switch {
+		case ks.inflight != nil:
+			fetched = ks.inflight.done
+		case mayFetch:
+			fetched = ks.startFetch(now).done
+		default: // rate limited: wait for the next fetch's slot
+			slot = ks.Clock.After(ks.attempted.Add(ks.minRefresh()).Sub(now))
+		}
+		ks.waiting++
 		ks.mu.Unlock()
+		var err error
 		select {
-		case <-call.done:
+		case <-fetched:
+		case <-slot:
 		case <-ctx.Done():
-			return publicKey{}, fmt.Errorf("waiting for the JWKS: %w", ctx.Err())
+			err = fmt.Errorf("waiting for the JWKS: %w", ctx.Err())
 		}
-		if call.err != nil {
-			return publicKey{}, call.err
+		ks.mu.Lock()
+		ks.waiting--
+		if err != nil {
+			ks.mu.Unlock()
+			return publicKey{}, err
 		}
-		// Look again (the set is fresh), without starting another fetch.
 	}
+}
+
+// cached returns kid's key from a set that has not expired, starting a
+// background refresh past half of MaxAge; an expired set is dropped.
+// ks.mu is held.
+func (ks *KeySet) cached(kid string, now time.Time) (publicKey, bool) {
+	age, maxAge := now.Sub(ks.fetched), ks.maxAge()
+	if ks.keys != nil && age >= maxAge {
+		ks.keys = nil // expired: verify nothing until a fetch succeeds
+	}
+	k, ok := ks.keys[kid]
+	if ok && age >= maxAge/2 && ks.mayFetch(now) {
+		ks.startFetch(now) // refresh ahead of expiry; answer from the cache
+	}
+	return k, ok
+}
+
+// mayFetch reports whether a fetch may start now: none in flight, and at
+// most one per MinRefresh (or per half MaxAge, if shorter, so that a set
+// can always be refreshed before it expires). ks.mu is held.
+func (ks *KeySet) mayFetch(now time.Time) bool {
+	return ks.inflight == nil && (ks.attempted.IsZero() || now.Sub(ks.attempted) >= ks.minRefresh())
+}
+
+func (ks *KeySet) minRefresh() time.Duration {
+	m := ks.MinRefresh
+	if m <= 0 {
+		m = DefaultMinRefresh
+	}
+	return min(m, ks.maxAge()/2)
 }
 
 // startFetch begins a fetch in the background; ks.mu is held.
 func (ks *KeySet) startFetch(now time.Time) *fetchCall {
 	call := &fetchCall{done: make(chan struct{})}
+	ks.started++
+	seq := ks.started
 	ks.inflight, ks.attempted = call, now
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ks.FetchTimeout)
@@ -161,13 +209,53 @@ func (ks *KeySet) startFetch(now time.Time) *fetchCall {
 		keys, err := ks.fetch(ctx)
 		ks.mu.Lock()
 		if err == nil {
-			ks.keys, ks.unknown, ks.fetched = keys, nil, now // a new set: forget what was unknown
+			ks.keys, ks.fetched = keys, now
 		}
-		ks.lastErr, call.err, ks.inflight = err, err, nil
+		ks.lastErr, call.err, ks.inflight, ks.done = err, err, nil, seq
+		report := ks.noteOutcome(err, now)
 		ks.mu.Unlock()
+		report() // before the waiters go on: their callers see the line
 		close(call.done)
 	}()
 	return call
+}
+
+// noteOutcome counts failed fetches in a row and returns what to log: the
+// first failure and the first success after failures, nothing else.
+// ks.mu is held.
+func (ks *KeySet) noteOutcome(err error, now time.Time) func() {
+	log := ks.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	switch {
+	case err != nil:
+		ks.failures++
+		if ks.failures > 1 {
+			return func() {}
+		}
+		ks.failSince = now
+		var until time.Time
+		if ks.keys != nil {
+			until = ks.fetched.Add(ks.maxAge())
+		}
+		return func() {
+			if until.IsZero() {
+				log.Warn("cannot fetch Nomad's JWKS: tokens checked against it are refused with 503 until a fetch succeeds",
+					"url", ks.URL, "error", err)
+				return
+			}
+			log.Warn("cannot fetch Nomad's JWKS: tokens of the keys cached are verified until they expire, others are refused with 503",
+				"url", ks.URL, "error", err, "keys_expire", until.UTC().Format(time.RFC3339))
+		}
+	case ks.failures > 0:
+		n, since := ks.failures, ks.failSince
+		ks.failures = 0
+		return func() {
+			log.Info("fetched Nomad's JWKS again", "url", ks.URL, "failed_fetches", n, "failing_for", now.Sub(since).String())
+		}
+	}
+	return func() {}
 }
 
 func (ks *KeySet) maxAge() time.Duration {
@@ -175,14 +263,6 @@ func (ks *KeySet) maxAge() time.Duration {
 		return DefaultMaxAge
 	}
 	return ks.MaxAge
-}
-
-// rememberUnknown caches kid as unknown; ks.mu is held.
-func (ks *KeySet) rememberUnknown(kid string, now time.Time) {
-	if ks.unknown == nil || len(ks.unknown) >= maxUnknown {
-		ks.unknown = map[string]time.Time{}
-	}
-	ks.unknown[kid] = now.Add(ks.UnknownTTL)
 }
 
 func (ks *KeySet) fetch(ctx context.Context) (map[string]publicKey, error) {
