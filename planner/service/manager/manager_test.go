@@ -724,3 +724,23 @@ func TestManager_ForbiddenAffinityKeepsTheScale(t *testing.T) {
 	must.StrContains(t, a.Error, "submit-job")
 	must.Eq(t, []string{"scale default/a worker 2"}, h.nomad.WritesSnapshot())
 }
+
+// On an agent that ignores a scale's index (Nomad before 1.8.2), the
+// planner's first write probes it with a no-change scale, which writes a
+// new job version. A job submitted with 0 workers is still queued after
+// that, not "paused by its author", and starts once it fits (the e2e
+// TestPlanner_GangWaitsWhole on Nomad 1.6.3 stayed at 0 for good).
+func TestManager_ProbedQueuedJobStillStarts(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.SetScaleIgnoresIndex(true)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, nil))
+	r := h.round()
+	// The probe moved the job's index under the decision: decided again.
+	if count(t, h.nomad, "a") == 0 {
+		must.Eq(t, StateQueued, findJob(t, r, "a").State, must.Sprintf("%+v", r.Jobs))
+		r = h.round()
+	}
+	must.Eq(t, StateQueued, findJob(t, r, "a").State)
+	must.Positive(t, count(t, h.nomad, "a"), must.Sprintf("the queued job never started: %+v", r.Actions))
+	must.Positive(t, *h.nomad.Job("default", "a").Version)
+}

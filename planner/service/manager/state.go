@@ -56,6 +56,10 @@ type memory struct {
 	eventsIndex uint64
 	lastEvent   *nomadapi.ScalingEvent
 	lastOurs    *nomadapi.ScalingEvent // newest event the planner wrote
+	// probes counts the job versions the planner's scale-index probe wrote
+	// (submit/scaleindex.go): a job at version <= probes was never changed
+	// by anyone but that probe.
+	probes int
 }
 
 func eventAction(ev *nomadapi.ScalingEvent) string {
@@ -90,7 +94,14 @@ func (m *Manager) refreshEvents(ctx context.Context, j *source.Job, mm *memory) 
 		return err
 	}
 	mm.eventsIndex = idx
-	mm.lastEvent, mm.lastOurs = nil, nil
+	mm.lastEvent, mm.lastOurs, mm.probes = nil, nil, 0
+	for _, g := range st.TaskGroups {
+		for i := range g.Events {
+			if _, probe := g.Events[i].Meta[submit.EventMetaProbe]; probe {
+				mm.probes++
+			}
+		}
+	}
 	tg, ok := st.TaskGroups[j.Spec.WorkerGroup]
 	if !ok {
 		return nil
@@ -145,7 +156,8 @@ func classify(j *source.Job, mm *memory, rep failures.Report) (State, string) {
 		if last != nil {
 			return StatePaused, "scaled to 0 by someone else: " + last.Message
 		}
-		if j.Job.Version != nil && *j.Job.Version == 0 {
+		// Version 0, or only the planner's scale-index probe since.
+		if j.Job.Version != nil && *j.Job.Version <= uint64(mm.probes) {
 			return StateQueued, "submitted with 0 workers"
 		}
 		return StatePaused, "0 workers set by the job's author"
