@@ -744,3 +744,20 @@ func TestManager_ProbedQueuedJobStillStarts(t *testing.T) {
 	must.Positive(t, count(t, h.nomad, "a"), must.Sprintf("the queued job never started: %+v", r.Actions))
 	must.Positive(t, *h.nomad.Job("default", "a").Version)
 }
+
+// Nomad before 1.8 records a scale's event after the job's new version,
+// in a raft entry of its own: a round between the two sees the version
+// without its event. The events are read again for a while after the
+// index moves, so the late event still counts.
+func TestManager_LateScalingEventIsRead(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 1)
+	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, nil))
+	h.nomad.PutJob(h.nomad.Job("default", "a")) // version 1, its event not yet recorded
+	r := h.round()
+	must.Eq(t, StatePaused, findJob(t, r, "a").State)
+	h.nomad.AddEvent("default", "a", "worker", nomadapi.ScalingEvent{Count: ptr(int64(0)), Message: "probe",
+		Meta: map[string]any{submit.EventMetaProbe: true}, Time: uint64(h.clk.Now().UnixNano())})
+	h.clk.Advance(5 * time.Second)
+	r = h.round()
+	must.Eq(t, StateQueued, findJob(t, r, "a").State, must.Sprint("the late event was never read"))
+}

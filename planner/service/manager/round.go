@@ -137,7 +137,7 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	m, s, now, r := b.m, b.s, b.now, b.r
 	mm := m.memFor(k)
 	if j.SpecErr == nil {
-		if err := m.refreshEvents(b.ctx, j, mm); err != nil {
+		if err := m.refreshEvents(b.ctx, now, j, mm); err != nil {
 			b.errs = append(b.errs, err)
 			return // without its events the job's state is unknown: leave it
 		}

@@ -52,8 +52,10 @@ type memory struct {
 	fit    *model.Convergence
 	fitErr error
 
-	// events caches the worker group's scaling events per job modify index.
-	eventsIndex uint64
+	// events caches the worker group's scaling events per job modify index,
+	// re-read for eventsSettle after the index moves (eventsIndexAt).
+	eventsIndex   uint64
+	eventsIndexAt time.Time
 	lastEvent   *nomadapi.ScalingEvent
 	lastOurs    *nomadapi.ScalingEvent // newest event the planner wrote
 	// probes counts the job versions the planner's scale-index probe wrote
@@ -80,13 +82,21 @@ func eventTime(ev *nomadapi.ScalingEvent) time.Time {
 // priors keeps convergence models of finished jobs by kind, for cold starts.
 type priors map[string]model.Convergence
 
-// refreshEvents reads a job's scaling events when its index moved.
-func (m *Manager) refreshEvents(ctx context.Context, j *source.Job, mm *memory) error {
+// eventsSettle is how long a job's scaling events are read again after its
+// modify index moved: Nomad before 1.8 records a scale's event in a raft
+// entry of its own, after the job's, so a read between the two misses it.
+const eventsSettle = 30 * time.Second
+
+// refreshEvents reads a job's scaling events when its index moved, and
+// again each round for eventsSettle after that.
+func (m *Manager) refreshEvents(ctx context.Context, now time.Time, j *source.Job, mm *memory) error {
 	idx := uint64(0)
 	if j.Job.JobModifyIndex != nil {
 		idx = *j.Job.JobModifyIndex
 	}
-	if idx == mm.eventsIndex && mm.eventsIndex != 0 {
+	if idx != mm.eventsIndex || mm.eventsIndex == 0 {
+		mm.eventsIndexAt = now
+	} else if now.Sub(mm.eventsIndexAt) > eventsSettle {
 		return nil
 	}
 	st, err := m.cfg.Source.ScaleStatus(ctx, j.Key)
