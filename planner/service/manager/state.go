@@ -56,8 +56,8 @@ type memory struct {
 	// re-read for eventsSettle after the index moves (eventsIndexAt).
 	eventsIndex   uint64
 	eventsIndexAt time.Time
-	lastEvent   *nomadapi.ScalingEvent
-	lastOurs    *nomadapi.ScalingEvent // newest event the planner wrote
+	lastEvent     *nomadapi.ScalingEvent
+	lastOurs      *nomadapi.ScalingEvent // newest event the planner wrote
 	// probes counts the job versions the planner's scale-index probe wrote
 	// (submit/scaleindex.go): a job at version <= probes was never changed
 	// by anyone but that probe.
