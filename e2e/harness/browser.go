@@ -79,7 +79,9 @@ func PageText(t testing.TB, ctx context.Context, url string, timeout time.Durati
 			return err
 		}
 		for _, w := range wants {
-			if !strings.Contains(text, w) {
+			// Case-insensitive: Nomad's UIs differ in case ("ready" in
+			// 1.6, "Ready" later).
+			if !strings.Contains(strings.ToLower(text), strings.ToLower(w)) {
 				return fmt.Errorf("%s does not show %q yet; it shows:\n%s", url, w, text)
 			}
 		}
