@@ -99,33 +99,6 @@ func (c *C) StopJob(t testing.TB, jobID string) {
 	}
 	if _, _, err := c.Nomad.Jobs().Deregister(jobID, true, nil); err != nil {
 		t.Logf("harness: purging %s: %v", jobID, err)
-		return
-	}
-	c.forgetAllocs(t, jobID)
-}
-
-// forgetAllocs garbage-collects a purged job's terminal allocations and
-// waits (bounded) until its ID lists none: a Nomad 1.6 agent keeps them
-// after a purge until its next GC, and lists them under a job submitted
-// again with the same ID.
-func (c *C) forgetAllocs(t testing.TB, jobID string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		allocs, _, err := c.Nomad.Jobs().Allocations(jobID, true, nil)
-		if err == nil && len(allocs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Logf("harness: %d allocations of purged job %s still listed after a GC", len(allocs), jobID)
-			return
-		}
-		if i%8 == 0 { // a GC every 2 s while they are listed
-			if err := c.Nomad.System().GarbageCollect(); err != nil {
-				t.Logf("harness: garbage-collecting %s: %v", jobID, err)
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }
 
