@@ -73,11 +73,15 @@ func (d *Demo) poll(ctx context.Context, what string, timeout time.Duration, f f
 	}
 }
 
-// allocs returns a job's allocations, newest first.
+// allocs returns the allocations of the job registered now under jobID,
+// newest first.
 func (d *Demo) allocs(jobID string) ([]*nomadapi.AllocationListStub, error) {
 	as, _, err := d.nomad.Jobs().Allocations(jobID, true, nil)
 	if err != nil {
 		return nil, err
+	}
+	if job, _, err := d.nomad.Jobs().Info(jobID, nil); err == nil {
+		as = CurrentAllocs(job, as)
 	}
 	sort.Slice(as, func(i, j int) bool { return as[i].CreateIndex > as[j].CreateIndex })
 	return as, nil
@@ -147,4 +151,21 @@ func (d *Demo) nodeName(nodeID string) string {
 		return nodeID[:8]
 	}
 	return n.Name
+}
+
+// CurrentAllocs leaves out allocations created before job's current
+// registration: Nomad 1.6 keeps listing a purged job's allocations under
+// its ID until its garbage collection, so a job submitted again under that
+// ID (a second demo or testbed run) would otherwise count the first one's.
+func CurrentAllocs(job *nomadapi.Job, as []*nomadapi.AllocationListStub) []*nomadapi.AllocationListStub {
+	if job == nil || job.CreateIndex == nil {
+		return as
+	}
+	var out []*nomadapi.AllocationListStub
+	for _, a := range as {
+		if a.CreateIndex >= *job.CreateIndex {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -176,6 +176,7 @@ func (r *runner) poll() (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		stubs = demo.CurrentAllocs(job, stubs)
 		mergeAllocs(rec, stubs)
 		rec.Dead = completed(job, stubs)
 		if rec.Dead {
