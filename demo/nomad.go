@@ -11,6 +11,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/allocs"
 )
 
 // submit runs a jobspec with the Nomad CLI, as a user does.
@@ -81,7 +83,7 @@ func (d *Demo) allocs(jobID string) ([]*nomadapi.AllocationListStub, error) {
 		return nil, err
 	}
 	if job, _, err := d.nomad.Jobs().Info(jobID, nil); err == nil {
-		as = CurrentAllocs(job, as)
+		as = allocs.Current(job, as)
 	}
 	sort.Slice(as, func(i, j int) bool { return as[i].CreateIndex > as[j].CreateIndex })
 	return as, nil
@@ -151,21 +153,4 @@ func (d *Demo) nodeName(nodeID string) string {
 		return nodeID[:8]
 	}
 	return n.Name
-}
-
-// CurrentAllocs leaves out allocations created before job's current
-// registration: Nomad 1.6 keeps listing a purged job's allocations under
-// its ID until its garbage collection, so a job submitted again under that
-// ID (a second demo or testbed run) would otherwise count the first one's.
-func CurrentAllocs(job *nomadapi.Job, as []*nomadapi.AllocationListStub) []*nomadapi.AllocationListStub {
-	if job == nil || job.CreateIndex == nil {
-		return as
-	}
-	var out []*nomadapi.AllocationListStub
-	for _, a := range as {
-		if a.CreateIndex >= *job.CreateIndex {
-			out = append(out, a)
-		}
-	}
-	return out
 }

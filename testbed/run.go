@@ -12,6 +12,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 
 	"github.com/caravan-nomad/caravan/demo"
+	"github.com/caravan-nomad/caravan/internal/allocs"
 	"github.com/caravan-nomad/caravan/internal/jobtime"
 )
 
@@ -176,7 +177,7 @@ func (r *runner) poll() (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		stubs = demo.CurrentAllocs(job, stubs)
+		stubs = allocs.Current(job, stubs)
 		mergeAllocs(rec, stubs)
 		rec.Dead = completed(job, stubs)
 		if rec.Dead {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/allocs"
 )
 
 // CLI runs the Nomad CLI against the cluster and returns its combined output.
@@ -126,25 +128,19 @@ func (c *C) WaitAllocs(t testing.TB, jobID string, timeout time.Duration, cond f
 // registration (a test that stops, purges and resubmits one job ID) are
 // left out. With no job registered it lists them all.
 func (c *C) JobAllocs(jobID string) ([]*nomadapi.AllocationListStub, error) {
-	allocs, _, err := c.Nomad.Jobs().Allocations(jobID, true, nil)
+	stubs, _, err := c.Nomad.Jobs().Allocations(jobID, true, nil)
 	if err != nil {
 		return nil, err
 	}
 	job, _, err := c.Nomad.Jobs().Info(jobID, nil)
 	var resp nomadapi.UnexpectedResponseError
 	if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
-		return allocs, nil
+		return stubs, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", jobID, err)
 	}
-	var current []*nomadapi.AllocationListStub
-	for _, a := range allocs {
-		if job.CreateIndex == nil || a.CreateIndex >= *job.CreateIndex {
-			current = append(current, a)
-		}
-	}
-	return current, nil
+	return allocs.Current(job, stubs), nil
 }
 
 // WaitAllocStatus polls an allocation until its client status is status.

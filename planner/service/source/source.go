@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	nomadapi "github.com/hashicorp/nomad/api"
 
+	"github.com/caravan-nomad/caravan/internal/allocs"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/retry"
 )
@@ -103,28 +104,10 @@ func (s *Source) Snapshot() Snapshot {
 	}
 	for k, j := range s.jobs {
 		cp := *j
-		cp.Allocs = currentAllocs(j.Job, s.allocs[k])
+		cp.Allocs = allocs.Current(j.Job, s.allocs[k])
 		snap.Jobs[k] = &cp
 	}
 	return snap
-}
-
-// currentAllocs leaves out allocations created before the job's current
-// registration: Nomad 1.6 keeps listing a purged job's allocations under its
-// ID until its garbage collection, and a job submitted again under that ID
-// (a testbed or demo run after another) would inherit them: their
-// completions read as its training finished.
-func currentAllocs(job *nomadapi.Job, allocs []*nomadapi.AllocationListStub) []*nomadapi.AllocationListStub {
-	if job == nil || job.CreateIndex == nil {
-		return allocs
-	}
-	var out []*nomadapi.AllocationListStub
-	for _, a := range allocs {
-		if a.CreateIndex >= *job.CreateIndex {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // Run watches until ctx ends. It returns ctx.Err().

@@ -1,4 +1,4 @@
-package source
+package allocs
 
 import (
 	"testing"
@@ -9,14 +9,14 @@ import (
 
 // A job purged and submitted again under its ID: Nomad 1.6 still lists the
 // first one's allocations under the ID; they are not the new job's.
-func TestCurrentAllocs_LeavesOutAPurgedJobsAllocations(t *testing.T) {
+func TestCurrent_LeavesOutAPurgedJobsAllocations(t *testing.T) {
 	created := uint64(100)
 	job := &nomadapi.Job{CreateIndex: &created}
 	old := &nomadapi.AllocationListStub{ID: "old", CreateIndex: 40, ClientStatus: "complete"}
 	cur := &nomadapi.AllocationListStub{ID: "cur", CreateIndex: 101, ClientStatus: "running"}
 	same := &nomadapi.AllocationListStub{ID: "same", CreateIndex: 100, ClientStatus: "pending"}
-	got := currentAllocs(job, []*nomadapi.AllocationListStub{cur, same, old})
+	got := Current(job, []*nomadapi.AllocationListStub{cur, same, old})
 	must.Eq(t, []*nomadapi.AllocationListStub{cur, same}, got)
 	// Without a create index (a fake), nothing is left out.
-	must.SliceLen(t, 3, currentAllocs(&nomadapi.Job{}, []*nomadapi.AllocationListStub{cur, same, old}))
+	must.SliceLen(t, 3, Current(&nomadapi.Job{}, []*nomadapi.AllocationListStub{cur, same, old}))
 }
