@@ -32,7 +32,7 @@ import (
 // The test runs its own agent, since the shared cluster has no ACLs.
 func TestPlanner_TokensCheckedByNomad(t *testing.T) {
 	c := harness.Cluster(t)
-	a := plACLAgent(t, c, "online", 5)
+	a := harness.NewACLAgent(t, c, "online", 5)
 	p := plStartWith(t, a.C, "online", plOpts{env: []string{"NOMAD_TOKEN=" + a.C.Token}})
 	sample := `{"step": 1, "loss": 1, "samples_per_sec": 1}`
 
@@ -98,25 +98,6 @@ func TestPlanner_TokensCheckedByNomad(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// plACLAgent starts a standalone agent with ACLs on (one simulated GPU of
-// four shares), bootstraps them, and drives it with the management token.
-func plACLAgent(t *testing.T, c *harness.C, name string, slot int) *harness.Agent {
-	t.Helper()
-	a := harness.NewAgent(t, c, name, slot)
-	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, "enabled = true"), "acl {\n  enabled = true\n}\n")
-	var boot struct{ SecretID string }
-	harness.Eventually(t, time.Minute, func() error {
-		out, err := a.C.CLI(t, "acl", "bootstrap", "-json")
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal([]byte(out), &boot)
-	})
-	a.SetToken(t, boot.SecretID)
-	a.WaitNode(t, 2*time.Minute)
-	return a
 }
 
 // plAgentAllocToken is a running allocation of job (in namespace ns) on a

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -297,3 +298,23 @@ simulated {
     memory_mib = 40960
   }
 }`
+
+// NewACLAgent starts a standalone agent (NewAgent's name and slot) with ACLs
+// on and one simulated GPU of four shares, bootstraps the ACLs, and returns
+// it driven by the management token.
+func NewACLAgent(t *testing.T, c *C, name string, slot int) *Agent {
+	t.Helper()
+	a := NewAgent(t, c, name, slot)
+	a.Start(t, a.PluginConfig(OneSimulatedGPU, "enabled = true"), "acl {\n  enabled = true\n}\n")
+	var boot struct{ SecretID string }
+	Eventually(t, time.Minute, func() error {
+		out, err := a.C.CLI(t, "acl", "bootstrap", "-json")
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(out), &boot)
+	})
+	a.SetToken(t, boot.SecretID)
+	a.WaitNode(t, 2*time.Minute)
+	return a
+}

@@ -10,10 +10,10 @@ package harness
 // string, and each answer is kept per agent address for the test process.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +22,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/planner/service/ingest"
 )
 
 // Feature is an agent capability a test may need.
@@ -101,18 +103,9 @@ func (c *C) HasFeature(t testing.TB, f Feature) (bool, error) {
 }
 
 func (c *C) hasJWKS() (bool, error) {
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(c.NomadAddr + "/.well-known/jwks.json")
-	if err != nil {
-		return false, err
-	}
-	resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-		return true, nil
-	case http.StatusNotFound:
-		return false, nil
-	}
-	return false, fmt.Errorf("GET /.well-known/jwks.json: %s", resp.Status)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return ingest.JWKSOffered(ctx, nil, c.NomadAddr+"/.well-known/jwks.json")
 }
 
 // parsesNamedIdentity validates a jobspec with a named identity with the

@@ -14,25 +14,6 @@ import (
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
-// aclAgent starts a standalone Nomad agent with ACLs on, bootstraps them,
-// and returns it driven by the management token.
-func aclAgent(t *testing.T, c *harness.C) *harness.Agent {
-	t.Helper()
-	a := harness.NewAgent(t, c, "acl", 4)
-	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, "enabled = true"), "acl {\n  enabled = true\n}\n")
-	var boot struct{ SecretID string }
-	harness.Eventually(t, time.Minute, func() error {
-		out, err := a.C.CLI(t, "acl", "bootstrap", "-json")
-		if err != nil {
-			return err
-		}
-		return json.Unmarshal([]byte(out), &boot)
-	})
-	a.SetToken(t, boot.SecretID)
-	a.WaitNode(t, 2*time.Minute)
-	return a
-}
-
 // plannerToken applies the shipped scale-only policy and mints a token
 // holding only it.
 func plannerToken(t *testing.T, a *harness.Agent) string {
@@ -123,7 +104,7 @@ func (in *instance) actions() ([]planAction, error) {
 func TestPlanner_ScaleOnlyACL(t *testing.T) {
 	c := harness.Cluster(t)
 	harness.NeedsFeature(t, c, harness.FeatureScaleIndex)
-	a := aclAgent(t, c)
+	a := harness.NewACLAgent(t, c, "acl", 4)
 	ac := a.C
 	token := plannerToken(t, a)
 

@@ -71,7 +71,7 @@ func submitSim(t *testing.T, c *harness.C, ns, id string, vars ...string) {
 // capability is reported missing.
 func TestPlanner_QueuesUnderACL(t *testing.T) {
 	c := harness.Cluster(t)
-	a := aclAgent(t, c)
+	a := harness.NewACLAgent(t, c, "acl", 4)
 	ac := a.C
 	teamNamespaces(t, ac)
 	token := teamPolicies(t, a, "team-a", "team-b")

@@ -77,11 +77,17 @@ func (r *Router) jwksOffered(ctx context.Context) bool {
 }
 
 func (r *Router) probe(ctx context.Context) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.JWKSURL, nil)
+	return JWKSOffered(ctx, r.HTTP, r.JWKSURL)
+}
+
+// JWKSOffered asks the agent at url (its /.well-known/jwks.json) whether it
+// publishes workload-identity keys: 200 yes, 404 no (Nomad before 1.7),
+// anything else an error. A nil hc is http.DefaultClient.
+func JWKSOffered(ctx context.Context, hc *http.Client, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false, err
 	}
-	hc := r.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
@@ -96,6 +102,6 @@ func (r *Router) probe(ctx context.Context) (bool, error) {
 	case http.StatusNotFound:
 		return false, nil
 	default:
-		return false, fmt.Errorf("GET %s: %s", r.JWKSURL, resp.Status)
+		return false, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 }
