@@ -196,6 +196,11 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 		uploaded atomic.Int64
 		count    atomic.Int64
 		wg       sync.WaitGroup
+		// firstErr keeps the first upload's error: one that ends as the
+		// caller's deadline passes cannot become ctx's cause (ctx is
+		// done already), and it says why (the store's last answer).
+		firstErr     error
+		firstErrOnce sync.Once
 	)
 	for w := 0; w < s.workers; w++ {
 		wg.Add(1)
@@ -207,6 +212,7 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 				if ctx.Err() == nil {
 					n, err := u.upload(ctx, job, &buf)
 					if err != nil {
+						firstErrOnce.Do(func() { firstErr = err })
 						cancel(err)
 					}
 					if n > 0 {
@@ -220,6 +226,9 @@ func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEnt
 	}
 	s.queueChunks(ctx, cancel, root, files, jobs)
 	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
 	if err := context.Cause(ctx); err != nil {
 		return 0, err
 	}
