@@ -215,9 +215,22 @@ nodes_ready() {
   [[ $(grep -o '"Status": "ready"' <<<"$out" | wc -l) -ge $nclients ]]
 }
 
+# warn_disk says so when the cluster directory's filesystem is nearly full:
+# the clients keep finished allocations up to 99% (scripts/cluster/client.hcl),
+# and checkpoints, images and logs all land there.
+warn_disk() {
+  mkdir -p "$dir"
+  local used
+  used=$(df -P "$dir" 2>/dev/null | awk 'NR == 2 { sub("%", "", $5); print $5 }')
+  if [[ -n $used ]] && (( used >= 90 )); then
+    log "warning: the filesystem of $dir is ${used}% full; tasks may fail to write checkpoints or logs"
+  fi
+}
+
 cmd_up() {
   s3_enabled && check_weed
   check_agents
+  warn_disk
   [[ -x $root/build/caravan ]] || { echo "cluster: $root/build/caravan is missing; run 'make dev' first" >&2; exit 1; }
   local n
   n=$(running_agents)

@@ -128,6 +128,12 @@ client {
   min_dynamic_port  = %[5]d
   max_dynamic_port  = %[6]d
 
+  # Keep finished allocations and their logs on a nearly full disk, as the
+  # cluster's clients do (scripts/cluster/client.hcl).
+  gc_disk_usage_threshold  = 99
+  gc_inode_usage_threshold = 99
+  gc_max_allocs            = 500
+
   # Docker stays allowed: an agent whose config has a plugin "docker"
   # block (the client snippet's) reaches the cluster's dockerd; without one
   # the driver finds no daemon at its default socket and stays undetected.

@@ -32,6 +32,17 @@ client {
   min_dynamic_port  = @P_DYN_MIN@
   max_dynamic_port  = @P_DYN_MAX@
 
+  # Keep finished allocations (their logs, their task state) until the
+  # server collects them. Nomad's defaults destroy a terminal allocation as
+  # soon as it ends whenever the disk is over 80% used or the inodes over
+  # 70% (the GC runs each time an allocation ends), and beyond 50 allocations
+  # per client: on a busy or nearly full build machine every test that reads
+  # a finished task's logs then gets "state for allocation ... not found on
+  # client". A real client with little disk wants the defaults.
+  gc_disk_usage_threshold  = 99
+  gc_inode_usage_threshold = 99
+  gc_max_allocs            = 500
+
   meta {
     "caravan.node" = "@NODE@"
     # What runs this client's docker-driver tasks: docker (dockerd), podman
