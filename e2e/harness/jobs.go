@@ -176,6 +176,10 @@ func (c *C) Logs(t testing.TB, allocID, task, stream string) string {
 			t.Logf("harness: %s/%s has not started yet: no logs", allocID, task)
 			return ""
 		}
+		if strings.Contains(err.Error(), "not found on client") {
+			t.Fatalf("harness: logs of %s/%s: %v (the client garbage-collected the finished allocation: "+
+				"is its disk nearly full? scripts/cluster/client.hcl sets the client's gc_* thresholds)", allocID, task, err)
+		}
 		t.Fatalf("harness: logs of %s/%s: %v", allocID, task, err)
 	}
 	return out
