@@ -10,6 +10,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/rightsize"
 	"github.com/caravan-nomad/caravan/planner/service/failures"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -39,6 +40,9 @@ type JobView struct {
 	// (a checkpoint the caravan driver saved or restored, from its task
 	// events), else since the planner last resumed it.
 	SinceCheckpoint float64 `json:"since_checkpoint_seconds,omitempty"`
+	// Rightsize is the shares per worker the job's measurements support
+	// (a recommendation only; planner/POLICY.md "Right-sizing").
+	Rightsize *rightsize.Recommendation `json:"rightsize,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -159,6 +163,7 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
 	v.Running = running
 	m.observe(now, k, j, mm, &v, running, len(nodes), s)
+	m.rightsize(now, k, j, mm, &v, running, b.snap, s)
 	a := stopAction(j, &v, rep)
 	if a == nil {
 		a = partialGang(now, s, j, mm, &v)
