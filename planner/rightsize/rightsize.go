@@ -212,3 +212,8 @@ func median(xs []float64) float64 {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
+
+// PeakMiB and MemoryPerShareMiB are the evidence's memory in MiB (for
+// pages).
+func (e Evidence) PeakMiB() int64           { return e.PeakBytes >> 20 }
+func (e Evidence) MemoryPerShareMiB() int64 { return e.MemoryPerShareBytes >> 20 }
