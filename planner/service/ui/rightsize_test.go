@@ -3,6 +3,7 @@ package ui
 import (
 	"testing"
 
+	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/planner/rightsize"
@@ -28,4 +29,14 @@ func TestJobPage_ShowsRightsize(t *testing.T) {
 	b = body(t, get(t, s.Handler(), JobPath("default", evil), nil))
 	must.StrContains(t, b, "no recommendation yet")
 	must.StrContains(t, b, "not enough evidence at 4 shares")
+}
+
+// TestClusterPage_ShowsMemoryPeak: the cluster page shows the device
+// plugin's memory_peak of a share's holder.
+func TestClusterPage_ShowsMemoryPeak(t *testing.T) {
+	s, nm := fixture(t, "")
+	attrs := nm.stats["alloc-1"].Tasks["trainer"].ResourceUsage.DeviceStats[0].InstanceStats["GPU-a-share-0"].Stats.Attributes
+	attrs["memory_peak"] = &nomadapi.StatValue{IntNumeratorVal: i64(7168), IntDenominatorVal: i64(20480)}
+	b := body(t, get(t, s.Handler(), "/ui/cluster", nil))
+	must.StrContains(t, b, "peak 7168")
 }
