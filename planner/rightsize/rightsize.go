@@ -174,9 +174,12 @@ func bound(in Input, want int, ev Evidence) (int, string) {
 	}
 	why = append(why, fmt.Sprintf("%s needs %d share(s) of %s with %.0f%% headroom", peak, ev.MemoryShares,
 		mib(in.MemoryPerShareBytes), Headroom*100))
-	if ev.ThroughputShares > 1 {
+	switch {
+	case ev.ThroughputShares > 1:
 		why = append(why, fmt.Sprintf("throughput per worker fell by more than %.0f%% below %d shares", (1-Flat)*100, ev.ThroughputShares))
-	} else {
+	case len(ev.PerWorker) == 1:
+		why = append(why, fmt.Sprintf("throughput measured at %d shares only: unknown at fewer", in.Shares))
+	default:
 		why = append(why, "no smaller share count was measured slower")
 	}
 	lo, hi := 1, in.SharesPerGPU

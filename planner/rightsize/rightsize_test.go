@@ -37,7 +37,8 @@ func TestRecommend(t *testing.T) {
 		reason string
 	}{
 		{"declares 4, uses 1 share's memory, flat throughput: 1",
-			with(func(in *Input) { in.Reports = reports(MinReports, MinMemorySamples, 8*gib) }), 1, true, "needs 1 share(s)"},
+			with(func(in *Input) { in.Reports = reports(MinReports, MinMemorySamples, 8*gib) }), 1, true,
+			"needs 1 share(s) of 10240 MiB with 10% headroom; throughput measured at 4 shares only: unknown at fewer"},
 		{"one report short: none",
 			with(func(in *Input) { in.Reports = reports(MinReports-1, MinMemorySamples, 8*gib) }), 0, false, "4 of 5 progress reports"},
 		{"one memory sample short: none",
