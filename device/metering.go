@@ -21,7 +21,14 @@ type meter struct {
 	seen   map[uint32]bool
 	// lastSample is NVML's newest process-utilisation timestamp per GPU.
 	lastSample map[string]uint64
+	// peaks is each reservation's GPU memory high-water mark per GPU;
+	// peakSeen the reservations a pass reported.
+	peaks    map[peakKey]uint64
+	peakSeen map[string]bool
 }
+
+// peakKey is a reservation's token and a GPU's UUID.
+type peakKey struct{ token, uuid string }
 
 // owner is the reservation a process belongs to.
 type owner struct {
@@ -36,6 +43,8 @@ func newMeter(procRoot string) *meter {
 		owners:     map[uint32]*owner{},
 		seen:       map[uint32]bool{},
 		lastSample: map[string]uint64{},
+		peaks:      map[peakKey]uint64{},
+		peakSeen:   map[string]bool{},
 	}
 }
 
@@ -44,6 +53,7 @@ func (m *meter) begin() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.seen)
+	clear(m.peakSeen)
 }
 
 // end drops cached PIDs that no GPU reported during the pass, so a reused
@@ -98,6 +108,36 @@ func (m *meter) setSince(uuid string, ts uint64) {
 	m.lastSample[uuid] = ts
 }
 
+// raisePeak records that reservation token used v bytes of GPU uuid at
+// some point and returns its high-water mark there.
+func (m *meter) raisePeak(token, uuid string, v uint64) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := peakKey{token, uuid}
+	m.peakSeen[token] = true
+	m.peaks[k] = max(m.peaks[k], v)
+	return m.peaks[k]
+}
+
+// peak is reservation token's high-water mark on GPU uuid (0: none seen).
+func (m *meter) peak(token, uuid string) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peaks[peakKey{token, uuid}]
+}
+
+// forgetPeaks drops the marks of reservations the last pass did not report
+// and keep does not know (ended tasks), so the map stays bounded.
+func (m *meter) forgetPeaks(keep func(token string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.peaks {
+		if !m.peakSeen[k.token] && !keep(k.token) {
+			delete(m.peaks, k)
+		}
+	}
+}
+
 // usage is one reservation's use of one GPU during a pass.
 type usage struct {
 	token       string
@@ -105,4 +145,9 @@ type usage struct {
 	memoryBytes uint64
 	smPercent   uint32
 	processes   int
+	// peakSample is this pass's sum of each process's peak (or current
+	// use where the backend knows no peak); peakBytes the reservation's
+	// high-water mark on this GPU.
+	peakSample uint64
+	peakBytes  uint64
 }

@@ -197,6 +197,14 @@ func (r *reservations) add(token string, shares []string, now time.Time) {
 	}
 }
 
+// known reports whether token is a remembered reservation.
+func (r *reservations) known(token string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.byToken[token]
+	return ok
+}
+
 // forShare returns the most recent reservation of share id, if any.
 func (r *reservations) forShare(id string) *reservation {
 	r.mu.Lock()

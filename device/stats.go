@@ -15,6 +15,7 @@ import (
 const (
 	StatMemoryUsed        = "memory_used"
 	StatMemoryLimit       = "memory_limit"
+	StatMemoryPeak        = "memory_peak"
 	StatSMUtilization     = "sm_utilization"
 	StatOverLimit         = "over_limit"
 	StatProcesses         = "processes"
@@ -114,7 +115,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 			if u == nil {
 				if r := p.reservations.forShare(id); r != nil {
 					if u = idle[r]; u == nil {
-						u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID)}
+						u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID), peakBytes: m.peak(r.token, e.gpu.UUID)}
 						idle[r] = u
 					}
 				}
@@ -136,6 +137,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		groups = append(groups, g)
 	}
 	m.end()
+	m.forgetPeaks(p.reservations.known)
 	settings, _, _ := p.state()
 	p.metrics.set(settings.backend, figures)
 	if healthChanged {
@@ -172,6 +174,7 @@ func (p *Plugin) attribute(m *meter, e *gpuEntry, st nvml.Status) (map[string]*u
 			byToken[o.token] = u
 		}
 		u.memoryBytes = satmath.Add(u.memoryBytes, proc.UsedMemoryBytes)
+		u.peakSample = satmath.Add(u.peakSample, max(proc.PeakMemoryBytes, proc.UsedMemoryBytes))
 		u.smPercent = satmath.Add32(u.smPercent, proc.SMUtilPercent)
 		u.processes++
 	}
@@ -180,6 +183,7 @@ func (p *Plugin) attribute(m *meter, e *gpuEntry, st nvml.Status) (map[string]*u
 	}
 	byShare := make(map[string]*usage, len(byToken)*2)
 	for _, u := range byToken {
+		u.peakBytes = m.raisePeak(u.token, e.gpu.UUID, max(u.memoryBytes, u.peakSample))
 		for _, id := range u.shares {
 			byShare[id] = u
 		}
@@ -232,8 +236,8 @@ func gpuStatValues(st nvml.Status, unattributed uint64) *structs.StatObject {
 // share (nil when free); its usage is the reservation's on this GPU.
 func shareStats(e *gpuEntry, u *usage, gpu *structs.StatObject, now time.Time) *device.DeviceStats {
 	perShare := int64(e.memoryPerShare >> 20)
-	attrs := make(map[string]*structs.StatValue, 7)
-	var used, limit int64
+	attrs := make(map[string]*structs.StatValue, 8)
+	var used, limit, peak int64
 	var sm int64
 	over := false
 	procs := int64(0)
@@ -241,6 +245,7 @@ func shareStats(e *gpuEntry, u *usage, gpu *structs.StatObject, now time.Time) *
 		k := max(len(u.shares), 1)
 		limit = int64(k) * perShare
 		used = int64(u.memoryBytes >> 20)
+		peak = int64(u.peakBytes >> 20)
 		sm = int64(min(u.smPercent, 100))
 		over = u.memoryBytes > satmath.Mul(uint64(k), e.memoryPerShare)
 		procs = int64(u.processes)
@@ -250,6 +255,8 @@ func shareStats(e *gpuEntry, u *usage, gpu *structs.StatObject, now time.Time) *
 		limit = perShare
 	}
 	attrs[StatMemoryUsed] = &structs.StatValue{IntNumeratorVal: &used, IntDenominatorVal: &limit, Unit: structs.UnitMiB, Desc: "GPU memory used by the reservation holding this share / its limit"}
+	attrs[StatMemoryPeak] = &structs.StatValue{IntNumeratorVal: &peak, IntDenominatorVal: &limit, Unit: structs.UnitMiB,
+		Desc: "highest GPU memory the reservation was seen using since it started (the most of each stats pass, and of the processes' own peaks where the backend reports them) / its limit"}
 	attrs[StatMemoryLimit] = &structs.StatValue{IntNumeratorVal: &limit, Unit: structs.UnitMiB, Desc: "GPU memory limit of the reservation holding this share"}
 	attrs[StatSMUtilization] = &structs.StatValue{IntNumeratorVal: &sm, Unit: "%", Desc: "SM utilization of the reservation's processes"}
 	attrs[StatOverLimit] = &structs.StatValue{BoolVal: &over, Desc: "reservation uses more GPU memory than its shares allow"}

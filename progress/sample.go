@@ -42,6 +42,11 @@ type Sample struct {
 	// gain(s) = (GradVar+GradSqr)/(GradVar/s+GradSqr).
 	GradSqr float64 `json:"grad_sqr,omitempty"`
 	GradVar float64 `json:"grad_var,omitempty"`
+	// GPUMemoryPeakBytes is the most GPU memory one worker process has
+	// allocated since it started (torch.cuda.max_memory_allocated),
+	// optional: the planner's right-sizing compares it with a share's
+	// memory. 0 or absent: not measured (no CUDA).
+	GPUMemoryPeakBytes int64 `json:"gpu_memory_peak_bytes,omitempty"`
 	// Checkpointed is true when the task has just committed a checkpoint.
 	Checkpointed bool `json:"checkpointed,omitempty"`
 	// Done is true when the task finished training on its own.
@@ -62,6 +67,10 @@ const (
 	MaxBatchSize             = 1 << 30
 	MaxWorkers               = 100_000 // also bounds ps
 	MaxGradStat      float64 = 1e30
+	// MaxGPUMemoryPeakBytes bounds gpu_memory_peak_bytes (16 TiB, the
+	// most memory a GPU of the device plugin's simulated backend may have;
+	// no real GPU has as much).
+	MaxGPUMemoryPeakBytes int64 = 1 << 44
 	// StepSlack is the step advance always allowed between two reports,
 	// on top of MaxStepsPerSec times the time between them.
 	StepSlack int64 = 1_000_000
@@ -93,6 +102,9 @@ func (s Sample) Validate() error {
 	}
 	if s.StepsTotal < 0 || s.StepsTotal > MaxStep {
 		return bad("steps_total", "must be in [0, %d], got %d", MaxStep, s.StepsTotal)
+	}
+	if s.GPUMemoryPeakBytes < 0 || s.GPUMemoryPeakBytes > MaxGPUMemoryPeakBytes {
+		return bad("gpu_memory_peak_bytes", "must be in [0, %d] (16 TiB), got %d", MaxGPUMemoryPeakBytes, s.GPUMemoryPeakBytes)
 	}
 	if math.IsNaN(s.Loss) || s.Loss < MinLoss || s.Loss > MaxLoss {
 		return bad("loss", "must be a finite number in [%g, %g] (the convergence model needs a positive loss), got %v",

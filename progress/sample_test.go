@@ -16,7 +16,10 @@ func TestDecode(t *testing.T) {
 	}{
 		{"minimal", `{"step": 100, "loss": 0.5, "samples_per_sec": 320}`, ""},
 		{"every field", `{"step": 100, "loss": 0.5, "samples_per_sec": 320, "steps_per_sec": 5, "batch_size": 64,
-			"steps_total": 1000, "workers": 4, "ps": 2, "grad_sqr": 0.1, "grad_var": 3, "checkpointed": true, "done": false}`, ""},
+			"steps_total": 1000, "workers": 4, "ps": 2, "grad_sqr": 0.1, "grad_var": 3, "gpu_memory_peak_bytes": 8589934592, "checkpointed": true, "done": false}`, ""},
+		{"gpu memory peak negative", `{"step": 1, "loss": 1, "samples_per_sec": 1, "gpu_memory_peak_bytes": -1}`, "gpu_memory_peak_bytes"},
+		{"gpu memory peak absurd", `{"step": 1, "loss": 1, "samples_per_sec": 1, "gpu_memory_peak_bytes": 17592186044417}`, "gpu_memory_peak_bytes"},
+		{"gpu memory peak fractional", `{"step": 1, "loss": 1, "samples_per_sec": 1, "gpu_memory_peak_bytes": 1.5}`, "gpu_memory_peak_bytes"},
 		{"unknown fields ignored", `{"step": 1, "loss": 1, "samples_per_sec": 1, "job": "other", "time": "x"}`, ""},
 		{"step missing", `{"loss": 0.5, "samples_per_sec": 1}`, "step"},
 		{"loss null", `{"step": 1, "loss": null, "samples_per_sec": 1}`, "loss"},

@@ -82,6 +82,11 @@ type Process struct {
 	UsedMemoryBytes uint64
 	SMUtilPercent   uint32
 	MPS             bool
+	// PeakMemoryBytes is the most memory the backend itself saw the
+	// process use, 0 when it does not know: NVML's process lists carry
+	// no peak (the real adapter leaves it 0); the simulated backend
+	// reports a task's stated peak.
+	PeakMemoryBytes uint64
 }
 
 // XidEvent is an Xid error NVML reported for a GPU.

@@ -5,34 +5,50 @@ import (
 	"strconv"
 )
 
+// claims is the usage a task process states for its simulated GPUs.
+type claims struct {
+	memory, peak *uint64
+	smPercent    *uint32
+}
+
 // parseClaims reads the usage a task process states for its simulated GPUs.
-// A claim that is not a number of MiB within 0..16 TiB (the most a
-// simulated GPU may have) is refused with an error naming the variable, and
-// the GPU's configured usage stands for that process; an SM percentage
-// above 100 counts as 100.
-func parseClaims(env map[string]string) (memory *uint64, smPercent *uint32, errs []error) {
-	if v, ok := env[EnvMemoryMiB]; ok && v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("%s=%q: not a whole number of MiB", EnvMemoryMiB, v))
-		case n > maxMemoryMiB:
-			errs = append(errs, fmt.Errorf("%s=%d: more than %d MiB (16 TiB), the most a simulated GPU has", EnvMemoryMiB, n, maxMemoryMiB))
-		default:
-			b := n << 20
-			memory = &b
-		}
-	}
+// A memory or peak claim that is not a number of MiB within 0..16 TiB (the
+// most a simulated GPU may have) is refused with an error naming the
+// variable, and the GPU's configured usage stands for that process; an SM
+// percentage above 100 counts as 100.
+func parseClaims(env map[string]string) (c claims, errs []error) {
+	c.memory = parseMiB(env, EnvMemoryMiB, &errs)
+	c.peak = parseMiB(env, EnvPeakMemoryMiB, &errs)
 	if v, ok := env[EnvSMPercent]; ok && v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: not a whole percentage", EnvSMPercent, v))
 		} else {
 			p := uint32(min(n, 100))
-			smPercent = &p
+			c.smPercent = &p
 		}
 	}
-	return memory, smPercent, errs
+	return c, errs
+}
+
+// parseMiB reads env[name] as MiB within 0..16 TiB, in bytes (nil when
+// absent or refused, the refusal appended to errs).
+func parseMiB(env map[string]string, name string, errs *[]error) *uint64 {
+	v, ok := env[name]
+	if !ok || v == "" {
+		return nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case err != nil:
+		*errs = append(*errs, fmt.Errorf("%s=%q: not a whole number of MiB", name, v))
+	case n > maxMemoryMiB:
+		*errs = append(*errs, fmt.Errorf("%s=%d: more than %d MiB (16 TiB), the most a simulated GPU has", name, n, maxMemoryMiB))
+	default:
+		b := n << 20
+		return &b
+	}
+	return nil
 }
 
 // warnClaim logs a task's invalid claim once per process and claim.

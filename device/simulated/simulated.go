@@ -28,6 +28,11 @@ const (
 	// simulated GPU should report for it.
 	EnvMemoryMiB = "CARAVAN_SIMULATED_GPU_MEMORY_MIB"
 	EnvSMPercent = "CARAVAN_SIMULATED_GPU_SM_PERCENT"
+	// EnvPeakMemoryMiB lets a task state the peak memory its simulated GPU
+	// reports for its process (a spike between stats samples, as NVML
+	// accounting would see it); the current memory stands when it is
+	// lower.
+	EnvPeakMemoryMiB = "CARAVAN_SIMULATED_GPU_PEAK_MEMORY_MIB"
 
 	// envReservation and envVisible are read to find task processes; they
 	// mirror the variables the plugin's Reserve sets.
@@ -149,6 +154,7 @@ type taskProcess struct {
 	token     string
 	visible   []string
 	memory    *uint64
+	peak      *uint64
 	smPercent *uint32
 }
 
@@ -218,6 +224,9 @@ func (c *Client) Status(uuid string, sinceMicros uint64) (nvml.Status, error) {
 		if t.smPercent != nil {
 			p.SMUtilPercent = *t.smPercent
 		}
+		if t.peak != nil {
+			p.PeakMemoryBytes = max(*t.peak, p.UsedMemoryBytes)
+		}
 		st.MemoryUsedBytes = satmath.Add(st.MemoryUsedBytes, p.UsedMemoryBytes)
 		sm = satmath.Add32(sm, p.SMUtilPercent)
 		st.Processes = append(st.Processes, p)
@@ -263,7 +272,7 @@ func (c *Client) scan() []taskProcess {
 	}
 	byToken := map[string]taskProcess{}
 	for _, pid := range pids {
-		env, err := procenv.Lookup(c.cfg.ProcRoot, pid, envReservation, envVisible, EnvMemoryMiB, EnvSMPercent)
+		env, err := procenv.Lookup(c.cfg.ProcRoot, pid, envReservation, envVisible, EnvMemoryMiB, EnvSMPercent, EnvPeakMemoryMiB)
 		if err != nil || env[envReservation] == "" || env[envVisible] == "" {
 			continue
 		}
@@ -273,7 +282,9 @@ func (c *Client) scan() []taskProcess {
 		}
 		t := taskProcess{pid: pid, token: tok, visible: strings.Split(env[envVisible], ",")}
 		var errs []error
-		t.memory, t.smPercent, errs = parseClaims(env)
+		var cl claims
+		cl, errs = parseClaims(env)
+		t.memory, t.peak, t.smPercent = cl.memory, cl.peak, cl.smPercent
 		for _, err := range errs {
 			c.warnClaim(pid, tok, err)
 		}

@@ -15,7 +15,7 @@ import (
 
 // ParseLine reads one log line. It returns ok for a progress line: one with
 // step= and loss= fields (samples_per_sec=, steps_per_sec=, batch_size=,
-// grad_sqr=, grad_var= are optional). A line starting with "final" marks training done; a line
+// grad_sqr=, grad_var=, gpu_memory_peak_bytes= are optional). A line starting with "final" marks training done; a line
 // starting with "checkpoint" with a step marks a committed checkpoint
 // (checkpoint is true, ok false: it carries no loss).
 func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
@@ -64,6 +64,12 @@ func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
 			if x, err := strconv.ParseFloat(v, 64); err == nil {
 				s.GradVar = x
 			}
+		case "gpu_memory_peak_bytes":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return progress.Sample{}, false, false
+			}
+			s.GPUMemoryPeakBytes = n
 		}
 	}
 	if first == "checkpoint" && haveStep {

@@ -45,6 +45,8 @@ MAX_STEPS_PER_SEC = 1e6
 MAX_BATCH_SIZE = 1 << 30
 MAX_WORKERS = 100_000
 MAX_GRAD_STAT = 1e30
+# 16 TiB, as the Go package's MaxGPUMemoryPeakBytes.
+MAX_GPU_MEMORY_PEAK_BYTES = 1 << 44
 
 _FLOATS = {
     "loss": MAX_LOSS,
@@ -59,6 +61,7 @@ _INTS = {
     "batch_size": MAX_BATCH_SIZE,
     "workers": MAX_WORKERS,
     "ps": MAX_WORKERS,
+    "gpu_memory_peak_bytes": MAX_GPU_MEMORY_PEAK_BYTES,
 }
 _BOOLS = ("checkpointed", "done")
 REQUIRED = ("step", "loss", "samples_per_sec")
@@ -70,6 +73,21 @@ def sample(step, loss, samples_per_sec, **optional):
     s.update({k: v for k, v in optional.items() if v is not None})
     validate(s)
     return s
+
+
+def gpu_memory_peak_bytes():
+    """The most GPU memory this process has allocated through torch
+    (``torch.cuda.max_memory_allocated``), or None without torch or CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return int(torch.cuda.max_memory_allocated())
+    except (RuntimeError, AssertionError):
+        return None
 
 
 def validate(s):
@@ -196,7 +214,9 @@ def post(url, token, s, timeout=5.0):
 class Reporter:
     """Reports progress from a background thread.
 
-    ``report(step, loss, samples_per_sec, **optional)`` validates the sample
+    ``report(step, loss, samples_per_sec, **optional)`` adds
+    ``gpu_memory_peak_bytes`` from torch when CUDA is available (omitted
+    otherwise, or pass it yourself), validates the sample
     and hands it to the thread; it returns False (and warns once) for a bad
     sample or when no planner address or identity is set, True otherwise.
     Reports never raise and never block training.
@@ -213,6 +233,8 @@ class Reporter:
         self.failed = 0
 
     def report(self, step, loss, samples_per_sec, **optional):
+        if "gpu_memory_peak_bytes" not in optional:
+            optional["gpu_memory_peak_bytes"] = gpu_memory_peak_bytes()
         try:
             s = sample(step, loss, samples_per_sec, **optional)
         except ValueError as e:

@@ -2,13 +2,16 @@ import http.server
 import io
 import json
 import os
+import sys
 import tempfile
+import types
 import threading
 import unittest
 from contextlib import redirect_stderr
 
 from caravan import _warn
-from caravan.progress import Reporter, grad_stats, grad_stats_from_norms, sample, token_from_env, urls_from_env
+from caravan.progress import (Reporter, gpu_memory_peak_bytes, grad_stats, grad_stats_from_norms, sample,
+                              token_from_env, urls_from_env)
 
 
 class Planner(http.server.BaseHTTPRequestHandler):
@@ -89,6 +92,35 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual((path, auth, ctype), ("/v1/progress", "Bearer jwt", "application/json"))
         self.assertEqual(body, {"step": 100, "loss": 0.25, "samples_per_sec": 512.0, "workers": 2,
                                 "batch_size": 128, "checkpointed": True})
+
+    def test_report_adds_torch_peak_memory_when_cuda_is_there(self):
+        fake = types.ModuleType("torch")
+        fake.cuda = types.SimpleNamespace(is_available=lambda: True, max_memory_allocated=lambda: 3 << 30)
+        env = {"CARAVAN_PLANNER_URL": self.url, "NOMAD_TOKEN_planner": "jwt"}
+        saved = sys.modules.get("torch")
+        sys.modules["torch"] = fake
+        try:
+            self.assertEqual(gpu_memory_peak_bytes(), 3 << 30)
+            r = Reporter(env)
+            self.assertTrue(r.report(1, 0.5, 10.0))
+            r.close()
+            fake.cuda.is_available = lambda: False
+            self.assertIsNone(gpu_memory_peak_bytes())
+            r = Reporter(env)
+            self.assertTrue(r.report(2, 0.5, 10.0))
+            r.close()
+        finally:
+            if saved is None:
+                del sys.modules["torch"]
+            else:
+                sys.modules["torch"] = saved
+        self.assertEqual(Planner.got[0][3]["gpu_memory_peak_bytes"], 3 << 30)
+        self.assertNotIn("gpu_memory_peak_bytes", Planner.got[1][3])
+
+    def test_peak_memory_is_bounded(self):
+        for bad in (-1, 1 << 45, 1.5, True):
+            with self.assertRaisesRegex(ValueError, "progress sample: gpu_memory_peak_bytes:"):
+                sample(1, 1.0, 1.0, gpu_memory_peak_bytes=bad)
 
     def test_missing_config_or_planner_never_raises(self):
         err = io.StringIO()

@@ -220,7 +220,8 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 }
 
 // observe refits a job's models from its progress and records its speed.
-func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings) {
+// It returns the job's records (oldest first) for the round's other uses.
+func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings) []ingest.Record {
 	pk := ingest.JobKey(k)
 	recs := m.cfg.Progress.Records(pk)
 	f := Fit{RemainingSteps: -1, RemainingSource: string(model.SourceNone)}
@@ -313,6 +314,7 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 		f.SpeedErr = err.Error()
 	}
 	v.Fit = f
+	return recs
 }
 
 // steadyShape reports whether a speed measured since since belongs to shape

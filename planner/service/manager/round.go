@@ -10,6 +10,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
+	"github.com/caravan-nomad/caravan/planner/rightsize"
 	"github.com/caravan-nomad/caravan/planner/service/failures"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
 	"github.com/caravan-nomad/caravan/planner/service/source"
@@ -39,6 +40,9 @@ type JobView struct {
 	// (a checkpoint the caravan driver saved or restored, from its task
 	// events), else since the planner last resumed it.
 	SinceCheckpoint float64 `json:"since_checkpoint_seconds,omitempty"`
+	// Rightsize is the shares per worker the job's measurements support
+	// (a recommendation only; planner/POLICY.md "Right-sizing").
+	Rightsize *rightsize.Recommendation `json:"rightsize,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -85,7 +89,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := &roundBuilder{m: m, ctx: ctx, s: s, pol: pol, now: now, snap: snap, r: r}
+	b := &roundBuilder{m: m, ctx: ctx, s: s, pol: pol, now: now, snap: snap, r: r,
+		gpus: gpuShape{perGPU: sharesPerGPU(snap, s), memoryPerShareMiB: memoryPerShareMiB(snap)}}
 	keys := make([]source.JobKey, 0, len(snap.Jobs))
 	for k := range snap.Jobs {
 		keys = append(keys, k)
@@ -129,6 +134,8 @@ type roundBuilder struct {
 	errs    []error
 	// gaining are the queues that gain GPUs this round (with queues).
 	gaining []string
+	// gpus is what right-sizing needs of the cluster's GPUs, read once.
+	gpus gpuShape
 }
 
 // triage classifies one job and refits its models: it becomes an action
@@ -158,7 +165,8 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	}
 	running, nodes := runningAllocs(j, j.Spec.WorkerGroup)
 	v.Running = running
-	m.observe(now, k, j, mm, &v, running, len(nodes), s)
+	recs := m.observe(now, k, j, mm, &v, running, len(nodes), s)
+	m.rightsize(now, j, mm, &v, running, recs, b.gpus, s)
 	a := stopAction(j, &v, rep)
 	if a == nil {
 		a = partialGang(now, s, j, mm, &v)

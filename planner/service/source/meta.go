@@ -70,6 +70,26 @@ const (
 	// its next step, much less. Suspending and resuming always cost a
 	// restart.
 	MetaResizeCost = "caravan_resize_cost"
+	// MetaMinGPUShares and MetaMaxGPUShares bound the GPU shares per worker
+	// a right-sizing recommendation may name (each at least 1; default 1
+	// and the GPU's share count).
+	MetaMinGPUShares = "caravan_min_gpu_shares"
+	MetaMaxGPUShares = "caravan_max_gpu_shares"
+	// MetaRightsize is "recommend" (the default): the planner shows a share
+	// count measured from the job's reports. Applying it ("apply") is not
+	// implemented yet and is refused, naming the key.
+	MetaRightsize = "caravan_rightsize"
+	// MetaPack is "auto" (the default) or "never". It is parsed and
+	// validated only: the planner does not pack jobs yet.
+	MetaPack = "caravan_pack"
+)
+
+// Values of MetaRightsize and MetaPack.
+const (
+	RightsizeRecommend = "recommend"
+	RightsizeApply     = "apply"
+	PackAuto           = "auto"
+	PackNever          = "never"
 )
 
 // Spec is what a managed job's meta says about it.
@@ -94,6 +114,13 @@ type Spec struct {
 	// ResizeCostSeconds is the declared cost of a resize (0: the
 	// planner's restart_cost).
 	ResizeCostSeconds float64 `json:"resize_cost_seconds,omitempty"`
+	// MinGPUShares and MaxGPUShares are the meta's bounds on a share
+	// recommendation (0: unset).
+	MinGPUShares int `json:"min_gpu_shares,omitempty"`
+	MaxGPUShares int `json:"max_gpu_shares,omitempty"`
+	// Rightsize and Pack are the caravan_rightsize and caravan_pack modes.
+	Rightsize string `json:"rightsize"`
+	Pack      string `json:"pack"`
 	// Bounds says where each bound came from: "default", "scaling" (the
 	// group's scaling block) or "meta".
 	Bounds BoundsSource `json:"bounds_source"`
@@ -127,7 +154,7 @@ func ParseSpec(job *nomadapi.Job) (Spec, error) {
 	meta := job.Meta
 	s := Spec{
 		Priority: 50, Suspendable: true, SpeedModel: "allreduce", MaxUserFails: 2,
-		Kind: meta[MetaKind],
+		Kind: meta[MetaKind], Rightsize: RightsizeRecommend, Pack: PackAuto,
 	}
 	p := metaParser{meta: meta}
 	minW, maxW := p.optInt(MetaMinWorkers, 0), p.optInt(MetaMaxWorkers, 1)
@@ -153,6 +180,7 @@ func ParseSpec(job *nomadapi.Job) (Spec, error) {
 			p.bad(MetaSpeedModel, "want allreduce, ps-sync or ps-async, got %q", v)
 		}
 	}
+	p.gpuShareKeys(&s)
 	s.Warnings = UnknownKeys(meta)
 	p.groups(job, &s)
 	if s.WorkerGroup != "" {
@@ -169,6 +197,33 @@ func ParseSpec(job *nomadapi.Job) (Spec, error) {
 		s.MinPS, s.MaxPS = orDefault(minPS, 1), orDefault(maxPS, 4)
 	}
 	return s, errors.Join(p.errs...)
+}
+
+// gpuShareKeys reads the right-sizing and packing keys.
+func (p *metaParser) gpuShareKeys(s *Spec) {
+	p.intKey(MetaMinGPUShares, &s.MinGPUShares, 1)
+	p.intKey(MetaMaxGPUShares, &s.MaxGPUShares, 1)
+	if s.MinGPUShares > 0 && s.MaxGPUShares > 0 && s.MinGPUShares > s.MaxGPUShares {
+		p.bad(MetaMinGPUShares, "%d is above %s (%d)", s.MinGPUShares, MetaMaxGPUShares, s.MaxGPUShares)
+	}
+	if v, ok := p.meta[MetaRightsize]; ok {
+		switch strings.TrimSpace(v) {
+		case RightsizeRecommend:
+		case RightsizeApply:
+			p.bad(MetaRightsize, "%q is not implemented yet: the planner only recommends a share count; "+
+				"set %q or remove the key", v, RightsizeRecommend)
+		default:
+			p.bad(MetaRightsize, "want %q, got %q", RightsizeRecommend, v)
+		}
+	}
+	if v, ok := p.meta[MetaPack]; ok {
+		switch w := strings.TrimSpace(v); w {
+		case PackAuto, PackNever:
+			s.Pack = w
+		default:
+			p.bad(MetaPack, "want %q or %q, got %q", PackAuto, PackNever, v)
+		}
+	}
 }
 
 // noSuspend turns suspension off for a worker group Nomad will not scale to

@@ -51,6 +51,9 @@ type Node struct {
 	Shares       int
 	GPUs         int
 	SharesPerGPU int
+	// MemoryPerShareMiB is the least GPU memory one share of those GPUs
+	// holds (their memory_per_share attribute; 0 when none says).
+	MemoryPerShareMiB int64
 }
 
 // Snapshot is a consistent copy of what the source has seen.
@@ -112,8 +115,40 @@ func nodeFromStub(n *nomadapi.NodeListStub, device string) Node {
 				node.Shares += healthy
 				node.GPUs++
 				node.SharesPerGPU = max(node.SharesPerGPU, len(d.Instances))
+				node.MemoryPerShareMiB = leastPositive(node.MemoryPerShareMiB, memoryPerShareMiB(d))
 			}
 		}
 	}
 	return node
+}
+
+// attrMemoryPerShare is the device plugin's attribute of a share's memory
+// (device.AttrMemoryPerShare; the planner does not import the plugin).
+const attrMemoryPerShare = "memory_per_share"
+
+// memoryPerShareMiB reads a device group's memory_per_share attribute, in
+// MiB (0 when absent or not a positive MiB integer).
+func memoryPerShareMiB(d *nomadapi.NodeDeviceResource) int64 {
+	a := d.Attributes[attrMemoryPerShare]
+	if a == nil || a.IntVal == nil || *a.IntVal <= 0 {
+		return 0
+	}
+	switch a.Unit {
+	case "MiB", "":
+		return *a.IntVal
+	case "GiB":
+		return *a.IntVal << 10
+	}
+	return 0
+}
+
+// leastPositive is the smaller of a and b, ignoring zeros.
+func leastPositive(a, b int64) int64 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }

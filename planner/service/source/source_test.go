@@ -50,6 +50,25 @@ func TestParseSpec(t *testing.T) {
 		{"priority range", map[string]string{MetaPriority: "101"}, MetaPriority, nil},
 		{"resize cost without unit", map[string]string{MetaResizeCost: "2"}, MetaResizeCost, nil},
 		{"negative resize cost", map[string]string{MetaResizeCost: "-1s"}, MetaResizeCost, nil},
+		{"right-sizing defaults", nil, "", func(t *testing.T, s Spec) {
+			must.Eq(t, RightsizeRecommend, s.Rightsize)
+			must.Eq(t, PackAuto, s.Pack)
+			must.Eq(t, 0, s.MinGPUShares)
+			must.Eq(t, 0, s.MaxGPUShares)
+		}},
+		{"right-sizing keys", map[string]string{MetaMinGPUShares: "2", MetaMaxGPUShares: "3", MetaRightsize: "recommend", MetaPack: "never"},
+			"", func(t *testing.T, s Spec) {
+				must.Eq(t, 2, s.MinGPUShares)
+				must.Eq(t, 3, s.MaxGPUShares)
+				must.Eq(t, PackNever, s.Pack)
+				must.SliceEmpty(t, s.Warnings)
+			}},
+		{"zero min gpu shares", map[string]string{MetaMinGPUShares: "0"}, MetaMinGPUShares, nil},
+		{"bad max gpu shares", map[string]string{MetaMaxGPUShares: "two"}, MetaMaxGPUShares, nil},
+		{"min gpu shares above max", map[string]string{MetaMinGPUShares: "4", MetaMaxGPUShares: "2"}, MetaMinGPUShares, nil},
+		{"rightsize apply not implemented", map[string]string{MetaRightsize: "apply"}, "caravan_rightsize: \"apply\" is not implemented yet", nil},
+		{"bad rightsize", map[string]string{MetaRightsize: "always"}, MetaRightsize, nil},
+		{"bad pack", map[string]string{MetaPack: "sometimes"}, MetaPack, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +110,23 @@ func TestNodeCapacity(t *testing.T) {
 	must.Eq(t, 2, nodeFromStub(stub, "gpushare").GPUs+nodeFromStub(stub, "gpu").GPUs)
 	stub.Drain = true
 	must.False(t, nodeFromStub(stub, "caravan/gpushare").Ready)
+}
+
+// TestNodeMemoryPerShare reads the least memory_per_share of a node's
+// healthy GPUs (a GPU with an unhealthy share is not counted).
+func TestNodeMemoryPerShare(t *testing.T) {
+	mib := func(v int64, unit string) *nomadapi.Attribute { return &nomadapi.Attribute{IntVal: &v, Unit: unit} }
+	dev := func(name string, a *nomadapi.Attribute, healthy bool) *nomadapi.NodeDeviceResource {
+		return &nomadapi.NodeDeviceResource{Vendor: "caravan", Type: "gpushare", Name: name,
+			Attributes: map[string]*nomadapi.Attribute{attrMemoryPerShare: a},
+			Instances:  []*nomadapi.NodeDevice{{Healthy: healthy}, {Healthy: true}}}
+	}
+	stub := &nomadapi.NodeListStub{ID: "n", Status: "ready", SchedulingEligibility: "eligible",
+		NodeResources: &nomadapi.NodeResources{Devices: []*nomadapi.NodeDeviceResource{
+			dev("GPU-1", mib(20480, "MiB"), true), dev("GPU-2", mib(10240, "MiB"), true),
+			dev("GPU-3", mib(1024, "MiB"), false), dev("GPU-4", mib(-5, "MiB"), true),
+		}}}
+	must.Eq(t, int64(10240), nodeFromStub(stub, "caravan/gpushare").MemoryPerShareMiB)
 }
 
 func TestSource_WatchesAndRecoversFromOutages(t *testing.T) {

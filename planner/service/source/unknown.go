@@ -11,6 +11,7 @@ var knownKeys = []string{
 	MetaEnabled, MetaWorkerGroup, MetaPSGroup, MetaMinWorkers, MetaMaxWorkers, MetaMinPS, MetaMaxPS,
 	MetaGang, MetaTargetLoss, MetaConvergeDelta, MetaStopOnConverge, MetaPriority, MetaSuspendable,
 	MetaTotalSteps, MetaKind, MetaSpeedModel, MetaGPUShares, MetaMaxRestarts, MetaResizeCost,
+	MetaMinGPUShares, MetaMaxGPUShares, MetaRightsize, MetaPack,
 }
 
 // UnknownKeys returns a warning for each caravan_* meta key the planner does

@@ -64,6 +64,7 @@ type Share struct {
 	HasStats     bool
 	MemUsedMiB   int64
 	MemLimitMiB  int64
+	MemPeakMiB   int64 // memory_peak, the reservation's high-water mark (0: not reported)
 	SMPercent    int64
 	OverLimit    bool
 	StatsMessage string
@@ -360,6 +361,9 @@ func fillStats(s *Share, attrs map[string]*nomadapi.StatValue) {
 		if v.IntDenominatorVal != nil {
 			s.MemLimitMiB = *v.IntDenominatorVal
 		}
+	}
+	if v := attrs["memory_peak"]; v != nil && v.IntNumeratorVal != nil {
+		s.MemPeakMiB = *v.IntNumeratorVal
 	}
 	if v := attrs["memory_limit"]; v != nil && v.IntNumeratorVal != nil {
 		s.MemLimitMiB = *v.IntNumeratorVal

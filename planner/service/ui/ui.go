@@ -71,7 +71,7 @@ func New(s *Server) (*Server, error) {
 	}
 	s.pages = map[string]*template.Template{}
 	for _, p := range []string{"cluster", "jobs", "job", "plan", "queues", "login"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/part-*.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, err
 		}
