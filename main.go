@@ -31,7 +31,7 @@ var subcommands = map[string]subcommand{
 	"device":     {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
 	"driver":     {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
 	"checkpoint": {"list, show, delete or GC checkpoints, or migrate a directory store to S3 (operators)", checkpointcli.Main},
-	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`", validate.Main},
+	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`, or a planner config file", validate.Main},
 	"planner":    {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
 	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
