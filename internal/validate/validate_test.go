@@ -136,6 +136,7 @@ func TestValidate_PlannerConfigs(t *testing.T) {
 	policyOnly := write("policy.hcl", "policy {\n  interval = \"never\"\n}\n")
 	overlap := write("overlap.hcl", "queue \"a\" {\n  namespaces = [\"x\"]\n}\nqueue \"b\" {\n  namespaces = [\"x\"]\n}\n")
 	empty := write("empty.hcl", "log_level = \"chatty\"\n")
+	huge := write("huge.hcl", "queue \"a\" {\n  namespaces = [\"x\"]\n  guarantee = 100000\n}\n")
 	cases := []struct {
 		name     string
 		args     []string
@@ -145,6 +146,7 @@ func TestValidate_PlannerConfigs(t *testing.T) {
 		{"good, detected", []string{"testdata/planner-queues.hcl"}, 0, "testdata/planner-queues.hcl: ok"},
 		{"good, by flag", []string{"-planner-config", "testdata/planner-queues.hcl"}, 0, "testdata/planner-queues.hcl: ok"},
 		{"detected by a policy block", []string{policyOnly}, 1, `policy.interval: invalid duration "never"`},
+		{"guarantees above any cluster are no error", []string{huge}, 0, huge + ": ok"},
 		{"overlapping namespaces", []string{overlap}, 1, `queue "b": namespaces: namespace "x" is already in queue "a"`},
 		{"no planner block: only by flag", []string{"-planner-config", empty}, 1, `log_level: must be one of`},
 		{"no planner block: a jobspec", []string{empty}, 1, "parse: "},

@@ -103,6 +103,12 @@ queue "b" {
   guarantee  = "lots"
 }`, errs: []string{`An argument named "garantee" is not expected here`, `policy.cooldown: invalid duration "soon"`,
 			`queue "b": guarantee: "lots" is not a number of GPUs`, `queue "b": namespaces: namespace "x" is already in queue "a"`}},
+		{name: "a bad guarantee is not compared with the lending limit", src: `
+queue "a" {
+  namespaces    = ["x"]
+  guarantee     = "lots"
+  lending_limit = 1
+}`, errs: []string{`queue "a": guarantee: "lots" is not a number of GPUs`}},
 		{name: "unknown field", src: `
 queue "a" {
   namespaces = ["x"]
