@@ -50,8 +50,8 @@ func PlannerConfig(path string) []error {
 	return leaves(err)
 }
 
-// leaves are the errors joined in err (errors.Join, at any depth), each
-// with the text of the wrappers above it removed ("invalid config: ").
+// leaves are the lines of config.Load's error, one problem each (it joins
+// them with errors.Join), without its "invalid config: " prefix.
 func leaves(err error) []error {
 	if err == nil {
 		return nil
