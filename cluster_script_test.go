@@ -152,3 +152,30 @@ func TestClusterScript_AgentBins(t *testing.T) {
 	left, _ := filepath.Glob("/sys/fs/cgroup/*/caravan-" + base + "-client1")
 	must.SliceEmpty(t, left, must.Sprint("cgroups left behind by down"))
 }
+
+// TestClusterScript_EnvPutsAgentsOnPath: after `eval "$(scripts/cluster.sh
+// env)"`, `nomad` and `consul` are the cluster's binaries (build/bin, or
+// NOMAD_BIN's and CONSUL_BIN's directories), and evaluating it twice adds
+// nothing more to PATH.
+func TestClusterScript_EnvPutsAgentsOnPath(t *testing.T) {
+	bins := t.TempDir()
+	for _, name := range []string{"nomad", "consul"} {
+		must.NoError(t, os.WriteFile(filepath.Join(bins, name), []byte("#!/bin/sh\n"), 0o755))
+	}
+	script := `eval "$(scripts/cluster.sh env)"; first=$PATH; eval "$(scripts/cluster.sh env)"; ` +
+		`[ "$PATH" = "$first" ] || { echo "PATH grew: $first -> $PATH"; exit 1; }; command -v nomad; command -v consul`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+t.TempDir(), "CARAVAN_PORT_BASE=19800",
+		"NOMAD_BIN="+filepath.Join(bins, "nomad"), "CONSUL_BIN="+filepath.Join(bins, "consul"))
+	out, err := cmd.CombinedOutput()
+	must.NoError(t, err, must.Sprint(string(out)))
+	must.Eq(t, filepath.Join(bins, "nomad")+"\n"+filepath.Join(bins, "consul")+"\n", string(out))
+
+	cmd = exec.Command("bash", "-c", `eval "$(scripts/cluster.sh env)"; echo "$PATH"`)
+	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+t.TempDir(), "CARAVAN_PORT_BASE=19800", "NOMAD_BIN=", "CONSUL_BIN=")
+	out, err = cmd.CombinedOutput()
+	must.NoError(t, err, must.Sprint(string(out)))
+	root, err := os.Getwd()
+	must.NoError(t, err)
+	must.StrHasPrefix(t, filepath.Join(root, "build", "bin")+":", string(out))
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/caravan-nomad/caravan/device"
 	"github.com/caravan-nomad/caravan/driver"
 	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
+	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/internal/validate"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner"
@@ -30,16 +31,25 @@ var subcommands = map[string]subcommand{
 	"device":     {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
 	"driver":     {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
 	"checkpoint": {"list, show, delete or GC checkpoints, or migrate a directory store to S3 (operators)", checkpointcli.Main},
-	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`", validate.Main},
+	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`, or a planner config file", validate.Main},
 	"planner":    {"run the planner service, or `planner simulate` to replay a workload", planner.Main},
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},
 	"demo":       {"drive a running cluster through the demo scenario (make demo runs it)", demo.Main},
 	"testbed":    {"run a training workload on a running cluster per policy; compare with the simulator", testbed.Main},
 	"task-exec":  {"start a task's command in its work_dir with its oom_score_adj (the caravan driver's executor runs it)", func(args []string) int { return driver.TaskExecMain(args, os.Stderr) }},
-	"version":    {"print the version", func([]string) int { fmt.Println(version.String()); return 0 }},
+	"version":    {"print the version", versionMain},
 }
 
 var order = []string{"device", "driver", "checkpoint", "validate", "planner", "trainer", "demo", "testbed", "task-exec", "version"}
+
+func versionMain(args []string) int {
+	if cli.IsHelp(args) {
+		fmt.Println("usage: caravan version\n\nPrints the version.")
+		return 0
+	}
+	fmt.Println(version.String())
+	return 0
+}
 
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: caravan <command> [args]\n\ncommands:\n")

@@ -163,8 +163,13 @@ func Main(args []string) int {
 	fs.IntVar(&cfg.ElasticSteps, "elastic-steps", 2000, "steps of each elastic training job in the planner part")
 	fs.BoolVar(&cfg.SkipPlanner, "skip-planner", false, "leave out the planner part")
 	fs.BoolVar(&cfg.Teardown, "teardown", false, "the cluster is stopped after the demo: print no UI addresses")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: caravan demo -caravan-bin BIN -state-dir DIR -checkpoint-store DIR [flags]\n\n"+
+			"Drives a running cluster through the demo scenario (make demo runs it).\n\nFlags:\n")
+		cli.PrintFlags(fs.Output(), fs)
+	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cli.ParseExit(err)
 	}
 	if err := checkFlags(fs, cfg); err != nil {
 		return cli.Report(os.Stderr, "caravan demo", err)

@@ -81,6 +81,25 @@ func CheckRequest(r Request) []error {
 	return errs
 }
 
+// RequestWarnings are the reasons r may never be placed that depend on
+// the plugin's config, which a jobspec does not know: a count above the
+// plugin's default share count per GPU when no constraint names
+// ${device.attr.shares} (CheckRequest checks the count against one that
+// does). Each names its field.
+func RequestWarnings(r Request) []string {
+	for _, c := range r.Constraints {
+		if _, ok := sharesPerGPU(c); ok {
+			return nil
+		}
+	}
+	if r.Count <= defaultShares {
+		return nil
+	}
+	return []string{fmt.Sprintf("count: %d shares, but the plugin splits each GPU into %d by default: the request is placed only "+
+		"on clients whose plugin config sets shares (or a share_override) of at least %d; "+
+		"a constraint on ${device.attr.%s} says which split it needs", r.Count, defaultShares, r.Count, AttrShares)}
+}
+
 func checkRequestName(name string) string {
 	want := fmt.Sprintf("want %q, %q or %q", Vendor+"/"+DeviceType, DeviceType, Vendor+"/"+DeviceType+"/<GPU UUID>")
 	parts := strings.Split(name, "/")

@@ -56,3 +56,30 @@ func TestClaimsRequest(t *testing.T) {
 		must.Eq(t, want, ClaimsRequest(name), must.Sprint(name))
 	}
 }
+
+// TestRequestWarnings: a count above the plugin's default share count is a
+// warning (a client's plugin config may split GPUs finer) unless a
+// constraint names the split, which CheckRequest checks instead.
+func TestRequestWarnings(t *testing.T) {
+	shares8 := RequestTerm{Attribute: "${device.attr.shares}", Value: "8"}
+	cases := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{"within the default", Request{Name: "caravan/gpushare", Count: defaultShares}, ""},
+		{"above the default", Request{Name: "caravan/gpushare", Count: 6}, "count: 6 shares, but the plugin splits each GPU into 4 by default"},
+		{"the split named", Request{Name: "caravan/gpushare", Count: 6, Constraints: []RequestTerm{shares8}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := RequestWarnings(tc.req)
+			if tc.want == "" {
+				must.SliceEmpty(t, got)
+				return
+			}
+			must.SliceLen(t, 1, got)
+			must.StrHasPrefix(t, tc.want, got[0])
+		})
+	}
+}

@@ -95,6 +95,8 @@ func TestValidateTaskConfig(t *testing.T) {
 		{"unknown attributes", map[string]any{"command": "x", "commnd": "y", "checkpoint": ck("scop", "group")},
 			[]string{`"commnd"`, `"scop"`}},
 		{"wrong type", map[string]any{"command": "x", "oom_score_adj": "high"}, []string{"oom_score_adj"}},
+		{"a typo does not hide its block's other errors", map[string]any{"command": "x", "checkpoint": ck("intervall", "1m", "scope", "job")},
+			[]string{`checkpoint.intervall: `, `checkpoint.scope: "job" must be`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

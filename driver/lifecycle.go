@@ -141,7 +141,8 @@ func (d *Driver) recoverRoleTask(ts *TaskState) error {
 // checkRole refuses a role its task cannot honour: restore must be a
 // prestart task that is not a sidecar, sidecar a poststart sidecar, commit
 // a poststop task, and checkpoint.task must be a main task of the same group
-// whose driver mounts the allocation's shared directory.
+// whose driver mounts the allocation's shared directory. Every problem is
+// reported (joined), each naming checkpoint.role or checkpoint.task.
 func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
 	var tg *api.TaskGroup
 	for _, g := range job.TaskGroups {
@@ -161,31 +162,45 @@ func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
 			target = t
 		}
 	}
+	var errs []error
 	switch {
+	case cc.Task == "": // the config's own validation refuses it
 	case cc.Task == name:
-		return fmt.Errorf("checkpoint.task: %q is this task; name the main task whose checkpoints it handles", cc.Task)
+		errs = append(errs, fmt.Errorf("checkpoint.task: %q is this task; name the main task whose checkpoints it handles", cc.Task))
 	case target == nil:
-		return fmt.Errorf("checkpoint.task: no task %q in group %q", cc.Task, group)
+		errs = append(errs, fmt.Errorf("checkpoint.task: no task %q in group %q", cc.Task, group))
 	case target.Lifecycle != nil && target.Lifecycle.Hook != "":
-		return fmt.Errorf("checkpoint.task: %q is a %s lifecycle task, not a main task", cc.Task, target.Lifecycle.Hook)
+		errs = append(errs, fmt.Errorf("checkpoint.task: %q is a %s lifecycle task, not a main task", cc.Task, target.Lifecycle.Hook))
+	default:
+		if err := checkSharesAllocDir(target); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := checkSharesAllocDir(target); err != nil {
-		return err
+	if err := checkRoleLifecycle(self, cc.Role); err != nil {
+		errs = append(errs, err)
+	}
+	return joinErrors(errs)
+}
+
+// checkRoleLifecycle refuses a role in a lifecycle it cannot run in.
+func checkRoleLifecycle(self *api.Task, role string) error {
+	want, ok := roleLifecycles[role]
+	if !ok {
+		return nil // the config's own validation refuses an unknown role
 	}
 	hook, sidecar := "", false
 	if self != nil && self.Lifecycle != nil {
 		hook, sidecar = self.Lifecycle.Hook, self.Lifecycle.Sidecar
 	}
-	want := roleLifecycles[cc.Role]
-	if hook != want.hook || sidecar != want.sidecar {
-		got := "a main task"
-		if hook != "" {
-			got = fmt.Sprintf("lifecycle hook %q (sidecar %t)", hook, sidecar)
-		}
-		return fmt.Errorf("checkpoint.role: %q needs lifecycle { hook = %q, sidecar = %t }; this task has %s",
-			cc.Role, want.hook, want.sidecar, got)
+	if hook == want.hook && sidecar == want.sidecar {
+		return nil
 	}
-	return nil
+	got := "a main task"
+	if hook != "" {
+		got = fmt.Sprintf("lifecycle hook %q (sidecar %t)", hook, sidecar)
+	}
+	return fmt.Errorf("checkpoint.role: %q needs lifecycle { hook = %q, sidecar = %t }; this task has %s",
+		role, want.hook, want.sidecar, got)
 }
 
 // roleLifecycles is the lifecycle each role runs in.

@@ -131,6 +131,8 @@ func TestCheckRole(t *testing.T) {
 		{"unknown driver let through", "restore", RoleRestore, "trainer", jobWith("nspawn", pre, post, nil), ""},
 		{"driver without the alloc dir", "restore", RoleRestore, "trainer", jobWith("qemu", pre, post, nil),
 			`checkpoint.task: task "trainer" runs under driver "qemu", which does not mount the allocation directory`},
+		{"missing target and wrong hook, both", "commit", RoleRestore, "train", job(pre, post, nil),
+			`checkpoint.task: no task "train" in group "train"; checkpoint.role: "restore" needs lifecycle`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

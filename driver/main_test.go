@@ -7,7 +7,12 @@ import (
 )
 
 func TestMainRefusesArguments(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"--config", "x.hcl"}, {"stray"}} {
+	for _, args := range [][]string{{"-h", "x"}, {"--config", "x.hcl"}, {"stray"}} {
 		must.Eq(t, 2, Main(args), must.Sprint(args))
 	}
+}
+
+// TestMainHelp: -h alone prints the usage (internal/pluginmain) and exits 0.
+func TestMainHelp(t *testing.T) {
+	must.Eq(t, 0, Main([]string{"-h"}))
 }

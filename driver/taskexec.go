@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/caravan-nomad/caravan/internal/cli"
 )
 
 // TaskExecCommand is the caravan subcommand that starts a task's command
@@ -73,8 +75,13 @@ func TaskExecMain(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	workDir := fs.String("work-dir", "", "directory to run the command in")
 	oom := fs.Int("oom-score-adj", 0, "the command's oom_score_adj (0 to 1000)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: caravan %s [-work-dir DIR] [-oom-score-adj N] -- COMMAND [ARGS]...\n\n"+
+			"Starts a caravan task's command in its work_dir with its oom_score_adj (the caravan driver's executor runs it).\n\nFlags:\n", TaskExecCommand)
+		cli.PrintFlags(stderr, fs)
+	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cli.ParseExit(err)
 	}
 	cmd := fs.Args()
 	if len(cmd) == 0 {

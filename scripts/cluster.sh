@@ -6,6 +6,9 @@
 #
 #   scripts/cluster.sh up|down|status|env|images|s3-stop|s3-start
 #
+# `eval "$(scripts/cluster.sh env)"` sets NOMAD_ADDR and CONSUL_HTTP_ADDR
+# and puts the agents' directory first on PATH, for `nomad job run`.
+#
 # Environment:
 #   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
 #   CARAVAN_PORT_BASE    first port (default 14600): Consul HTTP = base,
@@ -421,6 +424,15 @@ cmd_status() {
 cmd_env() {
   echo "export NOMAD_ADDR=$NOMAD_ADDR"
   echo "export CONSUL_HTTP_ADDR=$CONSUL_HTTP_ADDR"
+  # The agents' directories (build/bin unless NOMAD_BIN or CONSUL_BIN say
+  # otherwise) go first on PATH, so `nomad job run` and `consul` are the
+  # cluster's own; a directory PATH already holds is not added again.
+  local d path=$PATH
+  for d in "$(dirname "$consul_bin")" "$(dirname "$nomad_bin")"; do
+    case ":$path:" in *":$d:"*) continue ;; esac
+    path=$d:$path
+    printf 'export PATH=%q:"$PATH"\n' "$d"
+  done
 }
 
 case "${1:-}" in

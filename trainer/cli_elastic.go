@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/progress"
 )
 
@@ -55,7 +56,7 @@ func runPS(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 2
 	}
 	fs := flag.NewFlagSet("caravan trainer ps", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, stderr, "usage: caravan trainer ps [flags]\n\nRuns a parameter server of an elastic training job.\n\nFlags:\n")
 	configFlags(fs, &c)
 	var peers peerFlags
 	peers.register(fs)
@@ -66,7 +67,7 @@ func runPS(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	sigName := fs.String("checkpoint-signal", orDefault(env.Signal, "SIGUSR1"), "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
 	rep := reportFlags(fs, getenv)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cli.ParseExit(err)
 	}
 	loc, err := peers.locator() // the coordinator needs none
 	if *index == 0 {
@@ -128,12 +129,12 @@ func runShard(ctx context.Context, cancel context.CancelFunc, o ServerOptions, r
 // runWorker runs `caravan trainer worker`.
 func runWorker(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("caravan trainer worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, stderr, "usage: caravan trainer worker [flags]\n\nRuns a worker of an elastic training job.\n\nFlags:\n")
 	var peers peerFlags
 	peers.register(fs)
 	cps := fs.Duration("compute-per-sample", 0, "MODELLED compute: sleep this long per sample (default: the job's, set on the parameter servers)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cli.ParseExit(err)
 	}
 	loc, err := peers.locator()
 	if err == nil && fs.NArg() > 0 {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
+	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/progress"
 )
 
@@ -46,7 +47,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	urlDefault := progress.URLFromEnv(getenv)
 
 	fs := flag.NewFlagSet("caravan trainer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, stderr, trainerUsage)
 	configFlags(fs, &c)
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
@@ -55,7 +56,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports (default: $NOMAD_SECRETS_DIR/nomad_planner.jwt, else $NOMAD_TOKEN_planner, $NOMAD_TOKEN, secrets/nomad_token)")
 	reportURL := fs.String("report-url", urlDefault, "planner base URL to report progress to (default $"+progress.EnvURL+"; planners listed in $"+progress.EnvURLsFile+" too; empty and no file: off)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cli.ParseExit(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "caravan trainer: unexpected arguments %q\n", fs.Args())
@@ -113,6 +114,26 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+const trainerUsage = `usage: caravan trainer [flags]
+       caravan trainer ps [flags]      a parameter server of an elastic job (caravan trainer ps -h)
+       caravan trainer worker [flags]  a worker of an elastic job (caravan trainer worker -h)
+
+Runs the deterministic example trainer, which checkpoints by caravan's
+protocol (driver/protocol).
+
+Flags:
+`
+
+// setUsage makes fs print head and then its flags, one default each, to w
+// (on -h and on a flag error).
+func setUsage(fs *flag.FlagSet, w io.Writer, head string) {
+	fs.SetOutput(w)
+	fs.Usage = func() {
+		fmt.Fprint(w, head)
+		cli.PrintFlags(w, fs)
+	}
 }
 
 // configFlags registers the flags of c's fields on fs.

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -36,4 +38,22 @@ caravan x: -log-level: must be one of trace, debug, info, warn, error, off, got 
 caravan x: unexpected argument "stray" (flags go before arguments; see -h)
 `, out.String())
 	must.NoError(t, For(fs).Err())
+}
+
+// TestPrintFlags: a flag whose usage states its default shows it once;
+// others keep Go's "(default X)".
+func TestPrintFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("signal", "SIGUSR1", "signal (default $SIG or SIGUSR1)")
+	fs.Int("n", 3, "count")
+	var out bytes.Buffer
+	PrintFlags(&out, fs)
+	must.Eq(t, 2, strings.Count(out.String(), "default"), must.Sprint(out.String())) // one per flag
+	must.StrNotContains(t, out.String(), `(default "SIGUSR1")`)
+	must.StrContains(t, out.String(), "count (default 3)")
+	must.Eq(t, "SIGUSR1", fs.Lookup("signal").DefValue) // restored
+	must.Eq(t, 0, ParseExit(flag.ErrHelp))
+	must.Eq(t, ExitUsage, ParseExit(errors.New("bad")))
+	must.True(t, IsHelp([]string{"--help"}))
+	must.False(t, IsHelp([]string{"-h", "x"}))
 }

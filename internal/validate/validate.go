@@ -1,12 +1,15 @@
-// Package validate is `caravan validate JOBSPEC`: it checks what Nomad's
+// Package validate is `caravan validate FILE`: it checks what Nomad's
 // servers cannot, because they do not know caravan's plugins, before
 // `nomad job run`: the caravan task driver's config blocks, the caravan GPU
 // share device requests, and the planner's caravan_* job meta. A jobspec is
 // parsed locally (HCL2, with variables, as `nomad job run` does), with no
-// Nomad agent, and every error is reported at once, each naming its field.
+// Nomad agent, and every error is reported at once, each naming its field;
+// warnings are kept apart from errors. A planner config file is checked
+// with the planner's own loader (plannerconfig.go).
 //
-// It composes the checks the parts export (driver.ValidateTaskConfig,
-// device.CheckRequest, source.Validate), which never import each other.
+// It composes the checks the parts export (driver.ValidateJobTask and
+// JobWarnings, device.CheckRequest and RequestWarnings, source.Validate,
+// the planner's config.Load), which never import each other.
 package validate
 
 import (
@@ -28,29 +31,45 @@ import (
 // DriverName is the task driver name jobspecs use for caravan's driver.
 const DriverName = "caravan"
 
-const usage = `usage: caravan validate [-var 'key=value']... [-var-file FILE]... JOBSPEC...
+const usage = `usage: caravan validate [-var 'key=value']... [-var-file FILE]... [-planner-config FILE]... FILE...
 
 Checks each jobspec (HCL2) for what Nomad's servers accept but caravan's
 plugins refuse after placement, and reports every error at once:
 
   - the config block of every task with driver = "caravan" (command, work_dir,
     oom_score_adj, cgroup overrides and the checkpoint block: signal,
-    interval, timeout, on_restore_error, scope, key; unknown attributes);
+    interval, timeout, on_restore_error, scope, key; unknown attributes,
+    without hiding the other errors of the block);
+  - across tasks: a checkpoint.role task's checkpoint.task (a main task of
+    its group) and its lifecycle hook, and the store key of every
+    checkpointing task, as the driver checks them when the task starts;
   - every device block meant for caravan's GPU shares (caravan/gpushare):
     its name, count and the attributes its constraints and affinities use;
   - the job's caravan_* meta, as the planner reads it (unknown keys too, and
     caravan_* keys in group or task meta, which the planner never reads).
 
+A planner config file (given with -planner-config, or any FILE with the
+planner's blocks, such as queue, and no job block) is checked with the
+planner's own loader: HCL, values and queues, every error at once.
+
+Errors are what a plugin or the planner would refuse or ignore; warnings
+what would go wrong without a refusal (a reschedule policy that ends
+training after a few moves, a share count only some plugin configs can
+place). Each file gets one line saying how many of each, then one line
+per finding, "error:" or "warning:".
+
 Variables are given as to 'nomad job run': -var, -var-file and NOMAD_VAR_*
 environment variables. No Nomad agent is needed.
 
-Exit status: 0 when every jobspec is valid, 1 when one is not, 2 on bad usage.
+Exit status: 0 when no file has an error (warnings do not count), 1 when
+one has, 2 on bad usage.
 
 Examples, from the repository root:
 
   caravan validate jobspecs/train-checkpointed.nomad.hcl jobspecs/gpu-fraction.nomad.hcl
   caravan validate -var caravan_bin=$PWD/build/caravan jobspecs/planner.nomad.hcl
   caravan validate -var caravan_bin=$PWD/build/caravan -var state_dir=/tmp/caravan-sim jobspecs/planner-train-sim.nomad.hcl
+  caravan validate -planner-config internal/validate/testdata/planner-queues.hcl
 
 Flags:
 `
@@ -61,41 +80,83 @@ func Main(args []string) int { return Run(args, os.Stdout, os.Stderr, os.Environ
 // Run runs `caravan validate args...` with environ (for NOMAD_VAR_*).
 func Run(args []string, stdout, stderr io.Writer, environ []string) int {
 	fs := flag.NewFlagSet("caravan validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var vars, varFiles listFlag
+	fs.SetOutput(io.Discard) // -h and errors are printed below, once
+	var vars, varFiles, plannerConfigs listFlag
 	fs.Var(&vars, "var", "a jobspec variable, key=value (repeatable)")
 	fs.Var(&varFiles, "var-file", "a file of jobspec variables (HCL or JSON; repeatable)")
+	fs.Var(&plannerConfigs, "planner-config", "a planner config file (`caravan planner -config`) to check (repeatable)")
 	strict := fs.Bool("hcl2-strict", true, "as nomad job run: a -var or -var-file variable the jobspec does not declare is an error")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
 			fs.SetOutput(stdout)
-			fs.Usage()
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(stderr, "caravan validate: %v (see -h)\n", err)
 		return 2
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "caravan validate: no JOBSPEC given (see -h)")
+	if fs.NArg() == 0 && len(plannerConfigs) == 0 {
+		fmt.Fprintln(stderr, "caravan validate: no FILE given (see -h)")
 		return 2
 	}
+	v := Vars{Args: vars, Files: varFiles, Environ: environ, Strict: *strict}
 	code := 0
-	for _, path := range fs.Args() {
-		errs := File(path, Vars{Args: vars, Files: varFiles, Environ: environ, Strict: *strict})
-		if len(errs) == 0 {
-			fmt.Fprintf(stdout, "%s: ok\n", path)
-			continue
+	for _, path := range plannerConfigs {
+		if report(stdout, path, Result{Errors: PlannerConfig(path)}) {
+			code = 1
 		}
-		code = 1
-		fmt.Fprintf(stdout, "%s: %d error(s)\n", path, len(errs))
-		for _, err := range errs {
-			fmt.Fprintf(stdout, "  - %v\n", err)
+	}
+	for _, path := range fs.Args() {
+		if report(stdout, path, Check(path, v)) {
+			code = 1
 		}
 	}
 	return code
+}
+
+// report prints a file's result and says whether it holds an error.
+func report(w io.Writer, path string, r Result) bool {
+	fmt.Fprintf(w, "%s: %s\n", path, r.Summary())
+	for _, err := range r.Errors {
+		fmt.Fprintf(w, "  error: %v\n", err)
+	}
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warning)
+	}
+	return len(r.Errors) > 0
+}
+
+// Result is what validate finds in one file.
+type Result struct {
+	// Errors are what a plugin or the planner would refuse or ignore.
+	Errors []error
+	// Warnings are what would go wrong without a refusal.
+	Warnings []string
+}
+
+// Summary is "ok", or how many errors and warnings: "2 errors, 1 warning".
+func (r Result) Summary() string {
+	if len(r.Errors) == 0 && len(r.Warnings) == 0 {
+		return "ok"
+	}
+	var parts []string
+	if len(r.Errors) > 0 {
+		parts = append(parts, plural(len(r.Errors), "error"))
+	} else {
+		parts = append(parts, "ok")
+	}
+	if len(r.Warnings) > 0 {
+		parts = append(parts, plural(len(r.Warnings), "warning"))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // Vars are a jobspec's variables, given as to `nomad job run`.
@@ -107,20 +168,43 @@ type Vars struct {
 	Strict bool
 }
 
+// Check checks the file at path: a planner config file (IsPlannerConfig)
+// with the planner's loader, else a jobspec with the variables given.
+func Check(path string, v Vars) Result {
+	if IsPlannerConfig(path) {
+		return Result{Errors: PlannerConfig(path)}
+	}
+	job, errs := parseJob(path, v)
+	if job == nil {
+		return Result{Errors: errs}
+	}
+	return Result{Errors: Job(job), Warnings: Warnings(job)}
+}
+
 // File parses the jobspec at path with the variables given and returns
 // every error it holds.
 func File(path string, v Vars) []error {
+	job, errs := parseJob(path, v)
+	if job == nil {
+		return errs
+	}
+	return Job(job)
+}
+
+// parseJob parses the jobspec at path as `nomad job run` does; on failure
+// the job is nil and the errors say why.
+func parseJob(path string, v Vars) (*nomadapi.Job, []error) {
 	body, err := os.ReadFile(path)
 	if err != nil {
-		return []error{fmt.Errorf("JOBSPEC: %w", err)}
+		return nil, []error{fmt.Errorf("FILE: %w", err)}
 	}
 	job, err := jobspec2.ParseWithConfig(&jobspec2.ParseConfig{
 		Path: path, Body: body, ArgVars: v.Args, VarFiles: v.Files, Envs: v.Environ, AllowFS: true, Strict: v.Strict,
 	})
 	if err != nil {
-		return parseErrors(err)
+		return nil, parseErrors(err)
 	}
-	return Job(job)
+	return job, nil
 }
 
 // Job returns every error of a parsed job's caravan parts.
@@ -137,7 +221,7 @@ func Job(job *nomadapi.Job) []error {
 		for _, task := range tg.Tasks {
 			where := fmt.Sprintf("group %q task %q", group, task.Name)
 			if task.Driver == DriverName {
-				for _, err := range driver.ValidateTaskConfig(task.Config) {
+				for _, err := range driver.ValidateJobTask(job, group, task) {
 					errs = append(errs, fmt.Errorf("%s config: %w", where, err))
 				}
 			}
@@ -147,12 +231,44 @@ func Job(job *nomadapi.Job) []error {
 	return errs
 }
 
+// Warnings returns what would go wrong with a parsed job without a
+// refusal: the driver's (driver.JobWarnings) and the GPU share requests'
+// (device.RequestWarnings).
+func Warnings(job *nomadapi.Job) []string {
+	out := driver.JobWarnings(job)
+	for _, tg := range job.TaskGroups {
+		group := ""
+		if tg.Name != nil {
+			group = *tg.Name
+		}
+		for _, task := range tg.Tasks {
+			for _, r := range deviceRequests(task) {
+				for _, w := range device.RequestWarnings(r) {
+					out = append(out, fmt.Sprintf("group %q task %q device %q %s", group, task.Name, r.Name, w))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // deviceErrors checks the task's device blocks meant for caravan's shares.
 func deviceErrors(where string, task *nomadapi.Task) []error {
+	var errs []error
+	for _, r := range deviceRequests(task) {
+		for _, err := range device.CheckRequest(r) {
+			errs = append(errs, fmt.Errorf("%s device %q %w", where, r.Name, err))
+		}
+	}
+	return errs
+}
+
+// deviceRequests are the task's device blocks meant for caravan's shares.
+func deviceRequests(task *nomadapi.Task) []device.Request {
 	if task.Resources == nil {
 		return nil
 	}
-	var errs []error
+	var out []device.Request
 	for _, d := range task.Resources.Devices {
 		if d == nil || !device.ClaimsRequest(d.Name) {
 			continue
@@ -167,11 +283,9 @@ func deviceErrors(where string, task *nomadapi.Task) []error {
 		for _, a := range d.Affinities {
 			r.Affinities = append(r.Affinities, device.RequestTerm{Attribute: a.LTarget, Operator: a.Operand, Value: a.RTarget})
 		}
-		for _, err := range device.CheckRequest(r) {
-			errs = append(errs, fmt.Errorf("%s device %q %w", where, d.Name, err))
-		}
+		out = append(out, r)
 	}
-	return errs
+	return out
 }
 
 // parseErrors splits a jobspec parser's error (HCL diagnostics, one per

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	icli "github.com/caravan-nomad/caravan/internal/cli"
 )
 
 // EnvStore names the store when -store is not given.
@@ -48,6 +49,37 @@ Credentials come from the block's credentials_file or AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY.
 `
 
+// commandArgs are each command's arguments after its flags, for its usage.
+var commandArgs = map[string]string{"list": "", "show": " KEY", "delete": " KEY", "gc": "", "migrate": ""}
+
+// commandFlags registers cmd's own flags on fs and returns what runs it,
+// or nil for an unknown command.
+func commandFlags(cmd string, fs *flag.FlagSet, stdout io.Writer) func(*store.Store, []string) error {
+	switch cmd {
+	case "list":
+		asJSON := fs.Bool("json", false, "print JSON")
+		return func(s *store.Store, a []string) error { return list(s, a, stdout, *asJSON) }
+	case "show":
+		asJSON := fs.Bool("json", false, "print JSON")
+		return func(s *store.Store, a []string) error { return show(s, a, stdout, *asJSON) }
+	case "delete":
+		gc := fs.Bool("gc", false, "after delete, free the chunks no manifest references")
+		gen := fs.Uint64("generation", 0, "only this generation of KEY (as show prints it)")
+		return func(s *store.Store, a []string) error {
+			if genSet(fs) {
+				return delGeneration(s, a, stdout, *gen, *gc)
+			}
+			return del(s, a, stdout, *gc)
+		}
+	case "gc":
+		return func(s *store.Store, a []string) error { return freeChunks(s, stdout, true) }
+	case "migrate":
+		toConfig := fs.String("to-store-config", "", "the S3 store to copy into (a file with a store { ... } block)")
+		return func(s *store.Store, a []string) error { return migrate(s, a, stdout, *toConfig) }
+	}
+	return nil
+}
+
 // Main runs the subcommand with the process's streams and environment.
 func Main(args []string) int { return Run(args, os.Stdout, os.Stderr, os.Getenv) }
 
@@ -59,40 +91,25 @@ func Run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "-h" || cmd == "-help" || cmd == "--help" || cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	fs := flag.NewFlagSet("caravan checkpoint "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("store", getenv(EnvStore), "checkpoint store directory (default $"+EnvStore+")")
 	storeConfig := fs.String("store-config", getenv(EnvStoreConfig), "S3 checkpoint store: a file with a store { ... } block (default $"+EnvStoreConfig+")")
-	toConfig := fs.String("to-store-config", "", "migrate: the S3 store to copy into")
-	asJSON := fs.Bool("json", false, "print JSON (list, show)")
-	gc := fs.Bool("gc", false, "after delete, free the chunks no manifest references")
-	gen := fs.Uint64("generation", 0, "delete: only this generation of KEY (as show prints it)")
-	var run func(*store.Store, []string) error
-	switch cmd {
-	case "list":
-		run = func(s *store.Store, a []string) error { return list(s, a, stdout, *asJSON) }
-	case "show":
-		run = func(s *store.Store, a []string) error { return show(s, a, stdout, *asJSON) }
-	case "delete":
-		run = func(s *store.Store, a []string) error {
-			if genSet(fs) {
-				return delGeneration(s, a, stdout, *gen, *gc)
-			}
-			return del(s, a, stdout, *gc)
-		}
-	case "gc":
-		run = func(s *store.Store, a []string) error { return freeChunks(s, stdout, true) }
-	case "migrate":
-		run = func(s *store.Store, a []string) error { return migrate(s, a, stdout, *toConfig) }
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
+	run := commandFlags(cmd, fs, stdout)
+	if run == nil {
 		fmt.Fprintf(stderr, "caravan checkpoint: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: caravan checkpoint %s [flags]%s\n\nFlags:\n", cmd, commandArgs[cmd])
+		icli.PrintFlags(stderr, fs)
+	}
 	if err := fs.Parse(rest); err != nil {
-		return 2
+		return icli.ParseExit(err)
 	}
 	if *root == "" && *storeConfig == "" {
 		fmt.Fprintf(stderr, "caravan checkpoint %s: -store: no store given (pass -store DIR or -store-config FILE, or set %s or %s)\n",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -101,28 +102,35 @@ func ParseFile(c *Config, path string) error {
 	return Parse(c, path, src)
 }
 
-// Parse applies HCL source (named filename in errors) on top of c.
+// Parse applies HCL source (named filename in errors) on top of c. It
+// reports every error at once: unknown or mistyped attributes, bad
+// durations and bad queue amounts (errors.Join, one line each). Only a
+// syntax error stops it there: the parser cannot read past it.
 func Parse(c *Config, filename string, src []byte) error {
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
-		return fmt.Errorf("parsing config: %w", withSource(diags, src))
+		return diagErrors("parsing config", diags, src)
 	}
 	var fc fileConfig
+	var errs []error
 	if diags := gohcl.DecodeBody(f.Body, nil, &fc); diags.HasErrors() {
-		return fmt.Errorf("decoding config: %w", withSource(diags, src))
+		// What could be decoded is applied and checked too, so a typo
+		// does not hide the errors of the rest of the file.
+		errs = append(errs, diagErrors("decoding config", diags, src))
 	}
-	return fc.apply(c, filename)
+	errs = append(errs, fc.apply(c, filename))
+	return errors.Join(errs...)
 }
 
 func (fc *fileConfig) apply(c *Config, filename string) error {
-	var err error
+	var errs []error
 	dur := func(field string, s *string, dst *time.Duration) {
-		if s == nil || err != nil {
+		if s == nil {
 			return
 		}
 		d, perr := time.ParseDuration(*s)
 		if perr != nil {
-			err = fmt.Errorf("%s: %s: invalid duration %q: %w", filename, field, *s, perr)
+			errs = append(errs, fmt.Errorf("%s: %s: invalid duration %q: %w", filename, field, *s, perr))
 			return
 		}
 		*dst = d
@@ -188,10 +196,8 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Token, &c.UI.Token)
 		dur("ui.stats_interval", p.StatsInterval, &c.UI.StatsInterval)
 	}
-	if qerr := applyQueues(c, filename, fc.Queue, fc.Queues); qerr != nil && err == nil {
-		err = qerr
-	}
-	return err
+	errs = append(errs, applyQueues(c, filename, fc.Queue, fc.Queues))
+	return errors.Join(errs...)
 }
 
 func set[T any](src *T, dst *T) {
@@ -203,24 +209,31 @@ func set[T any](src *T, dst *T) {
 // sourceError is an HCL diagnostic with the offending source line, so the
 // message names the field even when HCL's own text does not.
 type sourceError struct {
-	diags hcl.Diagnostics
-	lines []string
+	diag *hcl.Diagnostic
+	line string
 }
 
 func (e sourceError) Error() string {
-	var parts []string
-	for _, d := range e.diags {
-		msg := d.Error()
-		if d.Subject != nil && d.Subject.Start.Line >= 1 && d.Subject.Start.Line <= len(e.lines) {
-			msg += fmt.Sprintf(" (in %q)", strings.TrimSpace(e.lines[d.Subject.Start.Line-1]))
-		}
-		parts = append(parts, msg)
+	msg := e.diag.Error()
+	if e.line != "" {
+		msg += fmt.Sprintf(" (in %q)", e.line)
 	}
-	return strings.Join(parts, "; ")
+	return msg
 }
 
-func (e sourceError) Unwrap() error { return e.diags }
+func (e sourceError) Unwrap() error { return e.diag }
 
-func withSource(diags hcl.Diagnostics, src []byte) error {
-	return sourceError{diags: diags, lines: strings.Split(string(src), "\n")}
+// diagErrors is one error per diagnostic, each with its source line and
+// prefixed with what was being done, joined.
+func diagErrors(doing string, diags hcl.Diagnostics, src []byte) error {
+	lines := strings.Split(string(src), "\n")
+	var errs []error
+	for _, d := range diags {
+		e := sourceError{diag: d}
+		if d.Subject != nil && d.Subject.Start.Line >= 1 && d.Subject.Start.Line <= len(lines) {
+			e.line = strings.TrimSpace(lines[d.Subject.Start.Line-1])
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", doing, e))
+	}
+	return errors.Join(errs...)
 }

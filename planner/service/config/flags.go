@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -112,17 +113,18 @@ func (f *Flags) apply(c *Config) {
 }
 
 // Load builds the configuration: defaults, then each config file in order,
-// then flags; and validates it. Environment variables (NOMAD_*, CONSUL_*)
+// then flags; and validates it. Every error of every file and of the
+// validation is reported at once (errors.Join, one line each). Environment variables (NOMAD_*, CONSUL_*)
 // fill whatever remains empty when the API clients are built.
 func Load(f *Flags) (*Config, error) {
 	c := Default()
+	var errs []error
 	for _, path := range f.Configs {
-		if err := ParseFile(c, path); err != nil {
-			return nil, err
-		}
+		errs = append(errs, ParseFile(c, path))
 	}
 	f.apply(c)
-	if err := c.Validate(); err != nil {
+	errs = append(errs, c.Validate())
+	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	return c, nil

@@ -29,23 +29,29 @@ type fileQueues struct {
 // GPU amount at once, each naming its queue and field.
 func applyQueues(c *Config, filename string, qs []fileQueue, settings *fileQueues) error {
 	var errs []error
-	amount := func(q, field string, s *string, dst *int) {
+	amount := func(q, field string, s *string, dst *int) bool {
 		if s == nil {
-			return
+			return true
 		}
 		v, err := queue.ParseGPUs(fmt.Sprintf("queue %q: %s", q, field), *s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", filename, err))
-			return
+			return false
 		}
 		*dst = v
+		return true
 	}
 	for _, fq := range qs {
 		q := queue.Queue{Name: fq.Name, Namespaces: fq.Namespaces, Allow: fq.Allow,
 			BorrowLimit: queue.Unlimited, LendLimit: queue.Unlimited, Weight: 1}
-		amount(fq.Name, "guarantee", fq.Guarantee, &q.Guarantee)
+		guaranteeOK := amount(fq.Name, "guarantee", fq.Guarantee, &q.Guarantee)
 		amount(fq.Name, "borrowing_limit", fq.BorrowingLimit, &q.BorrowLimit)
-		amount(fq.Name, "lending_limit", fq.LendingLimit, &q.LendLimit)
+		if amount(fq.Name, "lending_limit", fq.LendingLimit, &q.LendLimit) && !guaranteeOK {
+			// The file is refused for its guarantee already; a lending
+			// limit checked against the guarantee it could not set
+			// would be a second, false error.
+			q.LendLimit = queue.Unlimited
+		}
 		set(fq.Weight, &q.Weight)
 		c.Queues.Queues = append(c.Queues.Queues, q)
 	}

@@ -90,6 +90,25 @@ queues {
 queue "a" {
   namespaces = ["x"]
 }`, errs: []string{`queues.default: no queue named "ghost"`}},
+		{name: "a typo, bad numbers and overlapping namespaces, at once", src: `
+policy {
+  cooldown = "soon"
+}
+queue "a" {
+  namespaces = ["x"]
+  garantee   = 2
+}
+queue "b" {
+  namespaces = ["x"]
+  guarantee  = "lots"
+}`, errs: []string{`An argument named "garantee" is not expected here`, `policy.cooldown: invalid duration "soon"`,
+			`queue "b": guarantee: "lots" is not a number of GPUs`, `queue "b": namespaces: namespace "x" is already in queue "a"`}},
+		{name: "a bad guarantee is not compared with the lending limit", src: `
+queue "a" {
+  namespaces    = ["x"]
+  guarantee     = "lots"
+  lending_limit = 1
+}`, errs: []string{`queue "a": guarantee: "lots" is not a number of GPUs`}},
 		{name: "unknown field", src: `
 queue "a" {
   namespaces = ["x"]

@@ -17,12 +17,19 @@ var knownKeys = []string{
 // UnknownKeys returns a warning for each caravan_* meta key the planner does
 // not know, sorted, with the nearest known key when it is a likely typo.
 func UnknownKeys(meta map[string]string) []string {
+	return unknownKeys(meta, "unknown meta key %q is ignored")
+}
+
+// unknownKeys formats each caravan_* key of meta the planner does not know
+// with format (one %q, the key), adding the nearest known key when it is a
+// likely typo; sorted.
+func unknownKeys(meta map[string]string, format string) []string {
 	var out []string
 	for k := range meta {
 		if !strings.HasPrefix(strings.ToLower(k), "caravan_") || isKnown(k) {
 			continue
 		}
-		w := fmt.Sprintf("unknown meta key %q is ignored", k)
+		w := fmt.Sprintf(format, k)
 		if near, ok := nearest(k); ok {
 			w += fmt.Sprintf("; did you mean %q?", near)
 		}

@@ -21,7 +21,7 @@ func Validate(job *nomadapi.Job) []error {
 		if _, err := ParseSpec(job); err != nil {
 			errs = append(errs, unjoin(err)...)
 		}
-		for _, w := range UnknownKeys(job.Meta) {
+		for _, w := range unknownKeys(job.Meta, "unknown meta key %q: the planner does not read it, so it sets nothing (a typo?)") {
 			errs = append(errs, fmt.Errorf("%w: %s", ErrBadMeta, w))
 		}
 	}

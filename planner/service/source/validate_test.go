@@ -31,7 +31,7 @@ func TestValidate(t *testing.T) {
 		{"every error", job(map[string]string{MetaEnabled: "true", MetaWorkerGroup: "workr", MetaMaxWorkers: "x",
 			MetaSpeedModel: "ring", "caravan_min_worker": "1"}, "worker"),
 			[]string{"caravan_max_workers: want an integer", "caravan_speed_model: want allreduce", "caravan_worker_group: group \"workr\"",
-				`unknown meta key "caravan_min_worker" is ignored; did you mean "caravan_min_workers"?`}},
+				`unknown meta key "caravan_min_worker": the planner does not read it, so it sets nothing (a typo?); did you mean "caravan_min_workers"?`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
