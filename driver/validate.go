@@ -24,27 +24,37 @@ import (
 // before placement: each stands for a placeholder absolute path, so a field
 // built from one is checked for its shape only.
 func ValidateTaskConfig(config map[string]any) []error {
-	spec, diags := hclspecutils.Convert(taskConfigSpec)
-	if diags.HasErrors() {
-		return []error{fmt.Errorf("task config schema: %w", diags)}
-	}
-	vars, err := placeholderVars(config, spec)
-	if err != nil {
-		return []error{err}
-	}
-	val, _, errs := hclutils.ParseHclInterface(config, spec, vars)
+	tc, errs := decodeTaskConfig(config)
 	if len(errs) > 0 {
 		return errs
 	}
+	return unjoin(tc.validate())
+}
+
+// decodeTaskConfig decodes a jobspec's task config with the driver's
+// schema, runtime interpolations standing for placeholders.
+func decodeTaskConfig(config map[string]any) (*TaskConfig, []error) {
+	spec, diags := hclspecutils.Convert(taskConfigSpec)
+	if diags.HasErrors() {
+		return nil, []error{fmt.Errorf("task config schema: %w", diags)}
+	}
+	vars, err := placeholderVars(config, spec)
+	if err != nil {
+		return nil, []error{err}
+	}
+	val, _, errs := hclutils.ParseHclInterface(config, spec, vars)
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	dtc := &drivers.TaskConfig{}
 	if err := dtc.EncodeDriverConfig(val); err != nil {
-		return []error{fmt.Errorf("encode task config: %w", err)}
+		return nil, []error{fmt.Errorf("encode task config: %w", err)}
 	}
 	var tc TaskConfig
 	if err := dtc.DecodeDriverConfig(&tc); err != nil {
-		return []error{fmt.Errorf("decode task config: %w", err)}
+		return nil, []error{fmt.Errorf("decode task config: %w", err)}
 	}
-	return unjoin(tc.validate())
+	return &tc, nil
 }
 
 // placeholderVars gives every variable config refers to a placeholder
