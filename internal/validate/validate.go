@@ -40,6 +40,8 @@ plugins refuse after placement, and reports every error at once:
     its name, count and the attributes its constraints and affinities use;
   - the job's caravan_* meta, as the planner reads it (unknown keys too, and
     caravan_* keys in group or task meta, which the planner never reads).
+  - a volume or mount over the checkpoint directory of a task that caravan
+    checkpoint.role tasks checkpoint (its checkpoints would be lost).
 
 Variables are given as to 'nomad job run': -var, -var-file and NOMAD_VAR_*
 environment variables. No Nomad agent is needed.
@@ -144,7 +146,7 @@ func Job(job *nomadapi.Job) []error {
 			errs = append(errs, deviceErrors(where, task)...)
 		}
 	}
-	return errs
+	return append(errs, checkpointMountErrors(job)...)
 }
 
 // deviceErrors checks the task's device blocks meant for caravan's shares.
