@@ -110,3 +110,20 @@ func TestClusterRuntimes_OneDockerDriverPerRuntime(t *testing.T) {
 	must.Error(t, err, must.Sprint(out))
 	must.StrContains(t, out, "CARAVAN_RUNTIMES=all, but missing: podman (make e2e-deps)")
 }
+
+// TestClusterRuntimes_DriverNamesItsEngine: each client's caravan driver
+// names the engine its docker driver talks to (docker_endpoint), which the
+// restore role asks for a container's user; without runtimes, none.
+func TestClusterRuntimes_DriverNamesItsEngine(t *testing.T) {
+	const show = `echo "docker: $docker_sock podman: $podman_sock"; for n in client1 client2; do echo "== $n"; render_engine $n; done`
+	out, err := runtimesScript(t, "all", []string{"dockerd", "podman", "runc"}, show)
+	must.NoError(t, err, must.Sprint(out))
+	socks := regexp.MustCompile(`docker: (\S+) podman: (\S+)`).FindStringSubmatch(out)
+	must.SliceLen(t, 3, socks, must.Sprint(out))
+	must.StrContains(t, out, "== client1\n    docker_endpoint = \"unix://"+socks[1]+"\"\n")
+	must.StrContains(t, out, "== client2\n    docker_endpoint = \"unix://"+socks[2]+"\"\n")
+
+	out, err = runtimesScript(t, "none", nil, show)
+	must.NoError(t, err, must.Sprint(out))
+	must.StrNotContains(t, out, "docker_endpoint")
+}

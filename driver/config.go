@@ -68,6 +68,13 @@ type Config struct {
 	// MetricsAddress, when set, serves the driver's Prometheus metrics at
 	// http://<address>/metrics; it must be a loopback host:port.
 	MetricsAddress string `codec:"metrics_address"`
+	// DockerEndpoint and PodmanEndpoint are the Docker-compatible APIs of
+	// the engines behind the client's docker and podman drivers (unix://,
+	// tcp:// or http://), asked by the restore role for the user a
+	// container task runs as. Defaults: DOCKER_HOST, else
+	// unix:///var/run/docker.sock; unix:///run/podman/podman.sock.
+	DockerEndpoint string `codec:"docker_endpoint"`
+	PodmanEndpoint string `codec:"podman_endpoint"`
 
 	gcInterval             time.Duration
 	deniedUIDs, deniedGIDs idRanges
@@ -146,6 +153,13 @@ func (c *Config) validate() error {
 	if c.MetricsAddress != "" {
 		if err := metrics.CheckAddress(c.MetricsAddress, false); err != nil {
 			return err
+		}
+	}
+	for field, v := range map[string]string{"docker_endpoint": c.DockerEndpoint, "podman_endpoint": c.PodmanEndpoint} {
+		if v != "" {
+			if err := checkEngineEndpoint(field, v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -86,6 +86,8 @@ var (
 		"nomad_token":      hclspec.NewAttr("nomad_token", "string", false),
 		"nomad_token_file": hclspec.NewAttr("nomad_token_file", "string", false),
 		"metrics_address":  hclspec.NewAttr("metrics_address", "string", false),
+		"docker_endpoint":  hclspec.NewAttr("docker_endpoint", "string", false),
+		"podman_endpoint":  hclspec.NewAttr("podman_endpoint", "string", false),
 	})
 
 	// taskConfigSpec is the schema of a task's config block.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/hashicorp/nomad/helper/testlog"
 	"github.com/hashicorp/nomad/helper/uuid"
 	nstructs "github.com/hashicorp/nomad/nomad/structs"
@@ -60,6 +61,8 @@ type fakeNomad struct {
 	token string // required X-Nomad-Token, if set
 	// allocs is what GET /v1/job/train/allocations lists (nil: none).
 	allocs atomic.Pointer[[]map[string]any]
+	// job is what GET /v1/job/train answers (nil: 404).
+	job atomic.Pointer[api.Job]
 }
 
 func newFakeNomad(t *testing.T) *fakeNomad {
@@ -79,6 +82,8 @@ func newFakeNomad(t *testing.T) *fakeNomad {
 				list = *p
 			}
 			_ = json.NewEncoder(w).Encode(list)
+		case r.URL.Path == "/v1/job/train" && f.job.Load() != nil:
+			_ = json.NewEncoder(w).Encode(f.job.Load())
 		case !ok || r.URL.Query().Get("namespace") != "default":
 			http.NotFound(w, r)
 		default:

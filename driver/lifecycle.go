@@ -61,15 +61,9 @@ func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *
 	if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
 		return nil, nil, fmt.Errorf("checkpoint.role = %q but %w (plugin config)", cc.Role, errNoStore)
 	}
-	if jobs := d.jobReader(); jobs != nil {
-		ctx, cancel := context.WithTimeout(d.ctx, policyCheckTimeout)
-		job, _, err := jobs.Info(cfg.JobID, (&api.QueryOptions{Namespace: taskNamespace(cfg)}).WithContext(ctx))
-		cancel()
-		if err != nil {
-			logger.Info("cannot read the job to check the checkpoint role's lifecycle", "job_id", cfg.JobID, "error", err)
-		} else if err := checkRole(job, cfg.TaskGroupName, cfg.Name, cc); err != nil {
-			return nil, nil, err
-		}
+	target, err := d.roleTarget(cfg, cc, logger)
+	if err != nil {
+		return nil, nil, err
 	}
 	shared := cfg.TaskDir().SharedAllocDir
 	cd, err := newCkptDir(shared, filepath.Join(shared, cc.Dir))
@@ -88,7 +82,7 @@ func (d *Driver) startRoleTask(cfg *drivers.TaskConfig, tc *TaskConfig, events *
 	var h *taskHandle
 	switch cc.Role {
 	case RoleRestore:
-		err = d.roleRestore(cfg, cc, cd, key, events, logger)
+		err = d.roleRestore(cfg, cc, cd, key, target, events, logger)
 	case RoleCommit:
 		err = d.roleCommit(cfg, cc, cd, key, events, logger)
 	case RoleSidecar:
@@ -175,6 +169,9 @@ func checkRole(job *api.Job, group, name string, cc *CheckpointConfig) error {
 		if err := checkSharesAllocDir(target); err != nil {
 			errs = append(errs, err)
 		}
+		if err := checkpointMountOver(target, cc.Dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := checkRoleLifecycle(self, cc.Role); err != nil {
 		errs = append(errs, err)
@@ -236,7 +233,11 @@ func checkSharesAllocDir(t *api.Task) error {
 // roleRestore waits until no other allocation of the same slot runs (its
 // poststop commit may still be writing a newer generation), then restores
 // the newest verifying generation into the shared directory.
-func (d *Driver) roleRestore(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, events *taskEmitter, logger hclog.Logger) error {
+func (d *Driver) roleRestore(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd ckptDir, key store.Key, target *api.Task, events *taskEmitter, logger hclog.Logger) error {
+	owner, err := d.roleOwner(target, cc, events)
+	if err != nil {
+		return err
+	}
 	wait := cc.waitTimeout
 	if wait == 0 {
 		wait = defaultRoleWait
@@ -248,8 +249,56 @@ func (d *Driver) roleRestore(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	if err := d.waitLeases(cfg, cc, key, time.Until(deadline), events); err != nil {
 		return err
 	}
-	_, err := d.restoreInto(cfg, cc, cd, key, -1, -1, events)
+	_, err = d.restoreInto(cfg, cc, cd, key, owner.uid, owner.gid, events)
 	return err
+}
+
+// roleTarget reads the job from Nomad, refuses a role its task cannot
+// honour (checkRole) and returns the main task the role serves. When the
+// job cannot be read it logs that and returns nil: nothing is checked.
+func (d *Driver) roleTarget(cfg *drivers.TaskConfig, cc *CheckpointConfig, logger hclog.Logger) (*api.Task, error) {
+	jobs := d.jobReader()
+	if jobs == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, policyCheckTimeout)
+	job, _, err := jobs.Info(cfg.JobID, (&api.QueryOptions{Namespace: taskNamespace(cfg)}).WithContext(ctx))
+	cancel()
+	if err != nil {
+		logger.Info("cannot read the job to check the checkpoint role's lifecycle", "job_id", cfg.JobID, "error", err)
+		return nil, nil
+	}
+	if err := checkRole(job, cfg.TaskGroupName, cfg.Name, cc); err != nil {
+		return nil, err
+	}
+	return findTask(job, cfg.TaskGroupName, cc.Task), nil
+}
+
+// roleOwner resolves the owner of the main task's checkpoint directory
+// (roleowner.go). Without the job (the Nomad API could not be read) it
+// cannot be learnt: the directory stays the driver's, and an event says so.
+func (d *Driver) roleOwner(target *api.Task, cc *CheckpointConfig, events *taskEmitter) (taskOwner, error) {
+	if target == nil {
+		events.emit(map[string]string{annotationReason: "restore"},
+			"Cannot read the job to learn the user task %q runs as; its checkpoint directory stays owned by root (a non-root task cannot save into it)", cc.Task)
+		return rootOwner, nil
+	}
+	return d.mainTaskOwner(d.ctx, target)
+}
+
+// findTask is task name of group in job, or nil.
+func findTask(job *api.Job, group, name string) *api.Task {
+	for _, g := range job.TaskGroups {
+		if g.Name == nil || *g.Name != group {
+			continue
+		}
+		for _, t := range g.Tasks {
+			if t.Name == name {
+				return t
+			}
+		}
+	}
+	return nil
 }
 
 // waitPredecessors polls Nomad until no other allocation of this slot (the

@@ -8,7 +8,8 @@
 # embedded file of the packages the binary is built from (`go list -deps`).
 #
 #   scripts/build-images.sh            all images
-#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-adversary, caravan-pytorch
+#   scripts/build-images.sh NAME...    caravan-trainer, caravan-envprobe, caravan-adversary, caravan-pytorch,
+#                                      caravan-trainer-nonroot
 #
 # Images (the Go ones FROM scratch, with static CGO_ENABLED=0 Go binaries):
 #   localhost/caravan-trainer:local   /caravan, the trainer image's caravan (trainer/image: `caravan trainer` and `version` without cgo; it runs as
@@ -29,11 +30,14 @@
 #   localhost/caravan-adversary:local /ctradversary (e2e/adversarial/ctradversary): plants
 #                                     one attack in the checkpoint directory, for
 #                                     e2e/adversarial's container cases
+#   localhost/caravan-trainer-nonroot:local  the trainer image with an /etc/passwd and /etc/group
+#                                     and `USER trainer` (uid 4242, group trainers 4343), for
+#                                     e2e/containers' non-root checkpoint test
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build/images
-all=(caravan-trainer caravan-envprobe caravan-adversary caravan-pytorch)
+all=(caravan-trainer caravan-envprobe caravan-adversary caravan-pytorch caravan-trainer-nonroot)
 names=("$@")
 (( ${#names[@]} )) || names=("${all[@]}")
 
@@ -76,7 +80,7 @@ export HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=""
 # NAME its Containerfile.
 pkg_of() {
   case "$1" in
-    caravan-trainer) echo ./trainer/image ;; # the trainer alone: the full binary needs cgo
+    caravan-trainer | caravan-trainer-nonroot) echo ./trainer/image ;; # the trainer alone: the full binary needs cgo
     caravan-envprobe) echo ./e2e/containers/envprobe ;;
     caravan-adversary) echo ./e2e/adversarial/ctradversary ;;
     caravan-pytorch) echo "" ;; # no Go binary
@@ -86,11 +90,20 @@ pkg_of() {
 containerfile_of() {
   case "$1" in
     caravan-trainer) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
+    caravan-trainer-nonroot) printf '%s\n' 'FROM scratch' 'COPY caravan /caravan' 'COPY etc /etc' 'USER trainer' \
+      'ENTRYPOINT ["/caravan"]' 'CMD ["trainer"]' ;;
     caravan-envprobe) printf '%s\n' 'FROM scratch' 'COPY envprobe /envprobe' 'ENTRYPOINT ["/envprobe"]' ;;
     caravan-adversary) printf '%s\n' 'FROM scratch' 'COPY ctradversary /ctradversary' 'ENTRYPOINT ["/ctradversary"]' ;;
     caravan-pytorch) printf '%s\n' "FROM localhost/caravan-torch-root:$(torch_root_key)" \
       'COPY caravan /opt/caravan/caravan' 'ENV PYTHONPATH=/opt/caravan' 'ENTRYPOINT ["python3"]' ;;
   esac
+}
+
+# nonroot_etc prints the non-root trainer image's /etc/passwd, a blank
+# line, and its /etc/group.
+nonroot_etc() {
+  printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'trainer:x:4242:4343:trainer:/:/sbin/nologin' ''
+  printf '%s\n' 'root:x:0:' 'trainers:x:4343:'
 }
 
 # torch_root_key hashes the PyTorch image's base layer's inputs: the Debian
@@ -126,6 +139,11 @@ context_of() {
       mkdir -p "$ctx/caravan"
       (cd "$root/python/caravan" && find . -name '*.py' -print0 | xargs -0 cp --parents -t "$ctx/caravan")
       ;;
+    caravan-trainer-nonroot)
+      mkdir -p "$ctx/etc"
+      nonroot_etc | awk -v d="$ctx/etc" 'NF == 0 {f = 1; next} {print > (d (f ? "/group" : "/passwd"))}'
+      (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/caravan" "$(pkg_of "$name")")
+      ;;
     *)
       bin=$(containerfile_of "$name" | awk '$1 == "COPY" {print $2}')
       (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$ctx/$bin" "$(pkg_of "$name")")
@@ -137,6 +155,7 @@ context_of() {
 inputs_key() {
   case "$1" in
     caravan-pytorch) python_inputs "$1" ;;
+    caravan-trainer-nonroot) go_inputs "$1"; nonroot_etc ;;
     *) go_inputs "$1" ;;
   esac | sha256sum | cut -d' ' -f1
 }

@@ -172,7 +172,11 @@ render() {
 render_driver() {
   local line
   render "$root/scripts/cluster/plugin-driver.hcl" "$1" | while IFS= read -r line; do
-    if [[ $line == "@STORE@" ]]; then render_store; else printf '%s\n' "$line"; fi
+    case $line in
+      @STORE@) render_store ;;
+      @ENGINE@) render_engine "$1" ;;
+      *) printf '%s\n' "$line" ;;
+    esac
   done
 }
 

@@ -6,9 +6,11 @@ package passwd
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -27,22 +29,63 @@ type IDs struct {
 	UID, GID int
 }
 
+// Files gives a root file system's etc/passwd and etc/group: Open is
+// called with "etc/passwd" or "etc/group" and fails with an error that
+// wraps fs.ErrNotExist when there is no such file.
+type Files interface {
+	Open(name string) (io.ReadCloser, error)
+	// Where names the file for errors, e.g. "/srv/root/etc/passwd" or
+	// "image app:1 /etc/passwd".
+	Where(name string) string
+}
+
+// dirFiles is Files under a directory.
+type dirFiles string
+
+func (d dirFiles) Open(name string) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(string(d), name))
+}
+func (d dirFiles) Where(name string) string { return filepath.Join(string(d), name) }
+
+// MapFiles is Files held in memory, e.g. read out of a container image:
+// the file name ("etc/passwd", "etc/group") to its content. Label names
+// where they came from in errors.
+type MapFiles struct {
+	Label string
+	Files map[string][]byte
+}
+
+// Open returns the named file, or an error wrapping fs.ErrNotExist.
+func (m MapFiles) Open(name string) (io.ReadCloser, error) {
+	b, ok := m.Files[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: m.Where(name), Err: fs.ErrNotExist}
+	}
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// Where is "<label> /<name>".
+func (m MapFiles) Where(name string) string { return m.Label + " /" + name }
+
 // Lookup resolves spec, in the forms Nomad and container engines accept:
 // "name", "uid", "name:group", "uid:gid" (any mix of names and numbers).
 // A numeric user is used as it is, with its passwd entry's group when it
 // has one and gid 0 otherwise (as docker and runc do); names are read from
 // root's etc/passwd and etc/group.
-func Lookup(root, spec string) (IDs, error) {
+func Lookup(root, spec string) (IDs, error) { return LookupIn(dirFiles(root), spec) }
+
+// LookupIn is Lookup in the passwd and group files files gives.
+func LookupIn(files Files, spec string) (IDs, error) {
 	if strings.TrimSpace(spec) == "" {
 		return IDs{}, errors.New("empty user")
 	}
 	user, group, hasGroup := strings.Cut(spec, ":")
-	ids, err := lookupUser(root, user)
+	ids, err := lookupUser(files, user)
 	if err != nil {
 		return IDs{}, err
 	}
 	if hasGroup {
-		gid, err := lookupGroup(root, group)
+		gid, err := lookupGroup(files, group)
 		if err != nil {
 			return IDs{}, err
 		}
@@ -51,10 +94,19 @@ func Lookup(root, spec string) (IDs, error) {
 	return ids, nil
 }
 
-func lookupUser(root, user string) (IDs, error) {
+// NeedsFiles says whether spec needs the passwd or group file: only
+// "uid:gid", both numeric, does not.
+func NeedsFiles(spec string) bool {
+	user, group, hasGroup := strings.Cut(spec, ":")
+	_, u := parseID(user)
+	_, g := parseID(group)
+	return !(hasGroup && u && g)
+}
+
+func lookupUser(files Files, user string) (IDs, error) {
 	uid, numeric := parseID(user)
 	var found *IDs
-	err := scan(filepath.Join(root, "etc/passwd"), func(f []string) bool {
+	err := scan(files, "etc/passwd", func(f []string) bool {
 		if len(f) < 4 {
 			return false
 		}
@@ -71,22 +123,22 @@ func lookupUser(root, user string) (IDs, error) {
 	switch {
 	case found != nil:
 		return *found, nil
-	case numeric:
+	case numeric && (err == nil || errors.Is(err, fs.ErrNotExist)):
 		// A numeric user needs no passwd entry.
 		return IDs{UID: uid, GID: 0}, nil
 	case err != nil:
 		return IDs{}, fmt.Errorf("user %q: %w", user, err)
 	default:
-		return IDs{}, fmt.Errorf("user %q: %w in %s", user, ErrUnknownUser, filepath.Join(root, "etc/passwd"))
+		return IDs{}, fmt.Errorf("user %q: %w in %s", user, ErrUnknownUser, files.Where("etc/passwd"))
 	}
 }
 
-func lookupGroup(root, group string) (int, error) {
+func lookupGroup(files Files, group string) (int, error) {
 	if gid, ok := parseID(group); ok {
 		return gid, nil
 	}
 	gid := -1
-	err := scan(filepath.Join(root, "etc/group"), func(f []string) bool {
+	err := scan(files, "etc/group", func(f []string) bool {
 		if len(f) >= 3 && f[0] == group {
 			if g, ok := parseID(f[2]); ok {
 				gid = g
@@ -101,7 +153,7 @@ func lookupGroup(root, group string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("group %q: %w", group, err)
 	}
-	return 0, fmt.Errorf("group %q: %w in %s", group, ErrUnknownGroup, filepath.Join(root, "etc/group"))
+	return 0, fmt.Errorf("group %q: %w in %s", group, ErrUnknownGroup, files.Where("etc/group"))
 }
 
 // parseID reads a non-negative decimal id below 2^31.
@@ -112,8 +164,8 @@ func parseID(s string) (int, bool) {
 
 // scan calls match with each line's colon-separated fields until it says
 // stop. A file larger than 4 MiB is read only that far.
-func scan(path string, match func([]string) bool) error {
-	f, err := os.Open(path)
+func scan(files Files, name string, match func([]string) bool) error {
+	f, err := files.Open(name)
 	if err != nil {
 		return err
 	}

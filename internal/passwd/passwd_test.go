@@ -77,3 +77,52 @@ func TestLookupHost(t *testing.T) {
 	_, err = LookupHost("no-such-user-caravan")
 	must.True(t, errors.Is(err, ErrUnknownUser))
 }
+
+// TestLookupIn_MapFiles: files read out of an image resolve as a directory
+// does, and errors name where the files came from.
+func TestLookupIn_MapFiles(t *testing.T) {
+	img := MapFiles{Label: "image app:1", Files: map[string][]byte{
+		"etc/passwd": []byte("root:x:0:0::/root:/bin/sh\ntrainer:x:4242:4343::/home/trainer:/bin/sh\n"),
+		"etc/group":  []byte("root:x:0:\ntrainers:x:4343:\nvideo:x:44:\n"),
+	}}
+	cases := []struct {
+		spec string
+		want IDs
+	}{
+		{"trainer", IDs{4242, 4343}},
+		{"4242", IDs{4242, 4343}},
+		{"trainer:video", IDs{4242, 44}},
+		{"65534", IDs{65534, 0}},
+		{"65534:65534", IDs{65534, 65534}},
+	}
+	for _, c := range cases {
+		t.Run(c.spec, func(t *testing.T) {
+			got, err := LookupIn(img, c.spec)
+			must.NoError(t, err)
+			must.Eq(t, c.want, got)
+		})
+	}
+	_, err := LookupIn(img, "ghost")
+	must.ErrorIs(t, err, ErrUnknownUser)
+	must.StrContains(t, err.Error(), `user "ghost": no such user in image app:1 /etc/passwd`)
+	_, err = LookupIn(img, "trainer:nogroup")
+	must.ErrorIs(t, err, ErrUnknownGroup)
+	must.StrContains(t, err.Error(), "image app:1 /etc/group")
+
+	// An image without the files (FROM scratch): numbers only.
+	bare := MapFiles{Label: "image scratch:1"}
+	ids, err := LookupIn(bare, "65534")
+	must.NoError(t, err)
+	must.Eq(t, IDs{65534, 0}, ids)
+	_, err = LookupIn(bare, "trainer")
+	must.ErrorIs(t, err, os.ErrNotExist)
+	must.StrContains(t, err.Error(), "image scratch:1 /etc/passwd")
+}
+
+func TestNeedsFiles(t *testing.T) {
+	for spec, want := range map[string]bool{
+		"65534:65534": false, "0:0": false, "65534": true, "trainer": true, "trainer:5": true, "5:staff": true,
+	} {
+		must.Eq(t, want, NeedsFiles(spec), must.Sprint(spec))
+	}
+}

@@ -47,6 +47,8 @@ plugins refuse after placement, and reports every error at once:
     its name, count and the attributes its constraints and affinities use;
   - the job's caravan_* meta, as the planner reads it (unknown keys too, and
     caravan_* keys in group or task meta, which the planner never reads).
+  - a volume or mount over the checkpoint directory of a task that caravan
+    checkpoint.role tasks checkpoint (its checkpoints would be lost).
 
 A planner config file (given with -planner-config, or any FILE with the
 planner's blocks, such as queue, and no job block) is checked with the

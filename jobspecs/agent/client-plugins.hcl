@@ -123,5 +123,12 @@ plugin "caravan" {
     # read jobs (read-job) in the tasks' namespaces:
     # nomad_address    = "https://127.0.0.1:4646"
     # nomad_token_file = "/etc/nomad.d/caravan-driver.token"
+
+    # The engines behind the docker and podman drivers (their endpoint and
+    # socket_path): the restore role asks them which user a container runs
+    # as (its user, or its image's USER in the image's /etc/passwd), to give
+    # its checkpoint directory that owner. The defaults:
+    # docker_endpoint = "unix:///var/run/docker.sock" # else DOCKER_HOST
+    # podman_endpoint = "unix:///run/podman/podman.sock"
   }
 }

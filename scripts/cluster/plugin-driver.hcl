@@ -16,5 +16,9 @@ plugin "caravan" {
     nomad_address = "http://127.0.0.1:@P_CLIENT_HTTP@"
     # Prometheus metrics (checkpoint durations, sizes, outcomes).
     metrics_address = "127.0.0.1:@P_DRIVER_METRICS@"
+    # The engine behind this client's docker driver (with container
+    # runtimes; none without): the restore role asks it for the user a
+    # container runs as, to give its checkpoint directory that owner.
+@ENGINE@
   }
 }

@@ -107,6 +107,16 @@ render_runtimes() {
     "$root/scripts/cluster/plugin-containers.hcl"
 }
 
+# render_engine NODE prints the caravan driver's docker_endpoint: the
+# socket of the engine behind the client's docker driver (nothing without
+# runtimes).
+render_engine() {
+  have_runtimes || return 0
+  local sock=$docker_sock
+  [[ $(runtime_of "$1") == podman ]] && sock=$podman_sock
+  printf '    docker_endpoint = "unix://%s"\n' "$sock"
+}
+
 write_podman_conf() {
   local p=$rt_dir/podman
   mkdir -p "$p"/{root,tmp} "$podman_run"
