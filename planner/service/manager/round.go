@@ -347,6 +347,7 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 		actions = []Action{}
 	}
 	order(actions)
+	noteRoomFor(actions)
 	for i := range actions {
 		actions[i].Message = scaleMessage(actions[i])
 	}
