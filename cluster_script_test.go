@@ -152,3 +152,26 @@ func TestClusterScript_AgentBins(t *testing.T) {
 	left, _ := filepath.Glob("/sys/fs/cgroup/*/caravan-" + base + "-client1")
 	must.SliceEmpty(t, left, must.Sprint("cgroups left behind by down"))
 }
+
+// TestClusterScript_EnvPutsCLIsOnPath: `eval "$(scripts/cluster.sh env)"`
+// finds the nomad CLI the docs name (`nomad job run ...`), the agents'
+// own, and sets the addresses.
+func TestClusterScript_EnvPutsCLIsOnPath(t *testing.T) {
+	bin := t.TempDir()
+	must.NoError(t, os.WriteFile(filepath.Join(bin, "nomad"), []byte("#!/bin/sh\necho fake-nomad\n"), 0o755))
+	cmd := exec.Command("bash", "-c", `eval "$(scripts/cluster.sh env)" && nomad && echo "$NOMAD_ADDR"`)
+	cmd.Env = append(os.Environ(), "CARAVAN_CLUSTER_DIR="+t.TempDir(), "CARAVAN_PORT_BASE=19800",
+		"NOMAD_BIN="+filepath.Join(bin, "nomad"), "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	must.NoError(t, err, must.Sprint(string(out)))
+	must.Eq(t, "fake-nomad\nhttp://127.0.0.1:19810\n", string(out))
+}
+
+// TestClusterScript_ImagesNeedRuntimes: loading a user's image into a
+// cluster whose runtimes do not run fails, saying how to start them,
+// rather than doing nothing.
+func TestClusterScript_ImagesNeedRuntimes(t *testing.T) {
+	code, errOut, _ := clusterScript(t, nil, "images", "my-trainer.tar")
+	must.Eq(t, 1, code, must.Sprint(errOut))
+	must.StrContains(t, errOut, "scripts/cluster.sh up")
+}

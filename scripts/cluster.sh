@@ -5,6 +5,11 @@
 # $CARAVAN_CLUSTER_DIR/plugins.
 #
 #   scripts/cluster.sh up|down|status|env|images|s3-stop|s3-start
+#   scripts/cluster.sh images [IMAGE...]  load images into the cluster's
+#                        dockerd and podman: build/images/*.tar without
+#                        arguments; else each a docker-archive tarball
+#                        (`docker save`, `podman save`) or an image in this
+#                        machine's podman storage (`podman build -t NAME`)
 #
 # Environment:
 #   CARAVAN_CLUSTER_DIR  state, configs and logs (default: build/cluster)
@@ -408,6 +413,11 @@ cmd_status() {
 cmd_env() {
   echo "export NOMAD_ADDR=$NOMAD_ADDR"
   echo "export CONSUL_HTTP_ADDR=$CONSUL_HTTP_ADDR"
+  # The CLIs the docs name (nomad, consul, caravan): the agents' binaries
+  # and build/.
+  local p
+  p=$(dirname "$nomad_bin"):$(dirname "$consul_bin"):$root/build
+  printf 'export PATH=%q:"$PATH"\n' "$p"
 }
 
 case "${1:-}" in
@@ -415,7 +425,7 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  images) load_images ;;
+  images) shift; load_images "$@" ;;
   s3-stop) stop_s3 ;;
   s3-start)
     [[ $(cat "$dir/store" 2>/dev/null) == s3 ]] || { echo "cluster: $dir was not started with CARAVAN_STORE=s3" >&2; exit 1; }

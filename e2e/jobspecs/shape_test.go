@@ -33,7 +33,7 @@ func TestJobspecs_IDHasName(t *testing.T) {
 
 // TestJobspecs_CheckpointingJobsRescheduleUnlimited: every shipped jobspec
 // with a caravan checkpoint (a checkpoint block or a checkpoint role task)
-// sets each reschedule block to unlimited = true, as README.md's operating
+// has a reschedule block, and sets each to unlimited = true, as README.md's operating
 // notes advise and the driver's warning asks: Nomad counts `nomad alloc
 // stop` and preemptions as reschedules. Needs no cluster.
 func TestJobspecs_CheckpointingJobsRescheduleUnlimited(t *testing.T) {
@@ -49,7 +49,9 @@ func TestJobspecs_CheckpointingJobsRescheduleUnlimited(t *testing.T) {
 		if !regexp.MustCompile(`checkpoint\s*(=\s*)?\{`).MatchString(s) || !strings.Contains(s, `driver`) {
 			continue
 		}
-		for _, m := range block.FindAllStringSubmatch(s, -1) {
+		blocks := block.FindAllStringSubmatch(s, -1)
+		must.SliceNotEmpty(t, blocks, must.Sprintf("%s checkpoints but has no reschedule block (a batch job's default allows one move in 24 h)", f))
+		for _, m := range blocks {
 			must.True(t, unlimited.MatchString(m[1]), must.Sprintf("%s: reschedule {%s}", f, m[1]))
 			checked++
 		}
