@@ -144,14 +144,14 @@ type jobData struct {
 	// OptionsNote says why the options table is empty: the job finished,
 	// or what is missing for a prediction.
 	OptionsNote string
-	Job       manager.JobView
-	Loss      template.HTML
-	Speed     template.HTML
-	Workers   template.HTML
-	Options   []option
-	Timeline  []timelineRow
-	EventsErr string
-	Candidate *manager.Candidate
+	Job         manager.JobView
+	Loss        template.HTML
+	Speed       template.HTML
+	Workers     template.HTML
+	Options     []option
+	Timeline    []timelineRow
+	EventsErr   string
+	Candidate   *manager.Candidate
 }
 
 func (s *Server) jobData(ctx context.Context, r *manager.Round, j manager.JobView) jobData {
