@@ -149,7 +149,8 @@ func TestContainers_OwnImageGuide(t *testing.T) {
 	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
 			c.RequireRuntime(t, d.Client, d.Name)
-			jobID := "e2e-guide-" + d.Name
+			// A fresh job ID: no checkpoint of an earlier run to restore.
+			jobID := fmt.Sprintf("e2e-guide-%s-%d", d.Name, time.Now().Unix())
 			user := userJobspec(jobID, before, d.Client)
 			must.StrContains(t, user, before)
 			applied := strings.Replace(user, before, after, 1)
