@@ -176,6 +176,10 @@ func TestContainers_OwnImageGuide(t *testing.T) {
 				}
 				return nil
 			})
+			// Nomad refuses a scale while the service job's deployment
+			// runs (the shipped jobspec turns deployments off; a user's
+			// jobspec has one): wait for it, as `nomad job run` does.
+			waitDeployment(t, c, jobID)
 			_, err = c.CLI(t, "job", "scale", jobID, trainGroup, "0")
 			must.NoError(t, err)
 			saved := c.WaitDriverEvent(t, a1, "commit", "Checkpoint saved (exit)")
@@ -211,4 +215,21 @@ func TestGuideDiff_RoleTasksHaveResources(t *testing.T) {
 	must.Eq(t, 140, sumOf(t, after, "cpu"))
 	must.Eq(t, 128, sumOf(t, after, "memory"))
 	must.StrContains(t, after, "unlimited      = true")
+}
+
+// waitDeployment waits until the job's latest deployment succeeded.
+func waitDeployment(t *testing.T, c *harness.C, jobID string) {
+	t.Helper()
+	harness.Eventually(t, 3*time.Minute, func() error {
+		d, _, err := c.Nomad.Jobs().LatestDeployment(jobID, nil)
+		switch {
+		case err != nil:
+			return err
+		case d == nil:
+			return fmt.Errorf("job %s has no deployment yet", jobID)
+		case d.Status != "successful":
+			return fmt.Errorf("job %s's deployment is %s (%s)", jobID, d.Status, d.StatusDescription)
+		}
+		return nil
+	})
 }
