@@ -222,9 +222,10 @@ func shrinkMessage(a Action) string {
 }
 
 // noteRoomFor names, on each shrink or suspension that is not a reclaim,
-// the jobs that grow in the same round.
-func noteRoomFor(actions []Action) {
-	var growing []string
+// the jobs that grow in the same round, and those waiting for workers the
+// plan gives them.
+func noteRoomFor(actions []Action, waiting []string) {
+	growing := waiting
 	for _, a := range actions {
 		if a.To > a.From {
 			growing = append(growing, jobName(a.Job))

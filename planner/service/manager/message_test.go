@@ -46,9 +46,9 @@ func TestScaleMessage(t *testing.T) {
 	}
 }
 
-// TestNoteRoomFor: a shrink that is not a reclaim names the jobs that grow
-// in the same round; a reclaim keeps its queue, and a round without growth
-// names no one.
+// TestNoteRoomFor: a shrink that is not a reclaim names the jobs waiting
+// for placement and those that grow in the same round; a reclaim keeps its
+// queue, and a round without either names no one.
 func TestNoteRoomFor(t *testing.T) {
 	as := []Action{
 		{Job: "default/a", Kind: KindScale, From: 2, To: 1},
@@ -56,12 +56,12 @@ func TestNoteRoomFor(t *testing.T) {
 		{Job: "team/c", Kind: KindStart, From: 0, To: 1},
 		{Job: "default/d", Kind: KindScale, From: 1, To: 2},
 	}
-	noteRoomFor(as)
-	must.Eq(t, "team/c, d", as[0].RoomFor)
+	noteRoomFor(as, []string{"e"})
+	must.Eq(t, "e, team/c, d", as[0].RoomFor)
 	must.Eq(t, "", as[1].RoomFor)
 	must.Eq(t, "", as[2].RoomFor)
 
 	alone := []Action{{Job: "default/a", Kind: KindScale, From: 2, To: 1}}
-	noteRoomFor(alone)
+	noteRoomFor(alone, nil)
 	must.Eq(t, "", alone[0].RoomFor)
 }
