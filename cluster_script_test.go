@@ -179,3 +179,12 @@ func TestClusterScript_EnvPutsAgentsOnPath(t *testing.T) {
 	must.NoError(t, err)
 	must.StrHasPrefix(t, filepath.Join(root, "build", "bin")+":", string(out))
 }
+
+// TestClusterScript_ImagesNeedRuntimes: loading a user's image into a
+// cluster whose runtimes do not run fails, saying how to start them,
+// rather than doing nothing.
+func TestClusterScript_ImagesNeedRuntimes(t *testing.T) {
+	code, errOut, _ := clusterScript(t, nil, "images", "my-trainer.tar")
+	must.Eq(t, 1, code, must.Sprint(errOut))
+	must.StrContains(t, errOut, "scripts/cluster.sh up")
+}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/shoenig/test/must"
 )
@@ -138,4 +140,86 @@ func shellFields(cmd string) []string {
 		out = append(out, cur.String())
 	}
 	return out
+}
+
+// slug is GitHub's anchor for a Markdown heading: lower case, punctuation
+// other than '-' and '_' dropped, spaces as '-'.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// anchors are the anchors of a Markdown text: its headings' slugs (a
+// repeated heading's with -1, -2, ...) and explicit <a name|id="..."> tags.
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	text = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(text, "")
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*#*$`).FindAllStringSubmatch(text, -1) {
+		s := slug(m[1])
+		for i := 1; out[s]; i++ {
+			if !out[fmt.Sprintf("%s-%d", slug(m[1]), i)] {
+				s = fmt.Sprintf("%s-%d", slug(m[1]), i)
+			}
+		}
+		out[s] = true
+	}
+	for _, m := range regexp.MustCompile(`<a (?:name|id)="([^"]+)"`).FindAllStringSubmatch(text, -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+// TestDocLinksResolve: every relative link of the repository's Markdown
+// files names a file that exists, and its #anchor a heading of that file
+// (a renamed heading broke python/README.md's link into driver/README.md).
+func TestDocLinksResolve(t *testing.T) {
+	var docs []string
+	must.NoError(t, filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (p == "build" || strings.HasPrefix(d.Name(), ".")) && p != "." {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			docs = append(docs, p)
+		}
+		return nil
+	}))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	checked := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		must.NoError(t, err)
+		text := regexp.MustCompile("(?s)```.*?```").ReplaceAllString(string(b), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := doc
+			if file != "" {
+				path = filepath.Join(filepath.Dir(doc), file)
+				_, err := os.Stat(path)
+				must.NoError(t, err, must.Sprintf("%s links to %s, which does not exist", doc, target))
+			}
+			if anchor == "" || !strings.HasSuffix(path, ".md") {
+				continue
+			}
+			tb, err := os.ReadFile(path)
+			must.NoError(t, err)
+			must.True(t, anchors(string(tb))[anchor], must.Sprintf("%s links to %s: %s has no heading #%s", doc, target, path, anchor))
+			checked++
+		}
+	}
+	must.Greater(t, 10, checked)
 }

@@ -68,7 +68,7 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	}
 	res.Saved = saved.DisplayMessage
 	res.SuspendedAt, _ = strconv.ParseUint(saved.Details["step"], 10, 64)
-	d.say("%s", res.Saved)
+	d.say("%s: %s", containerJob, res.Saved)
 	if _, err := d.waitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed); err != nil {
 		return res, err
 	}
@@ -87,7 +87,7 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 		return res, err
 	}
 	res.Restored = restored.DisplayMessage
-	d.say("%s", res.Restored)
+	d.say("%s: %s", containerJob, res.Restored)
 	err = d.poll(ctx, "the container's resumed line", time.Minute, func() (bool, error) {
 		out, err := d.logs(ctx, next.ID, containerTask)
 		if m := resumedLine.FindStringSubmatch(out); err == nil && m != nil {
@@ -99,7 +99,7 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	d.say("the container resumed at step %d, not 0; it trains on beside the other jobs", res.ResumedAt)
+	d.say("%s resumed at step %d, not 0; it trains on beside the other jobs", containerJob, res.ResumedAt)
 	return res, nil
 }
 

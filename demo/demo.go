@@ -135,6 +135,13 @@ func (d *Demo) Run(ctx context.Context) (*Result, error) {
 	if err = d.finishContainer(ctx, &res.Container); err != nil {
 		return res, fmt.Errorf("container job: %w", err)
 	}
+	if res.Planner.Instance != "" {
+		// The planner's address as Consul has it now, not as it was
+		// when the planner part began.
+		if res.Planner.Instance, err = d.plannerAddr(); err != nil {
+			d.say("the planner's address: %v", err)
+		}
+	}
 	d.summary(res)
 	return res, nil
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,12 +34,14 @@ var ElasticJobs = []string{"elastic-a", "elastic-b", "elastic-c"}
 // PlannerResult is what the planner decided during the demo, and what the
 // elastic jobs made of it.
 type PlannerResult struct {
-	// Instance is the Consul address of the planner the demo found.
+	// Instance is the Consul address of the planner, looked up again each
+	// time the demo prints it.
 	Instance string
 	// Decisions are the planner's scaling events, per job, oldest first.
 	Decisions map[string][]string
-	// Grew is the first decision that gave a job more workers; MadeRoom the
-	// first that took workers from a running job after the third arrived.
+	// Grew is, per job of the first two, its first decision that gave it
+	// more workers ("job: message; job: message"); MadeRoom the decision
+	// that took workers from a running job after the third arrived.
 	Grew, MadeRoom string
 	// Jobs are the elastic jobs' outcomes, by job ID.
 	Jobs map[string]ElasticOutcome
@@ -84,6 +87,9 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 		return res, err
 	}
 	d.say("a third job arrived and the planner made room: %s", res.MadeRoom)
+	if res.Instance, err = d.plannerAddr(); err != nil {
+		return res, err
+	}
 	d.say("the planner's web page: http://%s/ui (who holds which GPU share, the fitted curves, why each decision)", res.Instance)
 	if d.cfg.WhilePlanning != nil {
 		if err := d.cfg.WhilePlanning(ctx, res.Instance); err != nil {
@@ -115,17 +121,44 @@ func (d *Demo) StartPlanner(ctx context.Context, vars ...string) (string, error)
 	}
 	var addr string
 	err := d.poll(ctx, "a healthy caravan-planner in Consul", 2*time.Minute, func() (bool, error) {
-		entries, _, err := d.consul.Health().Service(plannerService, "", true, nil)
-		if err != nil || len(entries) == 0 {
-			return false, err
-		}
-		addr = fmt.Sprintf("%s:%d", entries[0].Service.Address, entries[0].Service.Port)
-		return true, nil
+		var err error
+		addr, err = d.plannerAddr()
+		return err == nil, nil
 	})
 	if err == nil {
 		d.say("Consul: service %s is healthy at http://%s (leader-elected, writes to Nomad)", plannerService, addr)
 	}
 	return addr, err
+}
+
+// errNoPlanner: Consul has no healthy planner instance of a running
+// allocation.
+var errNoPlanner = errors.New("no healthy " + plannerService + " instance of a running " + plannerJob + " allocation in Consul")
+
+// plannerAddr is the Consul address of the planner as it is now: a healthy
+// instance registered by a running allocation of the planner job, never one
+// a stopped allocation (an earlier run's, before the job was re-registered)
+// left behind.
+func (d *Demo) plannerAddr() (string, error) {
+	entries, _, err := d.consul.Health().Service(plannerService, "", true, nil)
+	if err != nil {
+		return "", fmt.Errorf("consul: %w", err)
+	}
+	as, err := d.allocs(plannerJob)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range as {
+		if a.ClientStatus != "running" || a.DesiredStatus != "run" {
+			continue
+		}
+		for _, e := range entries {
+			if strings.Contains(e.Service.ID, a.ID) {
+				return fmt.Sprintf("%s:%d", e.Service.Address, e.Service.Port), nil
+			}
+		}
+	}
+	return "", errNoPlanner
 }
 
 func (d *Demo) submitElastic(ctx context.Context, name string) error {
@@ -135,7 +168,7 @@ func (d *Demo) submitElastic(ctx context.Context, name string) error {
 }
 
 // waitGrown waits until the planner has given the jobs every idle GPU, and
-// returns its first decision that added workers.
+// returns, per job, its first decision that added workers.
 func (d *Demo) waitGrown(ctx context.Context, jobs []string) (string, error) {
 	var grew string
 	err := d.poll(ctx, "the planner to give the idle GPUs to "+strings.Join(jobs, " and "), 4*time.Minute, func() (bool, error) {
@@ -143,16 +176,32 @@ func (d *Demo) waitGrown(ctx context.Context, jobs []string) (string, error) {
 		if err != nil {
 			return false, err
 		}
-		if grew == "" {
-			grew = d.firstDecision(jobs, func(from, to int) bool { return to > from })
-		}
 		total := 0
 		for _, n := range counts {
 			total += n
 		}
-		return grew != "" && total >= elasticGPUs, nil
+		var grown bool
+		grew, grown = d.growthPerJob(jobs, counts)
+		return grown && total >= elasticGPUs, nil
 	})
 	return grew, err
+}
+
+// growthPerJob is, for each job, "job: " and its first planner decision that
+// added workers, or its worker count when it had none; grown is whether a
+// job had one.
+func (d *Demo) growthPerJob(jobs []string, counts map[string]int) (line string, grown bool) {
+	parts := make([]string, 0, len(jobs))
+	for _, job := range jobs {
+		dec := d.firstDecision([]string{job}, func(from, to int) bool { return to > from })
+		if dec == "" {
+			dec = fmt.Sprintf("%s: not grown, %d worker(s)", job, counts[job])
+		} else {
+			grown = true
+		}
+		parts = append(parts, dec)
+	}
+	return strings.Join(parts, "; "), grown
 }
 
 // waitRoomMade waits until a job of jobs has fewer workers than before and

@@ -67,9 +67,9 @@ func (d *Demo) sharing(ctx context.Context) (SharingResult, error) {
 	}
 	res.SameGPU = res.Jobs["share-a"].GPU != "" && res.Jobs["share-a"].GPU == res.Jobs["share-b"].GPU
 	if res.SameGPU {
-		d.say("both jobs share one physical GPU, each limited to half its memory and compute")
+		d.say("share-a and share-b share one physical GPU, each limited to half its memory and compute")
 	} else {
-		d.say("the jobs landed on different GPUs")
+		d.say("share-a and share-b landed on different GPUs")
 	}
 	env, err := d.logs(ctx, res.Jobs["share-a"].AllocID, "worker")
 	if err == nil {

@@ -78,7 +78,7 @@ func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 	}
 	res.Saved = append(res.Saved, saved[len(saved)-1].DisplayMessage)
 	res.SuspendedAt, _ = strconv.ParseUint(saved[len(saved)-1].Details["step"], 10, 64)
-	d.say("%s", saved[len(saved)-1].DisplayMessage)
+	d.say("%s: %s", trainJob, saved[len(saved)-1].DisplayMessage)
 
 	d.say("resume: nomad job scale %s %s 1", trainJob, trainGroup)
 	if err := d.scale(trainJob, trainGroup, 1, "caravan demo: resume"); err != nil {
@@ -95,8 +95,8 @@ func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 	}
 	res.Restored = append(res.Restored, msg)
 	res.ResumedAt = step
-	d.say("%s", msg)
-	d.say("the trainer resumed at step %d, not 0", step)
+	d.say("%s: %s", trainJob, msg)
+	d.say("%s resumed at step %d, not 0", trainJob, step)
 	return res, nil
 }
 
@@ -121,7 +121,7 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 		return fmt.Errorf("the trainer's allocation %s is %s before the migration: the training ended before the demo "+
 			"could move it (more -steps give it longer)", current[:8], alloc.ClientStatus)
 	}
-	d.say("nomad node eligibility -disable %s; nomad alloc stop %s", alloc.NodeName, current[:8])
+	d.say("nomad node eligibility -disable %s; nomad alloc stop %s  (job %s)", alloc.NodeName, current[:8], trainJob)
 	if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, false, nil); err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 	}
 	if saved := events(stopped, trainTask, "Checkpoint saved"); len(saved) > 0 {
 		res.Saved = append(res.Saved, saved[len(saved)-1].DisplayMessage)
-		d.say("%s", saved[len(saved)-1].DisplayMessage)
+		d.say("%s: %s", trainJob, saved[len(saved)-1].DisplayMessage)
 	}
 	next, err := d.waitNewAlloc(ctx, current)
 	if err != nil {
@@ -152,8 +152,8 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 	}
 	res.Restored = append(res.Restored, msg)
 	res.MigratedAt = step
-	d.say("%s", msg)
-	d.say("moved from %s to %s; training continues at step %d", alloc.NodeName, next.NodeName, step)
+	d.say("%s: %s", trainJob, msg)
+	d.say("%s moved from %s to %s; training continues at step %d", trainJob, alloc.NodeName, next.NodeName, step)
 	return nil
 }
 
@@ -180,7 +180,7 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 	}
 	res.FinalStep, _ = strconv.ParseUint(m[1], 10, 64)
 	res.ParamsHash = m[2]
-	d.say("finished: step %d, parameters sha256 %s…, JCT %s", res.FinalStep, res.ParamsHash[:16], res.JCT.Round(time.Second))
+	d.say("%s finished: step %d, parameters sha256 %s…, JCT %s", trainJob, res.FinalStep, res.ParamsHash[:16], res.JCT.Round(time.Second))
 
 	// The same training without interruptions, run here: suspend, resume
 	// and migration must not have changed a bit of the result.
@@ -188,7 +188,7 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 		return err
 	}
 	res.Identical = res.ReferenceHash == res.ParamsHash
-	d.say("an uninterrupted run of the same training ends with sha256 %s…: identical = %t", res.ReferenceHash[:min(16, len(res.ReferenceHash))], res.Identical)
+	d.say("%s: an uninterrupted run of the same training ends with sha256 %s…: identical = %t", trainJob, res.ReferenceHash[:min(16, len(res.ReferenceHash))], res.Identical)
 	return nil
 }
 

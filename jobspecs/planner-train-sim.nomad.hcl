@@ -90,6 +90,7 @@ variable "fail_exit" {
 
 job "planner-sim" {
   id   = var.name
+  name = var.name # distinct in the Nomad UI, not the job block's label
   type = "service"
 
   meta {

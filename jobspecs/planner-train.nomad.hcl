@@ -49,6 +49,7 @@ variable "step_delay" {
 
 job "planner-train" {
   id   = var.name
+  name = var.name # distinct in the Nomad UI, not the job block's label
   type = "service"
 
   meta {

@@ -103,9 +103,14 @@ job "train-docker" {
       mode     = "fail"
     }
 
+    # Checkpointed training must survive any number of moves: Nomad counts
+    # `nomad alloc stop` and preemptions as reschedules, and the driver
+    # warns (task event) when a checkpointing job's policy is finite.
     reschedule {
-      attempts  = 0
-      unlimited = false
+      attempts       = 0
+      unlimited      = true
+      delay          = "5s"
+      delay_function = "constant"
     }
 
     task "trainer" {

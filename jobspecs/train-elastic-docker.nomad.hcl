@@ -92,6 +92,7 @@ variable "resize_cost" {
 
 job "train-elastic-docker" {
   id   = var.name
+  name = var.name # distinct in the Nomad UI, not the job block's label
   type = "batch"
 
   meta {

@@ -95,6 +95,7 @@ variable "checkpoint_interval" {
 
 job "train-elastic" {
   id   = var.name
+  name = var.name # distinct in the Nomad UI, not the job block's label
   type = "batch"
 
   meta {

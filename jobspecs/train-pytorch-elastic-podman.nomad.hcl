@@ -160,6 +160,15 @@ job "train-pytorch-elastic-podman" {
       mode     = "fail"
     }
 
+    # Moves (`nomad alloc stop`, preemption) count as reschedules: a
+    # checkpointing group allows any number (README.md, Operating notes).
+    reschedule {
+      attempts       = 0
+      unlimited      = true
+      delay          = "5s"
+      delay_function = "constant"
+    }
+
     task "train" {
       driver = "podman"
       # The checkpoint trigger: on SIGTERM the launcher stops its workers

@@ -226,6 +226,15 @@ job "train-pytorch-elastic" {
       mode     = "fail"
     }
 
+    # Moves (`nomad alloc stop`, preemption) count as reschedules: a
+    # checkpointing group allows any number (README.md, Operating notes).
+    reschedule {
+      attempts       = 0
+      unlimited      = true
+      delay          = "5s"
+      delay_function = "constant"
+    }
+
     task "train" {
       driver = "caravan"
       # Bounds the stop: the checkpoint (4/5 of it), then the agent stops

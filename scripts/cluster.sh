@@ -5,6 +5,11 @@
 # $CARAVAN_CLUSTER_DIR/plugins.
 #
 #   scripts/cluster.sh up|down|status|env|images|s3-stop|s3-start
+#   scripts/cluster.sh images [IMAGE...]  load images into the cluster's
+#                        dockerd and podman: build/images/*.tar without
+#                        arguments; else each a docker-archive tarball
+#                        (`docker save`, `podman save`) or an image in this
+#                        machine's podman storage (`podman build -t NAME`)
 #
 # `eval "$(scripts/cluster.sh env)"` sets NOMAD_ADDR and CONSUL_HTTP_ADDR
 # and puts the agents' directory first on PATH, for `nomad job run`.
@@ -429,10 +434,11 @@ cmd_env() {
   echo "export NOMAD_ADDR=$NOMAD_ADDR"
   echo "export CONSUL_HTTP_ADDR=$CONSUL_HTTP_ADDR"
   # The agents' directories (build/bin unless NOMAD_BIN or CONSUL_BIN say
-  # otherwise) go first on PATH, so `nomad job run` and `consul` are the
-  # cluster's own; a directory PATH already holds is not added again.
+  # otherwise), then build/ (caravan), go first on PATH, so `nomad job run`,
+  # `consul` and `caravan validate` are the cluster's own; a directory PATH
+  # already holds is not added again.
   local d path=$PATH
-  for d in "$(dirname "$consul_bin")" "$(dirname "$nomad_bin")"; do
+  for d in "$root/build" "$(dirname "$consul_bin")" "$(dirname "$nomad_bin")"; do
     case ":$path:" in *":$d:"*) continue ;; esac
     path=$d:$path
     printf 'export PATH=%q:"$PATH"\n' "$d"
@@ -444,7 +450,7 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) cmd_env ;;
-  images) load_images ;;
+  images) shift; load_images "$@" ;;
   s3-stop) stop_s3 ;;
   s3-start)
     [[ $(cat "$dir/store" 2>/dev/null) == s3 ]] || { echo "cluster: $dir was not started with CARAVAN_STORE=s3" >&2; exit 1; }

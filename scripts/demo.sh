@@ -17,7 +17,6 @@ scripts/build-images.sh caravan-trainer
 
 printf '\n\033[1m==> Starting the local cluster: Consul, a Nomad server, two clients with simulated GPUs\033[0m\n'
 scripts/cluster.sh up
-scripts/cluster.sh images # a cluster already up loads the image now
 
 teardown=()
 [[ ${DEMO_TEARDOWN:-0} == 1 ]] && teardown=(-teardown)

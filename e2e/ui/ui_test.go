@@ -7,6 +7,7 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -38,9 +39,10 @@ func TestUI_ClientsListed(t *testing.T) {
 func TestUI_DemoStory(t *testing.T) {
 	c := harness.Cluster(t)
 	c.LoadImages(t) // the demo's container job (trainer image)
-	var out io.Writer = io.Discard
+	var story bytes.Buffer
+	var out io.Writer = &story
 	if testing.Verbose() {
-		out = os.Stdout
+		out = io.MultiWriter(os.Stdout, &story)
 	}
 	d, err := demo.New(demo.Config{
 		Root:            c.Root,
@@ -84,6 +86,7 @@ func TestUI_DemoStory(t *testing.T) {
 	must.MapNotEmpty(t, res.Planner.Decisions)
 	must.NotEq(t, "", res.Planner.Grew)
 	must.NotEq(t, "", res.Planner.MadeRoom)
+	storyNamesJobs(t, c, story.String(), res)
 	must.True(t, res.Planner.Identical, must.Sprintf("elastic jobs' params %+v != uninterrupted %s", res.Planner.Jobs, res.Planner.ReferenceHash))
 
 	browser := harness.Browser(t, 3*time.Minute)
@@ -114,4 +117,32 @@ func TestUI_DemoStory(t *testing.T) {
 
 	shots, _ := filepath.Glob(filepath.Join(c.Root, "build", "screenshots", "*.png"))
 	must.SliceNotEmpty(t, shots)
+}
+
+// storyNamesJobs: every line of the demo's story that reports an outcome
+// names its job, the growth line names each of the first two elastic jobs,
+// the shrink explains itself by its cause and cites no gain, and each
+// elastic job has its own name in Nomad (its UI lists jobs by name).
+func storyNamesJobs(t *testing.T, c *harness.C, story string, res *demo.Result) {
+	t.Helper()
+	for _, line := range strings.Split(story, "\n") {
+		if strings.Contains(line, "finished:") || strings.Contains(line, "resumed at step") || strings.Contains(line, "Checkpoint ") {
+			named := false
+			for _, job := range append([]string{"train-checkpointed", "train-container"}, demo.ElasticJobs...) {
+				named = named || strings.Contains(line, job)
+			}
+			must.True(t, named, must.Sprintf("a demo line names no job: %q", line))
+		}
+	}
+	for _, job := range demo.ElasticJobs[:2] {
+		must.StrContains(t, res.Planner.Grew, job+":")
+	}
+	must.StrNotContains(t, res.Planner.MadeRoom, "marginal gain")
+	must.True(t, strings.Contains(res.Planner.MadeRoom, "make room for "+demo.ElasticJobs[2]) ||
+		strings.Contains(res.Planner.MadeRoom, "reclaimed by queue"), must.Sprintf("made room: %q", res.Planner.MadeRoom))
+	for _, job := range demo.ElasticJobs {
+		j, _, err := c.Nomad.Jobs().Info(job, nil)
+		must.NoError(t, err)
+		must.Eq(t, job, *j.Name)
+	}
 }

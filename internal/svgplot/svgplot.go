@@ -73,6 +73,9 @@ type Chart struct {
 	YMin, YMax float64
 	// ID is the svg element's id (optional).
 	ID string
+	// XInteger and YInteger put that axis's ticks on whole numbers only
+	// (counts: a worker count of 1.5 does not exist).
+	XInteger, YInteger bool
 }
 
 // Ref is a labelled horizontal line.
@@ -172,6 +175,12 @@ func (c *Chart) SVG() []byte {
 		return b.Bytes()
 	}
 	xt, yt := Ticks(x0, x1, 6), Ticks(y0, y1, 5)
+	if c.XInteger {
+		xt = IntTicks(x0, x1, 6)
+	}
+	if c.YInteger {
+		yt = IntTicks(y0, y1, 5)
+	}
 	f.x0, f.x1 = widen(x0, x1, xt)
 	f.y0, f.y1 = widen(y0, y1, yt)
 	axes(&b, f, xt, yt, c.XLabel, c.YLabel)
@@ -328,6 +337,27 @@ func Ticks(lo, hi float64, n int) []float64 {
 	var out []float64
 	for v := start; v <= hi+step*0.5 && len(out) < 4*n+2; v += step {
 		out = append(out, roundTo(v, step))
+	}
+	return out
+}
+
+// IntTicks is Ticks on whole numbers only: where Ticks would step by less
+// than 1, it steps by 1 from floor(lo) to ceil(hi).
+func IntTicks(lo, hi float64, n int) []float64 {
+	t := Ticks(lo, hi, n)
+	if len(t) < 2 || t[1]-t[0] >= 1 {
+		return t
+	}
+	if hi < lo {
+		lo, hi = hi, lo
+	}
+	lo, hi = math.Floor(lo), math.Ceil(hi)
+	if hi == lo {
+		lo, hi = lo-1, hi+1
+	}
+	var out []float64
+	for v := lo; v <= hi; v++ {
+		out = append(out, v)
 	}
 	return out
 }

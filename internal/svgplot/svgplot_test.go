@@ -42,6 +42,27 @@ func TestTicks(t *testing.T) {
 	must.Nil(t, Ticks(0, math.Inf(1), 5))
 }
 
+func TestIntTicks(t *testing.T) {
+	cases := []struct {
+		lo, hi float64
+		n      int
+		want   []float64
+	}{
+		{1, 3, 6, []float64{1, 2, 3}},
+		{1, 2, 6, []float64{1, 2}},
+		{2, 2, 5, []float64{1, 2, 3}},
+		{0, 40, 5, []float64{0, 10, 20, 30, 40}}, // Ticks' own steps when whole
+		{-7.5, 0, 6, []float64{-8, -6, -4, -2, 0}},
+		{-0.5, 0, 6, []float64{-1, 0}},
+	}
+	for _, tc := range cases {
+		must.Eq(t, tc.want, IntTicks(tc.lo, tc.hi, tc.n), must.Sprintf("IntTicks(%v, %v, %d)", tc.lo, tc.hi, tc.n))
+	}
+	c := Chart{XInteger: true}
+	c.Add(Series{Name: "s", X: []float64{1, 2, 3}, Y: []float64{10, 20, 30}})
+	must.StrNotContains(t, string(c.SVG()), ">1.5<")
+}
+
 func TestFormat(t *testing.T) {
 	must.Eq(t, "0.25", Format(0.25))
 	must.Eq(t, "1500", Format(1500))

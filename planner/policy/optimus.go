@@ -44,7 +44,7 @@ func (o *Optimus) Allocate(in Input) (Plan, error) {
 	g.run(order)
 	for i := range sizes {
 		if sizes[i].w > 0 && sizes[i].gain == 0 {
-			sizes[i].reason = fmt.Sprintf("minimum %d workers; more would not shorten it", sizes[i].w)
+			sizes[i].reason = g.atMinimum(i)
 		}
 	}
 	return finishWith(o.Name(), in, sizes, order, placeOpts{mostFree: o.ArtifactPlacement}), nil
@@ -52,3 +52,14 @@ func (o *Optimus) Allocate(in Input) (Plan, error) {
 
 // UseArtifactMode implements ArtifactMode.
 func (o *Optimus) UseArtifactMode() { o.ArtifactPlacement = true }
+
+// atMinimum says why job i stays at the minimum the admission gave it: more
+// workers would not shorten it, or they would but went to jobs that gain
+// more per share (or none fit).
+func (g *greedyCtx) atMinimum(i int) string {
+	j, s := &g.in.Jobs[i], g.sizes[i]
+	if s.w < j.maxWorkers() && g.remaining(j, i, s.w+1, s.ps) < g.remaining(j, i, s.w, s.ps) {
+		return fmt.Sprintf("minimum %d workers; one more would shorten it, but the GPUs went to jobs that save more time per share", s.w)
+	}
+	return fmt.Sprintf("minimum %d workers; more would not shorten it", s.w)
+}

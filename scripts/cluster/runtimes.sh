@@ -200,37 +200,67 @@ start_runtimes() {
   load_images
 }
 
-# load_images loads every image tarball of build/images/ into the runtimes
-# the cluster runs, skipping a runtime that already holds that image (same
-# name, same ID): the PyTorch image is a gigabyte, and every container test
-# calls this.
+# load_images [IMAGE...] loads images into the runtimes the cluster runs,
+# skipping a runtime that already holds that image (same name, same ID): the
+# PyTorch image is a gigabyte, and every container test calls this. Without
+# arguments it loads every tarball of build/images/; an argument is a
+# docker-archive tarball (`docker save` or `podman save` writes one) or the
+# name of an image in this machine's own podman storage (what `podman
+# build -t NAME` made), which it saves to a tarball first.
 load_images() {
-  have_runtimes || return 0
-  local t meta name id
-  for t in "$root"/build/images/*.tar; do
-    [[ -e $t ]] || continue
-    # manifest.json names the image and its config blob, whose digest is
-    # the image ID both runtimes report.
-    meta=$(tar -xOf "$t" manifest.json)
-    name=$(sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p' <<<"$meta")
-    id=$(sed -n 's/.*"Config":"\(blobs\/sha256\/\)\{0,1\}\([0-9a-f]\{64\}\).*/\2/p' <<<"$meta")
-    if ! alive dockerd; then
-      :
-    elif [[ -n $id && $(docker_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
-      log "$name already in dockerd"
+  local t tmp=""
+  if (( $# == 0 )); then
+    have_runtimes || return 0
+    for t in "$root"/build/images/*.tar; do
+      [[ -e $t ]] && load_image_tar "$t"
+    done
+    return 0
+  fi
+  if ! alive dockerd && ! alive podman; then
+    echo "cluster: images: neither this cluster's dockerd nor its podman service runs; start them with 'scripts/cluster.sh up' (not CARAVAN_RUNTIMES=none)" >&2
+    return 1
+  fi
+  for t in "$@"; do
+    if [[ ! -f $t ]]; then
+      command -v podman >/dev/null || { echo "cluster: images: $t is not a file, and podman is missing to save it" >&2; return 1; }
+      [[ -n $tmp ]] || tmp=$(mktemp -d)
+      # The user's own podman storage, not the cluster's service.
+      podman image exists "$t" || { echo "cluster: images: $t is neither a tarball nor an image in podman's storage" >&2; rm -rf "$tmp"; return 1; }
+      podman save -q --format docker-archive -o "$tmp/image.tar" "$t"
+      load_image_tar "$tmp/image.tar" "$t"
+      rm -f "$tmp/image.tar"
     else
-      docker_cli load -q -i "$t" >/dev/null
-      log "loaded $(basename "$t" .tar) into dockerd"
-    fi
-    if ! alive podman; then
-      :
-    elif [[ -n $id && $(podman_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "$id" ]]; then
-      log "$name already in podman"
-    else
-      podman_cli load -q -i "$t" >/dev/null
-      log "loaded $(basename "$t" .tar) into podman"
+      load_image_tar "$t"
     fi
   done
+  [[ -z $tmp ]] || rm -rf "$tmp"
+}
+
+# load_image_tar TARBALL [LABEL] loads one docker-archive tarball into
+# dockerd and podman's service.
+load_image_tar() {
+  local t=$1 label=${2:-$(basename "$1" .tar)} meta name id
+  # manifest.json names the image and its config blob, whose digest is the
+  # image ID both runtimes report.
+  meta=$(tar -xOf "$t" manifest.json 2>/dev/null) || { echo "cluster: images: $t is not a docker-archive tarball (no manifest.json)" >&2; return 1; }
+  name=$(sed -n 's/.*"RepoTags":\["\([^"]*\)".*/\1/p' <<<"$meta")
+  id=$(sed -n 's/.*"Config":"\(blobs\/sha256\/\)\{0,1\}\([0-9a-f]\{64\}\).*/\2/p' <<<"$meta")
+  if ! alive dockerd; then
+    :
+  elif [[ -n $name && -n $id && $(docker_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "sha256:$id" ]]; then
+    log "$name already in dockerd"
+  else
+    docker_cli load -q -i "$t" >/dev/null
+    log "loaded $label into dockerd"
+  fi
+  if ! alive podman; then
+    :
+  elif [[ -n $name && -n $id && $(podman_cli image inspect -f '{{.Id}}' "$name" 2>/dev/null) == "$id" ]]; then
+    log "$name already in podman"
+  else
+    podman_cli load -q -i "$t" >/dev/null
+    log "loaded $label into podman"
+  fi
 }
 
 stop_runtimes() {

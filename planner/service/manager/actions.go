@@ -53,6 +53,10 @@ type Action struct {
 	// change is a registration, in the new job version's meta
 	// (submit.MetaReclaimedBy).
 	ReclaimedBy string `json:"reclaimed_by,omitempty"`
+	// RoomFor names the jobs (comma-separated) that grow in the same round
+	// as this shrink or suspension, which is not a reclaim: the GPUs it
+	// frees go to them.
+	RoomFor string `json:"room_for,omitempty"`
 	// Status: planned (dry-run or follower), applied, deferred (rate
 	// limit), conflict (the job changed: decided again next round), failed.
 	Status string `json:"status"`
@@ -150,13 +154,18 @@ func (a Action) eventMeta(policyName string) map[string]any {
 	return m
 }
 
-// scaleMessage is the text of the Nomad scaling event: it names the
-// marginal gain so the UI explains the change.
+// scaleMessage is the text of the Nomad scaling event: a growth names the
+// marginal gain that bought it; a shrink names its cause (the queue that
+// reclaims, or the jobs it makes room for), never a gain, since the gain
+// that matters is the other job's.
 func scaleMessage(a Action) string {
 	switch a.Kind {
 	case KindSuspend:
 		if a.ReclaimedBy != "" {
 			return fmt.Sprintf("caravan planner: suspend %d -> 0 (reclaimed by queue %s; the driver checkpoints on stop): %s", a.From, a.ReclaimedBy, a.Reason)
+		}
+		if a.RoomFor != "" {
+			return fmt.Sprintf("caravan planner: suspend %d -> 0 to make room for %s (the driver checkpoints on stop)", a.From, a.RoomFor)
 		}
 		return fmt.Sprintf("caravan planner: suspend %d -> 0 (time-slicing under overload): %s", a.From, a.Reason)
 	case KindResume:
@@ -168,22 +177,71 @@ func scaleMessage(a Action) string {
 	case KindFinish:
 		return fmt.Sprintf("caravan planner: job stopped, training finished: %s", a.Reason)
 	}
+	if a.To < a.From {
+		return shrinkMessage(a)
+	}
 	gain := fmt.Sprintf("marginal gain %.3g s per unit share", a.Gain)
 	if a.Unmeasured {
 		gain = "marginal gain unknown (speed not measured yet, so linear scaling is assumed)"
 	}
-	msg := fmt.Sprintf("caravan planner: %s %d -> %d, %s", a.Kind, a.From, a.To, gain)
-	if a.PSGroup != "" {
-		msg = fmt.Sprintf("caravan planner: %s workers %d -> %d, parameter servers %d -> %d, %s",
-			a.Kind, a.From, a.To, a.PSFrom, a.PSTo, gain)
-	}
-	if a.ReclaimedBy != "" {
-		msg = strings.Replace(msg, ", ", fmt.Sprintf(" (reclaimed by queue %s), ", a.ReclaimedBy), 1)
-	}
+	msg := fmt.Sprintf("caravan planner: %s %s, %s", a.Kind, a.counts(), gain)
 	if a.Saving > 0 && !math.IsInf(a.Saving, 0) {
 		msg += fmt.Sprintf(", predicted %.0f s sooner", a.Saving)
 	}
 	// The policy's reason starts with its own "marginal gain:" label; the
 	// message has named the gain already.
 	return msg + ": " + strings.TrimPrefix(a.Reason, "marginal gain: ")
+}
+
+// counts is "2 -> 1", or with a parameter-server change "workers 2 -> 1,
+// parameter servers 1 -> 2".
+func (a Action) counts() string {
+	if a.PSGroup != "" {
+		return fmt.Sprintf("workers %d -> %d, parameter servers %d -> %d", a.From, a.To, a.PSFrom, a.PSTo)
+	}
+	return fmt.Sprintf("%d -> %d", a.From, a.To)
+}
+
+// shrinkMessage explains a shrink of a running job by its cause: a queue's
+// reclaim, room for the jobs that grow in the same round, or else the
+// policy's own reason.
+func shrinkMessage(a Action) string {
+	msg := fmt.Sprintf("caravan planner: %s %s", a.Kind, a.counts())
+	switch {
+	case a.ReclaimedBy != "":
+		msg += fmt.Sprintf(" (reclaimed by queue %s): the queue takes back GPUs this job borrowed", a.ReclaimedBy)
+	case a.RoomFor != "":
+		msg += fmt.Sprintf(" to make room for %s (their next workers save more time per share than this job's)", a.RoomFor)
+	default:
+		msg += ": " + strings.TrimPrefix(a.Reason, "marginal gain: ")
+	}
+	if a.Saving < 0 && !math.IsInf(a.Saving, 0) {
+		msg += fmt.Sprintf(", predicted %.0f s later for this job", -a.Saving)
+	}
+	return msg
+}
+
+// noteRoomFor names, on each shrink or suspension that is not a reclaim,
+// the jobs that grow in the same round, and those waiting for workers the
+// plan gives them.
+func noteRoomFor(actions []Action, waiting []string) {
+	growing := waiting
+	for _, a := range actions {
+		if a.To > a.From {
+			growing = append(growing, jobName(a.Job))
+		}
+	}
+	if len(growing) == 0 {
+		return
+	}
+	for i := range actions {
+		if a := &actions[i]; a.To < a.From && a.ReclaimedBy == "" && (a.Kind == KindScale || a.Kind == KindSuspend) {
+			a.RoomFor = strings.Join(growing, ", ")
+		}
+	}
+}
+
+// jobName is a job's ID, with its namespace when that is not "default".
+func jobName(key string) string {
+	return strings.TrimPrefix(key, "default/")
 }

@@ -187,6 +187,16 @@ func TestManager_NewcomerGetsRoomFromRunningJobs(t *testing.T) {
 	r := h.round()
 	must.Eq(t, 1, count(t, h.nomad, "c"), must.Sprintf("actions %+v", r.Actions))
 	must.Eq(t, 3, count(t, h.nomad, "a")+count(t, h.nomad, "b"))
+	// The shrink's event says whom it made room for, and cites no gain.
+	shrunk := 0
+	for _, a := range r.Actions {
+		if a.To < a.From {
+			shrunk++
+			must.StrContains(t, a.Message, "to make room for c")
+			must.StrNotContains(t, a.Message, "marginal gain")
+		}
+	}
+	must.Eq(t, 1, shrunk, must.Sprintf("actions %+v", r.Actions))
 }
 
 // TestManager_CompletedBatchJobHoldsNothing: live, a train-elastic job that

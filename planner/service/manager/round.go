@@ -355,10 +355,24 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 		actions = []Action{}
 	}
 	order(actions)
+	noteRoomFor(actions, b.waiting(plan))
 	for i := range actions {
 		actions[i].Message = scaleMessage(actions[i])
 	}
 	r.Actions = actions
+}
+
+// waiting names the jobs the plan gives workers that are not running yet
+// (submitted with a count, waiting for placement): a shrink in the same
+// round makes room for them.
+func (b *roundBuilder) waiting(plan policy.Plan) []string {
+	var out []string
+	for i, jp := range plan.Jobs {
+		if c := b.cands[i]; jp.Workers > 0 && c.view.Running < jp.Workers && c.pj.Current.Workers == jp.Workers {
+			out = append(out, jobName(c.job.Key.String()))
+		}
+	}
+	return out
 }
 
 // action is the change the plan makes to one candidate.

@@ -102,7 +102,7 @@ func fittedLoss(f model.Convergence, reported []float64, step, remaining float64
 // speedChart draws the measured samples/s per worker count and the fitted
 // speed model over the job's worker range.
 func speedChart(v manager.JobView) template.HTML {
-	c := svgplot.Chart{Title: "throughput by worker count", XLabel: "workers", YLabel: "samples/s", Height: 300}
+	c := svgplot.Chart{Title: "throughput by worker count", XLabel: "workers", YLabel: "samples/s", Height: 300, XInteger: true}
 	batch := v.Fit.Batch
 	if batch <= 0 {
 		batch = 1
@@ -151,7 +151,7 @@ func speedChart(v manager.JobView) template.HTML {
 
 // workersChart draws the worker count over time from Nomad's scaling events.
 func workersChart(events []nomadapi.ScalingEvent) template.HTML {
-	c := svgplot.Chart{Title: "workers over time (Nomad scaling events)", XLabel: "minutes ago", YLabel: "workers", Height: 220}
+	c := svgplot.Chart{Title: "workers over time (Nomad scaling events)", XLabel: "minutes ago", YLabel: "workers", Height: 220, YInteger: true}
 	evs := append([]nomadapi.ScalingEvent(nil), events...)
 	sort.Slice(evs, func(i, j int) bool { return evs[i].Time < evs[j].Time })
 	var xs, ys []float64

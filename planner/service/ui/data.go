@@ -101,8 +101,11 @@ func applied(h []manager.Decision) int {
 }
 
 // remainingNow is the predicted remaining time at the planned (else
-// current) worker count.
+// current) worker count; 0 once the job finished.
 func remainingNow(j manager.JobView) float64 {
+	if j.Fit.Finished {
+		return 0
+	}
 	if j.Plan != nil && j.Plan.PredictedRemaining != 0 {
 		return j.Plan.PredictedRemaining
 	}
@@ -137,15 +140,18 @@ type timelineRow struct {
 }
 
 type jobData struct {
-	Round     *manager.Round
-	Job       manager.JobView
-	Loss      template.HTML
-	Speed     template.HTML
-	Workers   template.HTML
-	Options   []option
-	Timeline  []timelineRow
-	EventsErr string
-	Candidate *manager.Candidate
+	Round *manager.Round
+	// OptionsNote says why the options table is empty: the job finished,
+	// or what is missing for a prediction.
+	OptionsNote string
+	Job         manager.JobView
+	Loss        template.HTML
+	Speed       template.HTML
+	Workers     template.HTML
+	Options     []option
+	Timeline    []timelineRow
+	EventsErr   string
+	Candidate   *manager.Candidate
 }
 
 func (s *Server) jobData(ctx context.Context, r *manager.Round, j manager.JobView) jobData {
@@ -153,6 +159,7 @@ func (s *Server) jobData(ctx context.Context, r *manager.Round, j manager.JobVie
 	d.Loss = lossChart(j, s.Progress.Records(ingest.JobKey{Namespace: j.Namespace, ID: j.ID}))
 	d.Speed = speedChart(j)
 	d.Options = options(j)
+	d.OptionsNote = optionsNote(j)
 	for i := range r.Candidates {
 		if r.Candidates[i].Job == j.Namespace+"/"+j.ID {
 			d.Candidate = &r.Candidates[i]
@@ -200,6 +207,9 @@ func change(from, to, psFrom, psTo int) string {
 }
 
 func options(j manager.JobView) []option {
+	if j.Fit.Finished {
+		return nil // nothing remains: optionsNote says so
+	}
 	ws := make([]int, 0, len(j.Predicted))
 	for w := range j.Predicted {
 		ws = append(ws, w)
@@ -218,6 +228,34 @@ func options(j manager.JobView) []option {
 		out = append(out, o)
 	}
 	return out
+}
+
+// optionsNote says why a job has no predicted remaining time per worker
+// count: it finished, or which input is missing (never "no speed measured"
+// when a speed was).
+func optionsNote(j manager.JobView) string {
+	switch {
+	case j.Fit.Finished:
+		return fmt.Sprintf("Training finished at step %d: no remaining time to predict.", j.Fit.Step)
+	case len(j.Fit.SpeedSamples) == 0:
+		return "No prediction yet: no speed measured."
+	case j.Fit.RemainingSteps < 0:
+		return fmt.Sprintf("No prediction yet: speed measured at %s, but no remaining-steps estimate.", measuredAt(j.Fit))
+	}
+	return fmt.Sprintf("No prediction: speed measured at %s, remaining steps %s.", measuredAt(j.Fit), fmtNum(j.Fit.RemainingSteps))
+}
+
+// measuredAt lists the worker counts a job's speed was measured at.
+func measuredAt(f manager.Fit) string {
+	seen := map[int]bool{}
+	var ws []string
+	for _, s := range f.SpeedSamples {
+		if !seen[s.Workers] {
+			seen[s.Workers] = true
+			ws = append(ws, fmt.Sprint(s.Workers))
+		}
+	}
+	return strings.Join(ws, ", ") + " worker(s)"
 }
 
 type planData struct {

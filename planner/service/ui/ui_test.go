@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +272,80 @@ func TestJobPath_RoundTrips(t *testing.T) {
 	must.False(t, strings.ContainsAny(strings.TrimPrefix(p, "/ui/jobs/default/"), "/<>\"' "))
 	resp := get(t, s.Handler(), p, nil)
 	must.Eq(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestPages_FinishedJob: a finished job reads as finished, not "0 / 3
+// workers" and "unknown" remaining, and its options say it finished, not
+// that no speed was measured (it was).
+func TestPages_FinishedJob(t *testing.T) {
+	s, _ := fixture(t, "")
+	r := s.Planner.Last()
+	j := &r.Jobs[0]
+	j.State, j.Running, j.Workers, j.Plan = manager.StateStopped, 0, 3, nil
+	j.Fit.Finished, j.Fit.FinishedAt, j.Fit.RemainingSteps = true, time.Now().Add(-time.Minute), -1
+	j.Predicted = nil
+	h := s.Handler()
+
+	b := body(t, get(t, h, "/ui/jobs", nil))
+	must.StrNotContains(t, b, "0 / 3")
+	must.StrNotContains(t, b, "unknown")
+	must.StrContains(t, b, "finished")
+
+	b = body(t, get(t, h, JobPath("default", evil), nil))
+	must.StrNotContains(t, b, "0 / 3")
+	must.StrNotContains(t, b, "no speed measured")
+	must.StrContains(t, b, "Training finished at step 1000")
+}
+
+// TestOptionsNote: an empty options table names what is missing, and never
+// "no speed measured" when a speed was.
+func TestOptionsNote(t *testing.T) {
+	measured := []model.SpeedSample{{Workers: 1, StepsPerSec: 10}, {Workers: 2, StepsPerSec: 18}, {Workers: 2, StepsPerSec: 17}}
+	cases := []struct {
+		name string
+		fit  manager.Fit
+		want string
+	}{
+		{"finished", manager.Fit{Finished: true, Step: 6000, SpeedSamples: measured}, "finished at step 6000"},
+		{"nothing measured", manager.Fit{RemainingSteps: 100}, "no speed measured"},
+		{"no remaining estimate", manager.Fit{RemainingSteps: -1, SpeedSamples: measured}, "speed measured at 1, 2 worker(s), but no remaining-steps estimate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			must.StrContains(t, optionsNote(manager.JobView{Fit: c.fit}), c.want)
+		})
+	}
+}
+
+// TestPages_PlanLegendNamesEveryVerdict: the Plan page's legend explains
+// every verdict a candidate can get.
+func TestPages_PlanLegendNamesEveryVerdict(t *testing.T) {
+	s, _ := fixture(t, "")
+	b := body(t, get(t, s.Handler(), "/ui/plan", nil))
+	_, legend, ok := strings.Cut(b, "<h2>Verdicts</h2>")
+	must.True(t, ok)
+	for _, v := range manager.Verdicts {
+		must.StrContains(t, legend, string(v), must.Sprintf("verdict %s", v))
+	}
+}
+
+// TestCharts_WorkerAxesAreWhole: the worker-count axes (the speed chart's
+// X, the workers chart's Y) tick at whole numbers only.
+func TestCharts_WorkerAxesAreWhole(t *testing.T) {
+	v := manager.JobView{Workers: 2, Spec: source.Spec{MaxWorkers: 2},
+		Fit: manager.Fit{Batch: 1, SpeedSamples: []model.SpeedSample{{Workers: 1, StepsPerSec: 10}, {Workers: 2, StepsPerSec: 18}}}}
+	xTicks := regexp.MustCompile(`text-anchor="middle" font-size="11">([^<]+)<`)
+	labels := xTicks.FindAllStringSubmatch(string(speedChart(v)), -1)
+	must.SliceNotEmpty(t, labels)
+	for _, m := range labels {
+		must.StrNotContains(t, m[1], ".", must.Sprint("a worker-count tick of the speed chart"))
+	}
+	now := uint64(time.Now().UnixNano())
+	w := workersChart([]nomadapi.ScalingEvent{{Time: now - 60e9, Count: i64(2), PreviousCount: 1}})
+	yTicks := regexp.MustCompile(`text-anchor="end" font-size="11">([^<]+)<`)
+	labels = yTicks.FindAllStringSubmatch(string(w), -1)
+	must.SliceNotEmpty(t, labels)
+	for _, m := range labels {
+		must.StrNotContains(t, m[1], ".", must.Sprint("a worker-count tick of the workers chart"))
+	}
 }
