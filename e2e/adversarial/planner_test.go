@@ -351,7 +351,25 @@ func TestPlanner_RestartedMidRound(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(4 * 3 * time.Second) // a few more rounds (interval 3s): nothing is written again
+	// Four more rounds (counted by the time of /v1/plan's round, not
+	// slept): nothing is written again.
+	rounds := map[time.Time]bool{}
+	harness.Eventually(t, time.Minute, func() error {
+		var r struct {
+			Time   time.Time `json:"time"`
+			Leader bool      `json:"leader"`
+		}
+		if err := harness.GetJSON(again.url+"/v1/plan", &r); err != nil {
+			return err
+		}
+		if r.Leader {
+			rounds[r.Time] = true
+		}
+		if len(rounds) < 5 { // the first may be the round that finished the plan
+			return fmt.Errorf("%d leading rounds seen since the plan finished", len(rounds))
+		}
+		return nil
+	})
 	must.Eq(t, 1, grown(a))
 	must.Eq(t, 1, grown(b))
 	for _, id := range []string{a, b} {
