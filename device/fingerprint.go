@@ -46,6 +46,10 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, period time.Duration, out 
 		case <-timer.C:
 		case <-p.healthCh:
 		}
+		// The recovery wait is counted from before the pass: a GPU that
+		// recovers while the pass runs (or while its update waits to be
+		// read) is re-read at once, not a fingerprint_period later.
+		passStart := p.now()
 		groups := p.fingerprintOnce()
 		if !sent || !reflect.DeepEqual(groups, last) {
 			select {
@@ -57,8 +61,8 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, period time.Duration, out 
 		}
 		wait := period
 		_, _, health := p.state()
-		if next := health.nextRecovery(p.now()); !next.IsZero() {
-			wait = min(wait, next.Sub(p.now())+10*time.Millisecond)
+		if next := health.nextRecovery(passStart); !next.IsZero() {
+			wait = max(min(wait, next.Sub(p.now())+10*time.Millisecond), 0)
 		}
 		if !timer.Stop() {
 			select {

@@ -5,6 +5,7 @@ package device
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,17 +269,24 @@ func TestFingerprint_NoLibraryIsQuiet(t *testing.T) {
 	lib := &mock.Interface{
 		InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND },
 	}
-	p := newTestPlugin(t, `config {}`, lib, nil)
+	p := newTestPlugin(t, `config { fingerprint_period = "10ms" }`, lib, nil)
+	// Every fingerprint pass reads the clock once at its start: counting
+	// the reads counts the passes.
+	var passes atomic.Int64
+	p.now = func() time.Time { passes.Add(1); return time.Now() }
 	ch, err := p.Fingerprint(t.Context())
 	must.NoError(t, err)
 	fp := nextFingerprint(t, ch)
 	must.SliceEmpty(t, fp.Devices)
 	// The channel stays open (closing it would make Nomad stop the
-	// plugin), and no error follows.
+	// plugin), and no error follows: five more passes send nothing.
+	after := passes.Load() + 5
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return passes.Load() > after }),
+		wait.Timeout(30*time.Second), wait.Gap(5*time.Millisecond)))
 	select {
 	case fp, ok := <-ch:
 		t.Fatalf("unexpected fingerprint %v (open=%v)", fp, ok)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	stats := p.collectStats()
 	must.SliceEmpty(t, stats.Groups)

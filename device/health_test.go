@@ -3,6 +3,7 @@
 package device
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +101,10 @@ func TestHealth_ParentXidAffectsMIGInstances(t *testing.T) {
 
 // TestHealth_XidThroughNVML sends an Xid through the mock's event set and
 // watches the fingerprint turn the GPU unhealthy, then healthy again.
+// The plugin's clock is the test's: it stands still until the test moves it
+// past the recovery period, so a slow loop on a loaded machine cannot let
+// the GPU recover before the unhealthy fingerprint is read (the Xid events'
+// times are the adapter's wall clock, just after the frozen instant).
 func TestHealth_XidThroughNVML(t *testing.T) {
 	f := newFakeGPUs(t)
 	p := newTestPlugin(t, `config {
@@ -108,6 +113,8 @@ func TestHealth_XidThroughNVML(t *testing.T) {
 			recovery_period = "1s"
 		}
 	}`, f.srv, nil)
+	clock := newTestClock(time.Now())
+	p.now = clock.Now // before Fingerprint starts the loop that reads it
 	ch, err := p.Fingerprint(t.Context())
 	must.NoError(t, err)
 	fp := nextFingerprint(t, ch)
@@ -126,10 +133,33 @@ func TestHealth_XidThroughNVML(t *testing.T) {
 	}
 	must.True(t, groups[f.uuid(1)].Devices[0].Healthy)
 
-	// Without further Xids it recovers, even with a long fingerprint period.
+	// Without further Xids it recovers, even with a long fingerprint period:
+	// the loop wakes at the recovery time it computed and finds the clock
+	// past it.
+	clock.Set(time.Now().Add(time.Hour))
 	fp = nextFingerprint(t, ch)
 	for _, d := range groupByName(fp.Devices)[f.uuid(2)].Devices {
 		must.True(t, d.Healthy)
 		must.Eq(t, "", d.HealthDesc)
 	}
+}
+
+// testClock is a clock that moves only when the test sets it.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock(t time.Time) *testClock { return &testClock{t: t} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }

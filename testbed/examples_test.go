@@ -12,7 +12,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/internal/cli"
-	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux/polluxtest"
 )
 
 // TestUsageExamples: every example of `caravan testbed --help` parses as
@@ -20,9 +20,7 @@ import (
 // repository path the text names exists (make targets: the README test at
 // the root checks those).
 func TestUsageExamples(t *testing.T) {
-	if _, err := pollux.FindData(""); err != nil {
-		t.Skip("shared Pollux data not present")
-	}
+	polluxtest.Dir(t)
 	root, err := filepath.Abs("..")
 	must.NoError(t, err)
 	t.Chdir(root)

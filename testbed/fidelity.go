@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -46,22 +47,21 @@ type Calibration struct {
 	Points int `json:"points"`
 }
 
-// Calibrate fits the step time from the static run's jobs (a fixed worker
-// count, never resized: (finish - start) / steps is their true step time)
-// by least squares, and takes the start delay from every run's first job
-// (an idle cluster). With fewer than two distinct computes it keeps a
-// factor of 1 and takes the median overhead.
+// Calibrate fits the step time from the runs' jobs that held one shape
+// throughout (every job of a static run; a planner run's jobs that were
+// never resized, suspended or restarted: (finish - start) / steps is their
+// true step time) by least squares, and takes the start delay from every
+// run's first job (an idle cluster). With fewer than two distinct computes
+// it keeps a factor of 1 and takes the median overhead. Every run must have
+// run jobs.
 func Calibrate(runs []*Run, jobs []Job) Calibration {
 	var xs, ys, start []float64
 	for _, r := range runs {
 		if len(r.Jobs) > 0 && !r.Jobs[0].Started.IsZero() {
 			start = append(start, r.Jobs[0].Queued.Seconds())
 		}
-		if r.Policy != Static {
-			continue
-		}
 		for i, m := range r.Jobs {
-			if m.Finished.IsZero() || m.Started.IsZero() || m.Restarts > 0 || i >= len(jobs) || jobs[i].Steps <= 0 {
+			if i >= len(jobs) || !fixedShape(r, m, jobs[i]) {
 				continue
 			}
 			sj := stepJob(jobs[i], 1)
@@ -81,6 +81,31 @@ func Calibrate(runs []*Run, jobs []Job) Calibration {
 	}
 	cal.StepOverhead = secs(math.Max(medianOr(over, 0), 0))
 	return cal
+}
+
+// fixedShape reports whether a finished job ran at its requested workers
+// from start to finish: a static run's jobs always do; a planner run's
+// never resized, suspended or restarted ones too.
+func fixedShape(r *Run, m JobMetrics, j Job) bool {
+	if m.Finished.IsZero() || m.Started.IsZero() || m.Restarts > 0 || j.Steps <= 0 {
+		return false
+	}
+	return r.Policy == Static || m.MaxWorkers == j.Workers
+}
+
+// LeaveOneOut calibrates for predicting run: from every other run, so that
+// the run compared with the simulator took no part in the fit. ok is false
+// when the other runs hold no job of one shape (then only an in-sample fit
+// check is possible).
+func LeaveOneOut(runs []*Run, jobs []Job, run *Run) (cal Calibration, ok bool) {
+	var others []*Run
+	for _, r := range runs {
+		if r != run {
+			others = append(others, r)
+		}
+	}
+	cal = Calibrate(others, jobs)
+	return cal, cal.Points > 0
 }
 
 // fitLine is the least-squares y = a + b x; ok is false without two
@@ -142,6 +167,19 @@ type Fidelity struct {
 	JobSim      []time.Duration
 	JobError    []float64 `json:"-"` // in jobs.csv; NaN for an unfinished job
 	SimMakespan time.Duration
+	// Calibration is the one this simulation used; InSample is set when it
+	// was fitted on this very run (a fit check, not a prediction: no other
+	// run had a job of one shape).
+	Calibration Calibration
+	InSample    bool
+}
+
+// CalibrationLabel names how the simulation was calibrated, for tables.
+func (f Fidelity) CalibrationLabel() string {
+	if f.InSample {
+		return "in-sample fit check"
+	}
+	return "out of sample"
 }
 
 // Simulate replays the workload through the simulator for a live run.
@@ -150,7 +188,29 @@ func Simulate(run *Run, jobs []Job, cfg Config, cal Calibration) (Fidelity, erro
 	if err != nil {
 		return Fidelity{}, err
 	}
-	return compare(run, res), nil
+	f := compare(run, res)
+	f.Calibration = cal
+	return f, nil
+}
+
+// Predict simulates every run calibrated on the other runs (LeaveOneOut);
+// a run that leaves none to calibrate on is simulated with its own fit,
+// marked InSample.
+func Predict(runs []*Run, jobs []Job, cfg Config) ([]Fidelity, error) {
+	out := make([]Fidelity, 0, len(runs))
+	for _, r := range runs {
+		cal, ok := LeaveOneOut(runs, jobs, r)
+		if !ok {
+			cal = Calibrate([]*Run{r}, jobs)
+		}
+		f, err := Simulate(r, jobs, cfg, cal)
+		if err != nil {
+			return nil, fmt.Errorf("simulating the %s run: %w", r.Policy, err)
+		}
+		f.InSample = !ok
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func stepJobs(jobs []Job, cal Calibration) []steps.StepJob {

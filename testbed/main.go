@@ -265,8 +265,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func report(stdout io.Writer, o *options, res *Results) {
 	fmt.Fprintln(stdout)
 	PrintTable(stdout, res)
+	fmt.Fprintln(stdout, "\nsimulator calibrated per run from the other runs' jobs of one shape (out of sample; in sample only where none is left: a fit check):")
+	for _, f := range res.Fidelity {
+		c := f.Calibration
+		fmt.Fprintf(stdout, "  %-8s step time = %s + %.3f x modelled compute (%d jobs), start delay %s: %s\n", f.Policy,
+			c.StepOverhead.Round(100*time.Microsecond), c.ComputeFactor, c.Points, c.StartDelay.Round(time.Millisecond), f.CalibrationLabel())
+	}
 	c := res.Calibration
-	fmt.Fprintf(stdout, "\nsimulator calibrated from the live runs: step time = %s + %.3f x modelled compute (%d static jobs), start delay %s\nresults in %s\n",
+	fmt.Fprintf(stdout, "all runs together: step time = %s + %.3f x modelled compute (%d jobs), start delay %s\nresults in %s\n",
 		c.StepOverhead.Round(100*time.Microsecond), c.ComputeFactor, c.Points, c.StartDelay.Round(time.Millisecond), o.out)
 }
 
@@ -309,14 +315,11 @@ func rerun(stdout io.Writer, o *options) error {
 // finish calibrates, simulates every run so far and writes the results.
 func finish(o *options, res *Results, stdout io.Writer) error {
 	res.Calibration = Calibrate(res.Runs, res.Workload)
-	res.Fidelity = res.Fidelity[:0]
-	for _, r := range res.Runs {
-		f, err := Simulate(r, res.Workload, o.cfg, res.Calibration)
-		if err != nil {
-			return fmt.Errorf("simulating the %s run: %w", r.Policy, err)
-		}
-		res.Fidelity = append(res.Fidelity, f)
+	fid, err := Predict(res.Runs, res.Workload, o.cfg)
+	if err != nil {
+		return err
 	}
+	res.Fidelity = fid
 	if err := Write(o.out, res); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}

@@ -17,12 +17,14 @@ import (
 
 // Results is everything one `caravan testbed` invocation measured.
 type Results struct {
-	Options     SampleOptions `json:"options"`
-	Cluster     Cluster       `json:"cluster"`
-	Calibration Calibration   `json:"calibration"`
-	Workload    []Job         `json:"workload"`
-	Runs        []*Run        `json:"runs"`
-	Fidelity    []Fidelity    `json:"fidelity"` // one per run, same order
+	Options SampleOptions `json:"options"`
+	Cluster Cluster       `json:"cluster"`
+	// Calibration is fitted on every run; each Fidelity's own (out of
+	// sample where it can be) is the one its simulation used.
+	Calibration Calibration `json:"calibration"`
+	Workload    []Job       `json:"workload"`
+	Runs        []*Run      `json:"runs"`
+	Fidelity    []Fidelity  `json:"fidelity"` // one per run, same order
 	// Interval and Cooldown are the planner's.
 	Interval time.Duration `json:"interval_ns"`
 	Cooldown time.Duration `json:"cooldown_ns"`
@@ -69,22 +71,22 @@ func (r *Results) vsStatic(run *Run) float64 {
 // PrintTable writes the per-policy table with the simulator's figures.
 func PrintTable(w io.Writer, r *Results) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT\tvs static\tmakespan\tGPU util\trestarts\tcheckpoints\tckpt size\tsim policy\tsim avg JCT\tJCT error\tmax job error\t")
+	fmt.Fprintln(tw, "policy\tjobs\tdone\tavg JCT\tvs static\tmakespan\tGPU util\trestarts\tcheckpoints\tckpt size\tsim policy\tsim avg JCT\tJCT error\tmax job error\tcalibration\t")
 	for _, run := range r.Runs {
 		s := run.Summary
 		f := r.fidelity(run.Policy)
-		simPol, simJCT, errS, maxS := "-", "-", "-", "-"
+		simPol, simJCT, errS, maxS, calS := "-", "-", "-", "-", "-"
 		if f != nil {
 			simPol, simJCT = f.SimPolicy, dur(f.SimAvgJCT)
-			errS, maxS = pct(f.Error), pct(f.MaxAbsJobError())
+			errS, maxS, calS = pct(f.Error), pct(f.MaxAbsJobError()), f.CalibrationLabel()
 		}
 		vs := "-"
 		if x := r.vsStatic(run); x > 0 {
 			vs = fmt.Sprintf("%.2fx", x)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", run.Policy, s.Jobs, s.Finished,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", run.Policy, s.Jobs, s.Finished,
 			dur(s.AvgJCT), vs, dur(s.Makespan), 100*s.Util, s.Restarts, s.Checkpoints, bytesize.Human(s.CheckpointBytes),
-			simPol, simJCT, errS, maxS)
+			simPol, simJCT, errS, maxS, calS)
 	}
 	tw.Flush()
 }
@@ -173,19 +175,22 @@ func since(t, start time.Time) string {
 func writeSummary(w io.Writer, r *Results) error {
 	header := []string{"policy", "sim_policy", "jobs", "finished", "avg_jct_s", "makespan_s", "gpu_util", "restarts",
 		"checkpoints", "checkpoint_bytes", "max_checkpoint_bytes", "jct_vs_static", "sim_avg_jct_s", "sim_makespan_s",
-		"mean_jct_error", "max_job_jct_error", "timed_out"}
+		"mean_jct_error", "max_job_jct_error", "timed_out", "sim_in_sample"}
 	var rows [][]string
 	for _, run := range r.Runs {
 		s := run.Summary
 		row := []string{run.Policy, SimLabel(run.Policy), strconv.Itoa(s.Jobs), strconv.Itoa(s.Finished), sec(s.AvgJCT),
 			sec(s.Makespan), f3(s.Util), strconv.Itoa(s.Restarts), strconv.Itoa(s.Checkpoints),
 			strconv.FormatInt(s.CheckpointBytes, 10), strconv.FormatInt(s.MaxCheckpointBytes, 10), f3(r.vsStatic(run))}
-		if f := r.fidelity(run.Policy); f != nil {
+		f := r.fidelity(run.Policy)
+		inSample := ""
+		if f != nil {
 			row = append(row, sec(f.SimAvgJCT), sec(f.SimMakespan), f3(f.Error), f3(f.MaxAbsJobError()))
+			inSample = strconv.FormatBool(f.InSample)
 		} else {
 			row = append(row, "", "", "", "")
 		}
-		rows = append(rows, append(row, strconv.FormatBool(run.TimedOut)))
+		rows = append(rows, append(row, strconv.FormatBool(run.TimedOut), inSample))
 	}
 	return writeCSV(w, header, rows)
 }

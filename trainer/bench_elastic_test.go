@@ -71,7 +71,8 @@ func (s *stepClock) step(step uint64) {
 }
 
 // BenchmarkElastic reports samples/s for 1, 2, 4 and 8 workers with 1 and
-// 2 parameter servers (compute MODELLED at 0.5ms/sample; exchange real).
+// 2 parameter servers (compute MODELLED at 1 ms/sample, 100 µs with -short;
+// exchange real).
 func BenchmarkElastic(b *testing.B) {
 	for _, p := range []int{1, 2} {
 		for _, w := range []int{1, 2, 4, 8} {

@@ -64,7 +64,9 @@ func listen(t testing.TB) net.Listener {
 
 // coordinator starts a coordinating server; its result arrives on the channel.
 func (e *elastic) coordinator(ctx context.Context, o ServerOptions) <-chan *Result {
-	o.Listener = listen(e.t)
+	if o.Listener == nil {
+		o.Listener = listen(e.t)
+	}
 	ch := make(chan *Result, 1)
 	e.loc.set(o.Listener.Addr().String())
 	go func() {
@@ -248,9 +250,17 @@ func TestElastic_CoordinatorReportsTheJob(t *testing.T) {
 	e.scaleServers(1)
 	e.scaleWorkers(2)
 	rec := &recorder{}
-	res := <-e.coordinator(context.Background(), ServerOptions{Reporter: rec, AfterStep: func(step uint64) {
+	// After the first step the coordinator waits until the server's and
+	// both workers' joins are queued: it handles them during the second
+	// step, so the report at step 40 counts every member.
+	ln := &joinListener{Listener: listen(t)}
+	res := <-e.coordinator(context.Background(), ServerOptions{Listener: ln, Reporter: rec, AfterStep: func(step uint64) {
 		if step == 1 {
-			time.Sleep(100 * time.Millisecond) // let every member join before the last window
+			// On the coordinator's goroutine: an error, not FailNow.
+			if err := wait.InitialSuccess(wait.BoolFunc(func() bool { return ln.joinsQueued() == 3 }),
+				wait.Timeout(30*time.Second), wait.Gap(time.Millisecond)).Run(); err != nil {
+				t.Errorf("joins queued after step 1: %d of 3: %v", ln.joinsQueued(), err)
+			}
 		}
 	}})
 	must.NotNil(t, res)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/shoenig/test/must"
+	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
@@ -158,17 +159,26 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 }
 
 // Tokens with forged key IDs flood the planner (each makes it look for the
-// key in Nomad's JWKS), while Nomad answers JWKS requests slowly (a proxy
-// delays each by jwksDelay). Expected: every forgery gets 401, and a
-// legitimate report sent in the middle of the flood is accepted at once (a
-// generous bound, well under jwksDelay: it must not queue behind the
-// forgeries' fetches).
+// key in Nomad's JWKS), while the JWKS, served through a proxy under the
+// test's control, holds every fetch the flood causes until the test lets it
+// go. Expected: with a fetch held and every flooding client's forgery in
+// flight, a legitimate report is accepted (it must not queue behind the
+// forgeries' fetch: were it to, it could not return before the release and
+// its 30 s client timeout would fail it); once the fetch is released every
+// forgery gets 401.
 func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	c := harness.Cluster(t)
 	harness.NeedsFeature(t, c, harness.FeatureJWKS)
-	const jwksDelay = 8 * time.Second
+	var hold atomic.Bool // set while the flood runs: fetches wait for release
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(release) }) }
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(jwksDelay)
+		if hold.Load() {
+			heldOnce.Do(func() { close(held) })
+			<-release
+		}
 		resp, err := http.Get(c.NomadAddr + "/.well-known/jwks.json")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
@@ -179,6 +189,7 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 		_, _ = io.Copy(w, resp.Body)
 	}))
 	defer slow.Close()
+	defer letGo() // before slow.Close, which waits for its handlers
 	p := plStartWith(t, c, "forged", plOpts{extra: fmt.Sprintf("progress {\n  jwks_url = %q\n}\n", slow.URL)})
 	p.waitLeading(t, true, time.Minute)
 	id := plRunSim(t, c, "adv-forged", "count=1", "max_workers=1")
@@ -209,10 +220,12 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 		hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": base64.RawURLEncoding.EncodeToString(kid)})
 		return base64.RawURLEncoding.EncodeToString(hdr) + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + parts[2]
 	}
+	const clients = 16
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var forged, not401 atomic.Int64
-	for i := 0; i < 16; i++ {
+	var started, inFlight, forged, not401 atomic.Int64
+	hold.Store(true)
+	for i := 0; i < clients; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -222,7 +235,10 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 					return
 				default:
 				}
+				started.Add(1)
+				inFlight.Add(1)
 				code, _, err := p.post(forge(), `{"step": 1, "loss": 1, "samples_per_sec": 1}`)
+				inFlight.Add(-1)
 				forged.Add(1)
 				if err != nil || code != http.StatusUnauthorized {
 					not401.Add(1)
@@ -230,22 +246,37 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(2 * time.Second) // the flood is under way, a JWKS fetch with it
-	sent := time.Now()
+	stopFlood := sync.OnceFunc(func() { close(stop) })
+	defer func() { stopFlood(); letGo(); wg.Wait() }() // on a failure too
+	// The flood is in: a JWKS fetch is held, and every client has a
+	// forgery outstanding (or, where forgeries do not wait for the fetch,
+	// 2 x clients more were sent while it is held).
+	select {
+	case <-held:
+	case <-time.After(time.Minute):
+		t.Fatal("the forged key IDs caused no JWKS fetch within a minute")
+	}
+	atHold := started.Load()
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool {
+		return inFlight.Load() == clients || started.Load()-atHold >= 2*clients
+	}), wait.Timeout(time.Minute), wait.Gap(time.Millisecond)))
+
 	code, eb, err := p.post(token, fmt.Sprintf(`{"step": %d, "loss": 0.5, "samples_per_sec": 32}`, step))
-	took := time.Since(sent)
-	// Forgeries keep coming past the fetch; each waits for a JWKS fetch that
-	// started after it arrived (at most MinRefresh, 2 s, plus a slow fetch)
-	// and gets 401.
-	time.Sleep(jwksDelay + 2*time.Second)
-	close(stop)
-	wg.Wait()
-	must.NoError(t, err)
+	must.NoError(t, err, must.Sprint("the legitimate report, sent while the flood's JWKS fetch was held"))
 	must.Eq(t, http.StatusNoContent, code, must.Sprint(eb.Error))
-	t.Logf("legitimate report accepted in %s during a flood of %d forged-kid reports (JWKS fetch delayed %s)",
-		took.Round(time.Millisecond), forged.Load(), jwksDelay)
-	must.Less(t, jwksDelay/2, took)
-	must.Eq(t, int64(0), not401.Load())
+	inAtReport := inFlight.Load()
+
+	// Release the fetch: the held forgeries and those that follow get 401.
+	hold.Store(false)
+	letGo()
+	must.Wait(t, wait.InitialSuccess(wait.BoolFunc(func() bool { return forged.Load() >= 4*clients }),
+		wait.Timeout(time.Minute), wait.Gap(10*time.Millisecond)))
+	stopFlood()
+	wg.Wait()
+	t.Logf("legitimate report accepted with the flood's JWKS fetch held (%d forgeries in flight); %d forged-kid reports, all 401",
+		inAtReport, forged.Load())
+	must.Eq(t, int64(0), not401.Load(), must.Sprintf("of %d forged-kid reports, %d did not get 401", forged.Load(), not401.Load()))
+	must.GreaterEq(t, int64(4*clients), forged.Load())
 }
 
 // A task whose planner identity has no ttl gets a token without exp: a
@@ -320,7 +351,25 @@ func TestPlanner_RestartedMidRound(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(4 * 3 * time.Second) // a few more rounds (interval 3s): nothing is written again
+	// Four more rounds (counted by the time of /v1/plan's round, not
+	// slept): nothing is written again.
+	rounds := map[time.Time]bool{}
+	harness.Eventually(t, time.Minute, func() error {
+		var r struct {
+			Time   time.Time `json:"time"`
+			Leader bool      `json:"leader"`
+		}
+		if err := harness.GetJSON(again.url+"/v1/plan", &r); err != nil {
+			return err
+		}
+		if r.Leader {
+			rounds[r.Time] = true
+		}
+		if len(rounds) < 5 { // the first may be the round that finished the plan
+			return fmt.Errorf("%d leading rounds seen since the plan finished", len(rounds))
+		}
+		return nil
+	})
 	must.Eq(t, 1, grown(a))
 	must.Eq(t, 1, grown(b))
 	for _, id := range []string{a, b} {

@@ -161,8 +161,15 @@ func TestContainers_FractionalGPU(t *testing.T) {
 // TestContainers_MissingImage: an image that is not in the runtime's store
 // fails the task at once with an error naming it; the pull it attempts goes
 // to a closed loopback port (the runtimes' proxy), never off the machine.
+// The error must say so: a registry image's pull is refused by the closed
+// proxy (scripts/cluster/runtimes.sh's no_pull_proxy; without it the pull
+// would go to docker.io), a localhost image's by loopback itself.
 func TestContainers_MissingImage(t *testing.T) {
 	c := harness.Cluster(t)
+	refused := map[string]*regexp.Regexp{
+		"localhost/caravan-missing:local": regexp.MustCompile(`dial tcp (127\.0\.0\.1|\[::1\]):\d+: connect: connection refused`),
+		"caravan-missing:1":               regexp.MustCompile(`proxyconnect tcp: dial tcp 127\.0\.0\.1:9: connect: connection refused`),
+	}
 	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
 			c.RequireRuntime(t, d.Client, d.Name)
@@ -179,6 +186,7 @@ func TestContainers_MissingImage(t *testing.T) {
 				joined := strings.Join(msgs, "\n")
 				t.Logf("%s, %s, failed after %s:\n%s", d.Name, image, time.Since(start).Round(time.Millisecond), joined)
 				must.StrContains(t, joined, fmt.Sprintf(pullFailure, image))
+				must.RegexMatch(t, refused[image], joined, must.Sprintf("%s: the pull was not refused on loopback", image))
 				c.StopJob(t, jobID)
 			}
 		})

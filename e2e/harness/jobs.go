@@ -70,7 +70,8 @@ func (c *C) RunJob(t testing.TB, path string, vars ...string) string {
 
 // StopJob stops a job, waits (bounded) until its allocations have stopped
 // (so a checkpoint taken on stop is committed before the next test starts),
-// then purges it.
+// then purges it. A stop that fails, or allocations still running a minute
+// after it, fail t: they would disturb the tests that follow.
 func (c *C) StopJob(t testing.TB, jobID string) {
 	t.Helper()
 	if _, _, err := c.Nomad.Jobs().Deregister(jobID, false, nil); err != nil {
@@ -78,7 +79,7 @@ func (c *C) StopJob(t testing.TB, jobID string) {
 		if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
 			return
 		}
-		t.Logf("harness: stopping %s: %v", jobID, err)
+		t.Errorf("harness: stopping %s: %v", jobID, err)
 		return
 	}
 	deadline := time.Now().Add(time.Minute)
@@ -94,7 +95,8 @@ func (c *C) StopJob(t testing.TB, jobID string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Logf("harness: %d allocations of %s still running a minute after the stop", live, jobID)
+			t.Errorf("harness: a minute after stopping %s: %d allocations still running (%s), reading them: %v",
+				jobID, live, summarize(allocs), err)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)

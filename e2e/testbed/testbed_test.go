@@ -2,8 +2,10 @@
 // elastic training jobs (MODELLED compute, SIMULATED GPUs) run once with the
 // planner (optimus) and once as the static baseline (no planner, each job at
 // its requested single worker); the planner must finish them sooner, and the
-// simulator, calibrated from the static run, must predict each run's mean
-// JCT within 25%. About three minutes.
+// simulator must predict each run's mean JCT within 25%, calibrated on a
+// run of its own (two shorter jobs, static) that it is not compared with:
+// out of sample. The static run simulated with a fit on itself is logged
+// as what it is, a fit check. About four and a half minutes.
 package testbed
 
 import (
@@ -32,6 +34,15 @@ func workload() []testbed.Job {
 	return []testbed.Job{a, b}
 }
 
+// calibrationWorkload: two 400-step jobs of one worker each, at once (about
+// 26 s each), run static, only to calibrate the simulator.
+func calibrationWorkload() []testbed.Job {
+	j := testbed.Job{Model: "e2e", Workers: 1, Steps: 400, ComputePerSample: time.Millisecond}
+	a, b := j, j
+	a.Name, b.Name = "e2e-tb-cal-a", "e2e-tb-cal-b"
+	return []testbed.Job{a, b}
+}
+
 func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 	c := harness.Cluster(t)
 	cfg := testbed.DefaultConfig()
@@ -49,6 +60,10 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 			_ = testbed.Purge(context.Background(), d, cfg.Prefix)
 		}
 	})
+	calJobs := calibrationWorkload()
+	calRun, err := testbed.RunPolicy(ctx, cfg, testbed.Static, calJobs, out)
+	must.NoError(t, err, must.Sprint("calibration run"))
+	must.Eq(t, len(calJobs), calRun.Summary.Finished, must.Sprint("calibration run"))
 	jobs := workload()
 	var runs []*testbed.Run
 	for _, pol := range []string{testbed.Static, "optimus"} {
@@ -63,18 +78,21 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 	}
 	static, planned := runs[0], runs[1]
 	// The planner gives the idle GPUs to the jobs: it must beat the
-	// baseline clearly (0.41x in two runs on the loaded 2-core machine).
+	// baseline clearly (0.57x, 0.56x and 0.63x in three runs on the loaded
+	// 2-core machine, README).
 	must.Less(t, 0.9*static.Summary.AvgJCT.Seconds(), planned.Summary.AvgJCT.Seconds())
 	// Each static job runs past the one-minute checkpoint interval: the
 	// driver's task events carry the checkpoints and their sizes.
 	must.Positive(t, static.Summary.Checkpoints)
 	must.Positive(t, static.Summary.MaxCheckpointBytes)
 
-	cal := testbed.Calibrate(runs, jobs)
+	// Out of sample: calibrated on the calibration run alone.
+	cal := testbed.Calibrate([]*testbed.Run{calRun}, calJobs)
+	must.Positive(t, cal.Points)
 	for _, r := range runs {
 		f, err := testbed.Simulate(r, jobs, cfg, cal)
 		must.NoError(t, err)
-		t.Logf("%s: live mean JCT %s, simulated (%s) %s, error %+.1f%% (step time %s + %.3f x compute, start delay %s)", r.Policy,
+		t.Logf("%s: live mean JCT %s, simulated (%s) %s, error %+.1f%%, out of sample (step time %s + %.3f x compute, start delay %s, from the calibration run)", r.Policy,
 			f.LiveAvgJCT.Round(time.Second), f.SimPolicy, f.SimAvgJCT.Round(time.Second), 100*f.Error,
 			cal.StepOverhead.Round(time.Millisecond), cal.ComputeFactor, cal.StartDelay.Round(time.Millisecond))
 		// The replay measures speed as the live planner does (a round
@@ -82,4 +100,9 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 		// grew the jobs sooner than the live planner and was 31-38% off.
 		must.Less(t, 0.25, math.Abs(f.Error), must.Sprintf("%s: simulator's mean JCT vs live", r.Policy))
 	}
+	// The fit check: the static run simulated with a calibration fitted on
+	// itself. Near 0 by construction, so logged, not evidence.
+	fit, err := testbed.Simulate(static, jobs, cfg, testbed.Calibrate([]*testbed.Run{static}, jobs))
+	must.NoError(t, err)
+	t.Logf("fit check (in sample, not a prediction): static calibrated on itself, error %+.1f%%", 100*fit.Error)
 }

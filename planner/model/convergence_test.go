@@ -68,8 +68,10 @@ func TestConvergencePredictsHeldBack(t *testing.T) {
 	for _, p := range pts[cut:] {
 		worst = math.Max(worst, math.Abs(c.Loss(p.Step)-truth.Loss(p.Step))/truth.Loss(p.Step))
 	}
-	must.True(t, worst < 0.05, must.Sprintf("held-back relative error %v", worst))
 	t.Logf("held-back max relative error of the loss prediction: %.4f", worst)
+	// POLICY.md claims 0.4% (0.36% with these seeds); the margin is 0.1
+	// point, so a fit that got measurably worse fails here.
+	must.True(t, worst < 0.005, must.Sprintf("held-back relative error %v, POLICY.md claims 0.4%%", worst))
 }
 
 func TestConvergenceStepsTo(t *testing.T) {

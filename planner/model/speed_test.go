@@ -78,7 +78,8 @@ func TestSpeedPredictsHeldBack(t *testing.T) {
 		worst = math.Max(worst, math.Abs(p-s.StepsPerSec)/s.StepsPerSec)
 	}
 	t.Logf("fit on %d samples (rel rmse %.3f); held-back max relative error %.3f", got.Quality.Points, got.Quality.RelRMSE, worst)
-	must.True(t, worst < 0.15, must.Sprintf("held-back error %v", worst))
+	// POLICY.md claims 1.3% (with these seeds); the margin is 0.7 point.
+	must.True(t, worst < 0.02, must.Sprintf("held-back error %v, POLICY.md claims 1.3%%", worst))
 }
 
 func TestFitSpeedErrors(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux/polluxtest"
 )
 
 // expensiveExamples name the flags of usage examples that replay whole
@@ -27,10 +28,7 @@ var expensiveExamples = []string{"--table", "--philly", "--philly-queues", "--sw
 // earlier one wrote, like w.csv); the expensive ones must name defined
 // flags only.
 func TestUsageExamples(t *testing.T) {
-	dir, err := pollux.FindData("")
-	if err != nil {
-		t.Skip("shared Pollux data not present")
-	}
+	dir := polluxtest.Dir(t)
 	t.Setenv(pollux.DataEnv, dir)
 	t.Chdir(t.TempDir())
 	exs := cli.Examples(usage, "caravan planner simulate")
@@ -69,10 +67,7 @@ func TestUsageExamples(t *testing.T) {
 // TestWorkloadErrorNamesTheFlag: a --workload that exists neither as given
 // nor in the data directory fails with an error naming the flag.
 func TestWorkloadErrorNamesTheFlag(t *testing.T) {
-	dir, err := pollux.FindData("")
-	if err != nil {
-		t.Skip("shared Pollux data not present")
-	}
+	dir := polluxtest.Dir(t)
 	t.Setenv(pollux.DataEnv, dir)
 	t.Chdir(t.TempDir())
 	var stdout, stderr bytes.Buffer

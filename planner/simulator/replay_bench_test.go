@@ -11,6 +11,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/simulator/engine"
 	"github.com/caravan-nomad/caravan/planner/simulator/philly"
 	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux/polluxtest"
 	"github.com/caravan-nomad/caravan/planner/workload"
 	"github.com/shoenig/test/must"
 )
@@ -22,10 +23,7 @@ const longEnv = "CARAVAN_LONG_TESTS"
 
 func loadShared(tb testing.TB) (map[string][]workload.Job, map[string]*pollux.Application, map[string]map[string]float64) {
 	tb.Helper()
-	dir, err := pollux.FindData("")
-	if err != nil {
-		tb.Skip("shared Pollux data not present")
-	}
+	dir := polluxtest.Dir(tb)
 	apps, err := pollux.LoadApplications(dir)
 	must.NoError(tb, err)
 	files, _ := filepath.Glob(filepath.Join(dir, "workloads", "*.csv"))
@@ -102,10 +100,7 @@ func BenchmarkReplayPollux(b *testing.B)   { benchReplay(b, "pollux") }
 // policy (about a minute) and reports peak resident memory. With -short
 // (`make bench-smoke`) it replays the trace's first phillyShortJobs jobs.
 func BenchmarkReplayPhilly(b *testing.B) {
-	dir, err := pollux.FindData("")
-	if err != nil {
-		b.Skip("shared Pollux data not present")
-	}
+	dir := polluxtest.Dir(b)
 	trace := filepath.Join(dir, "philly-jobs.csv")
 	if testing.Short() {
 		trace = traceHead(b, trace, phillyShortJobs)

@@ -8,17 +8,14 @@ import (
 	"testing"
 
 	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
+	"github.com/caravan-nomad/caravan/planner/simulator/pollux/polluxtest"
 	"github.com/caravan-nomad/caravan/planner/workload"
 	"github.com/shoenig/test/must"
 )
 
 func sharedData(t *testing.T) string {
 	t.Helper()
-	dir, err := pollux.FindData("")
-	if err != nil {
-		t.Skip("shared Pollux data not present:", err)
-	}
-	return dir
+	return polluxtest.Dir(t)
 }
 
 func smallWorkload(t *testing.T, dir string, n int) ([]workload.Job, map[string]*pollux.Application) {

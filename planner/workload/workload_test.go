@@ -95,29 +95,6 @@ func TestReadTraceErrors(t *testing.T) {
 	must.Eq(t, 1, len(tr.Validation[32]))
 }
 
-// TestReadSharedData reads the real shared files when they are present.
-func TestReadSharedData(t *testing.T) {
-	dir := "/work/shared/data/pollux"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("shared Pollux data not present")
-	}
-	traces, err := ReadTraces(filepath.Join(dir, "traces"))
-	must.NoError(t, err)
-	must.Eq(t, 6, len(traces))
-	known := map[string]bool{}
-	for n := range traces {
-		known[n] = true
-	}
-	for _, w := range []string{"workload-1", "workload-2", "workload-3", "workload-4"} {
-		jobs, err := ReadJobs(filepath.Join(dir, "workloads", w+".csv"), known)
-		must.NoError(t, err)
-		must.Eq(t, 160, len(jobs))
-	}
-	pub, err := ReadPublished(filepath.Join(dir, "published-avg-jct.csv"))
-	must.NoError(t, err)
-	must.Eq(t, 12, len(pub))
-}
-
 func TestParseJobsSkipsUTF8BOM(t *testing.T) {
 	cases := []struct{ name, in string }{
 		{"bom", "\uFEFFname,time,application,num_replicas,batch_size\na,10,ncf,1,32\n"},

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -153,10 +156,18 @@ func TestVerifier(t *testing.T) {
 			body, _ := json.Marshal(workload("train-a", now))
 			return b64.EncodeToString(hdr) + "." + b64.EncodeToString(body) + "."
 		}, "unexpected signature algorithm"},
-		{"hs256 keyed with the public key", func() string {
-			hdr, _ := json.Marshal(map[string]string{"alg": "HS256", "kid": "rsa-1"})
-			body, _ := json.Marshal(workload("train-a", now))
-			return b64.EncodeToString(hdr) + "." + b64.EncodeToString(body) + ".c2ln"
+		// The algorithm-confusion attack: a token HMAC-signed with the
+		// RSA public key, as a verifier that took the header's alg and
+		// the published key as an HMAC secret would accept it. Keyed
+		// with the key in each form an attacker could fetch.
+		{"hs256 keyed with the public key (PEM)", func() string {
+			return f.hmacWithPublicKey(t, "pem", workload("train-a", now))
+		}, "unexpected signature algorithm"},
+		{"hs256 keyed with the public key (DER)", func() string {
+			return f.hmacWithPublicKey(t, "der", workload("train-a", now))
+		}, "unexpected signature algorithm"},
+		{"hs256 keyed with the public key (JWK n)", func() string {
+			return f.hmacWithPublicKey(t, "n", workload("train-a", now))
 		}, "unexpected signature algorithm"},
 		// RFC 7515 section 4.1.11: a crit extension the verifier does not
 		// implement makes the token invalid, however well signed.
@@ -540,4 +551,25 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 	// Going back (a restart from an older checkpoint) is fine.
 	code, _ = post(`{"step": 10, "loss": 2, "samples_per_sec": 10}`)
 	must.Eq(t, 204, code)
+}
+
+// hmacWithPublicKey signs claims with HS256 keyed with the fixture's RSA
+// public key: its PKIX DER ("der"), that in PEM ("pem"), or the modulus
+// bytes the JWKS publishes ("n").
+func (f *fakeJWKS) hmacWithPublicKey(t *testing.T, form string, claims map[string]any) string {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(&f.rsaKey.PublicKey)
+	must.NoError(t, err)
+	key := map[string][]byte{
+		"der": der,
+		"pem": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}),
+		"n":   f.rsaKey.N.Bytes(),
+	}[form]
+	must.SliceNotEmpty(t, key)
+	hdr, _ := json.Marshal(map[string]string{"alg": "HS256", "kid": "rsa-1", "typ": "JWT"})
+	body, _ := json.Marshal(claims)
+	input := b64.EncodeToString(hdr) + "." + b64.EncodeToString(body)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(input))
+	return input + "." + b64.EncodeToString(mac.Sum(nil))
 }
