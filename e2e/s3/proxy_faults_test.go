@@ -34,7 +34,7 @@ func trainOnClient1(t *testing.T, vars ...string) (*harness.C, *harness.S3Faults
 	seed := strconv.FormatInt(2+time.Now().UnixNano()%1_000_000_000, 10)
 	want := harness.TrainerReference(t, c.Bin, steps, "-seed", seed)
 	c.Eligible(t, "client2", false)
-	runTrainer(t, c, append([]string{"job_type=service", "hold=true", `trainer_args=["-seed", "`+seed+`"]`}, vars...)...)
+	runTrainer(t, c, append([]string{"job_type=service", "hold=true", `trainer_args=["-seed", "` + seed + `"]`}, vars...)...)
 	return c, f, want, c.WaitRunning(t, trainJob, trainTask, nil)
 }
 

@@ -62,4 +62,3 @@ func TestS3_StopCheckpointSurvivesSlowDown(t *testing.T) {
 	must.StrContains(t, c.Logs(t, a2.ID, trainTask, "stdout"), "resumed step="+saved.Details["step"])
 	c.WaitTrainerFinal(t, a2.ID, steps, want, true)
 }
-
