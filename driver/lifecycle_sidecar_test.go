@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/posixstore"
 )
 
 func sidecarTask(interval, timeout string) *TaskConfig {
@@ -68,7 +71,21 @@ func readLeaseOf(t *testing.T, storeDir, allocID string) (lease, bool) {
 	t.Helper()
 	l, err := leasesOf(openStore(t, storeDir), roleKey)
 	must.NoError(t, err)
-	return readLease(l.path(allocID))
+	ls, err := l.others(t.Context(), "")
+	must.NoError(t, err)
+	for _, x := range ls {
+		if x.Holder == allocID {
+			return x, true
+		}
+	}
+	return lease{}, false
+}
+
+// leaseFile is where a directory store keeps allocID's writer lease on key
+// (the layout of the driver's lease files before the store kept them).
+func leaseFile(storeDir string, key store.Key, allocID string) string {
+	sum := sha256.Sum256([]byte(key.String()))
+	return filepath.Join(storeDir, ".writers", hex.EncodeToString(sum[:16]), allocID+".json")
 }
 
 var roleKey = store.Key{Namespace: "default", Job: "train", Group: "g", Task: "trainer", Incarnation: "1"}
@@ -227,37 +244,56 @@ func TestDriver_RoleSidecarStopWaitsForCommitInFlight(t *testing.T) {
 // allocation wait for the old one's poststop commit, and here Nomad's API
 // no longer lists the old allocation as running: the restore still waits
 // while the old allocation's writer lease says it is committing, then
-// restores the generation that commit wrote, never the older one.
+// restores the generation that commit wrote, never the older one. On an
+// object store too (the engine S3 runs, here on a directory backend):
+// there the restore used to go ahead at once, with the event "Cannot
+// check for a commit in flight".
 func TestDriver_RoleRestoreWaitsForCommitLease(t *testing.T) {
-	storeDir := t.TempDir()
-	td := newTestDriver(t, storeDir)
-	old, dir := startRestored(t, td, "client1")
-	step := uint64(30)
-	must.NoError(t, os.WriteFile(filepath.Join(dir, "state.bin"), []byte("newest"), 0o644))
-	must.NoError(t, protocol.WriteMarker(dir, &protocol.Marker{Sequence: 1, Step: &step}))
-	// The old allocation's poststop commit has started (slow: a big state).
-	l, err := leasesOf(openStore(t, storeDir), roleKey)
-	must.NoError(t, err)
-	must.NoError(t, l.put(old.AllocID, "client1", leaseCommitting))
+	for _, kind := range []string{"directory", "object"} {
+		t.Run(kind, func(t *testing.T) {
+			storeDir := t.TempDir()
+			td := newTestDriver(t, storeDir)
+			st := openStore(t, storeDir)
+			if kind == "object" {
+				b, err := posixstore.New(storeDir)
+				must.NoError(t, err)
+				t.Cleanup(func() { _ = b.Close() })
+				st, err = store.OpenBackend(b, store.Options{ChunkSize: 4096})
+				must.NoError(t, err)
+				td.d.storeLock.Lock()
+				td.d.store = st
+				td.d.storeLock.Unlock()
+			}
+			old, dir := startRestored(t, td, "client1")
+			step := uint64(30)
+			must.NoError(t, os.WriteFile(filepath.Join(dir, "state.bin"), []byte("newest"), 0o644))
+			must.NoError(t, protocol.WriteMarker(dir, &protocol.Marker{Sequence: 1, Step: &step}))
+			// The old allocation's poststop commit has started (slow: a big
+			// state).
+			l, err := leasesOf(st, roleKey)
+			must.NoError(t, err)
+			must.NoError(t, l.put(old.AllocID, "client1", leaseCommitting))
 
-	restore2 := newTask(t, td, "client2", roleTask(RoleRestore))
-	done := make(chan error, 1)
-	go func() { _, _, err := td.StartTask(restore2); done <- err }()
-	td.waitEvent(t, "Waiting for allocation "+old.AllocID+" (committing) to finish writing checkpoint "+roleKey.String())
-	select {
-	case err := <-done:
-		t.Fatalf("the restore went ahead (%v) while the old allocation was committing", err)
-	default:
+			restore2 := newTask(t, td, "client2", roleTask(RoleRestore))
+			done := make(chan error, 1)
+			go func() { _, _, err := td.StartTask(restore2); done <- err }()
+			td.waitEvent(t, "Waiting for allocation "+old.AllocID+" (committing) to finish writing checkpoint "+roleKey.String())
+			select {
+			case err := <-done:
+				t.Fatalf("the restore went ahead (%v) while the old allocation was committing", err)
+			default:
+			}
+
+			commit := sameAllocTask(t, old, "commit", roleTask(RoleCommit))
+			_, _, err = td.StartTask(commit)
+			must.NoError(t, err)
+			must.NoError(t, <-done)
+			td.waitEvent(t, "Checkpoint restored: generation 1 (step 30) from client1")
+			b, err := os.ReadFile(filepath.Join(restore2.TaskDir().SharedAllocDir, "checkpoint", "state.bin"))
+			must.NoError(t, err)
+			must.Eq(t, "newest", string(b))
+		})
 	}
-
-	commit := sameAllocTask(t, old, "commit", roleTask(RoleCommit))
-	_, _, err = td.StartTask(commit)
-	must.NoError(t, err)
-	must.NoError(t, <-done)
-	td.waitEvent(t, "Checkpoint restored: generation 1 (step 30) from client1")
-	b, err := os.ReadFile(filepath.Join(restore2.TaskDir().SharedAllocDir, "checkpoint", "state.bin"))
-	must.NoError(t, err)
-	must.Eq(t, "newest", string(b))
 }
 
 // TestAwaitLeases: which leases hold a restore back, the stale one ignored
@@ -278,14 +314,20 @@ func TestAwaitLeases(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			td := newTestDriver(t, t.TempDir())
-			l := keyLeases{dir: t.TempDir(), key: roleKey}
+			storeDir := t.TempDir()
+			l, err := leasesOf(openStore(t, storeDir), roleKey)
+			must.NoError(t, err)
 			must.NoError(t, l.put("other", "client9", c.state))
 			must.NoError(t, l.put("self", "client1", leaseCommitting)) // its own lease never counts
 			if c.age > 0 {
-				p := l.path("other")
-				ls, _ := readLease(p)
-				ls.Renewed = ls.Renewed.Add(-c.age)
-				b, err := json.Marshal(ls)
+				// A lease file as a writer that died c.age ago left it.
+				p := leaseFile(storeDir, roleKey, "other")
+				var ls map[string]any
+				b, err := os.ReadFile(p)
+				must.NoError(t, err)
+				must.NoError(t, json.Unmarshal(b, &ls))
+				ls["renewed"] = time.Now().Add(-c.age).UTC()
+				b, err = json.Marshal(ls)
 				must.NoError(t, err)
 				must.NoError(t, os.WriteFile(p, b, 0o644))
 			}
@@ -312,7 +354,7 @@ func TestAwaitLeases(t *testing.T) {
 					}
 				}
 			}()
-			err := awaitLeases(t.Context(), []leaseWatch{{l, c.scope}}, "self", 300*time.Millisecond, ev)
+			err = awaitLeases(t.Context(), []leaseWatch{{l, c.scope}}, "self", 300*time.Millisecond, ev)
 			if c.want == "" {
 				must.NoError(t, err)
 			} else {
@@ -328,11 +370,13 @@ func TestAwaitLeases(t *testing.T) {
 
 // TestLeases_RefuseBadAllocID: an allocation ID never names a path.
 func TestLeases_RefuseBadAllocID(t *testing.T) {
-	l := keyLeases{dir: t.TempDir(), key: roleKey}
+	storeDir := t.TempDir()
+	l, err := leasesOf(openStore(t, storeDir), roleKey)
+	must.NoError(t, err)
 	for _, id := range []string{"", "../x", "a/b", ".hidden"} {
 		must.Error(t, l.put(id, "n", leaseRunning), must.Sprint(id))
 	}
-	ls, err := l.others("")
+	ls, err := l.others(t.Context(), "")
 	must.NoError(t, err)
 	must.SliceEmpty(t, ls)
 	must.True(t, errors.Is(l.drop("never-held"), nil))

@@ -55,6 +55,12 @@ variable "checkpoint_interval" {
   default     = ""
 }
 
+variable "kill_timeout" {
+  description = "How long the stop (and its checkpoint) may take. Nomad clients cap it at their max_kill_timeout (30s unless raised)."
+  type        = string
+  default     = "30s"
+}
+
 variable "job_type" {
   description = "\"batch\" (ends when training ends) or \"service\" (with hold = true). Nomad does not replace drained batch allocations, so run as a service job to have a node drain move the training."
   type        = string
@@ -123,7 +129,7 @@ job "train-checkpointed" {
 
       # The checkpoint on stop must finish within kill_timeout (a fifth of it
       # is kept for the kill signal).
-      kill_timeout = "30s"
+      kill_timeout = var.kill_timeout
 
       config {
         command = var.caravan_bin

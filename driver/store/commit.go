@@ -50,45 +50,56 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 	if s.backend != nil {
 		return s.commitObject(ctx, key, src, node, meta)
 	}
+	m, stats, published, err := s.commitDir(ctx, key, src, node, meta)
+	if err != nil && len(published) > 0 {
+		s.dropFailedChunks(published)
+	}
+	return m, stats, err
+}
+
+// commitDir is CommitRoot on a directory store. It also returns the chunks
+// it published, for CommitRoot to take back when it fails after that.
+func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (
+	_ *Manifest, _ CommitStats, published []string, err error) {
 	start := s.now()
 	keyDir, err := key.dir(s.root)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, CommitStats{}, published, err
 	}
 	if err := s.statRoot(); err != nil {
-		return nil, CommitStats{}, err
+		return nil, CommitStats{}, published, err
 	}
 	files, err := scanTree(src)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, CommitStats{}, published, err
 	}
 
 	unlockKey, err := lockKey(ctx, keyDir)
 	if err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	defer unlockKey()
 	unlockStore, err := s.lockStore(ctx, false)
 	if err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	defer unlockStore()
 
 	gens, err := listGenerations(keyDir)
 	if err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	if err := checkNotStale(keyDir, gens, meta); err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	var gen uint64 = 1
 	if len(gens) > 0 {
 		gen = gens[len(gens)-1] + 1
 	}
 
-	newBytes, err := s.storeChunks(ctx, src, files)
+	newBytes, published, err := s.storeChunksNew(ctx, src, files)
 	if err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	m := &Manifest{
 		Format:     formatFor(files),
@@ -108,10 +119,10 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 		}
 	}
 	if err := m.check(gen); err != nil {
-		return nil, CommitStats{}, fmt.Errorf("commit produced a bad manifest: %w", err)
+		return nil, CommitStats{}, published, fmt.Errorf("commit produced a bad manifest: %w", err)
 	}
 	if err := publishManifest(keyDir, m); err != nil {
-		return nil, CommitStats{}, s.classify(err)
+		return nil, CommitStats{}, published, s.classify(err)
 	}
 	stats := CommitStats{
 		Generation: gen,
@@ -128,7 +139,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 		// commit or GC.
 		s.logger.Warn("retention failed", "key", m.Key, "error", err)
 	}
-	return m, stats, nil
+	return m, stats, nil, nil
 }
 
 // openSource opens the checkpoint source directory srcDir.
@@ -183,6 +194,13 @@ func (sf *sharedFile) done() {
 // place, and the chunk directories fsynced, which costs a few journal commits
 // instead of one per chunk.
 func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntry) (int64, error) {
+	n, _, err := s.storeChunksNew(ctx, root, files)
+	return n, err
+}
+
+// storeChunksNew is storeChunks that also returns the chunks it published
+// (new to the store), also when it fails after publishing some.
+func (s *Store) storeChunksNew(ctx context.Context, root *os.Root, files []FileEntry) (int64, []string, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -201,15 +219,19 @@ func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntr
 	tWritten := time.Now()
 	if err := context.Cause(ctx); err != nil {
 		removeTemps(cw.pending)
-		return 0, err
+		return 0, nil, err
 	}
-	if err := s.publishChunks(cw.pending); err != nil {
-		return 0, err
+	published := make([]string, 0, len(cw.pending))
+	for _, pc := range cw.pending {
+		published = append(published, pc.final)
+	}
+	if n, err := s.publishChunks(cw.pending); err != nil {
+		return 0, published[:n], err
 	}
 	tPublished := time.Now()
 	dirs, err := s.syncChunkDirs(cw.seen)
 	if err != nil {
-		return 0, err
+		return 0, published, err
 	}
 	for i := range files {
 		if files[i].Mode.IsRegular() {
@@ -219,7 +241,7 @@ func (s *Store) storeChunks(ctx context.Context, root *os.Root, files []FileEntr
 	hook(stepChunksSynced)
 	s.logger.Debug("chunks stored", "write_duration", tWritten.Sub(tStart), "publish_duration", tPublished.Sub(tWritten),
 		"dir_sync_duration", time.Since(tPublished), "new_chunks", len(cw.pending), "chunk_dirs", dirs)
-	return cw.newBytes.Load(), nil
+	return cw.newBytes.Load(), published, nil
 }
 
 // chunkWriter is the state the workers of one storeChunks share.
@@ -329,23 +351,24 @@ func openShared(root *os.Root, e *FileEntry, n int) (*sharedFile, error) {
 	return sf, nil
 }
 
-// publishChunks makes the temp files durable and renames them into place.
-// On error no temp file is left behind.
-func (s *Store) publishChunks(pending []pendingChunk) error {
+// publishChunks makes the temp files durable and renames them into place,
+// and returns how many it renamed (the first ones of pending). On error no
+// temp file is left behind.
+func (s *Store) publishChunks(pending []pendingChunk) (int, error) {
 	if err := parallel(s.workers, len(pending), func(i int) error {
 		return fdatasyncPath(pending[i].tmp)
 	}); err != nil {
 		removeTemps(pending)
-		return fmt.Errorf("fsync chunks: %w", err)
+		return 0, fmt.Errorf("fsync chunks: %w", err)
 	}
 	for i, pc := range pending {
 		if err := os.Rename(pc.tmp, pc.final); err != nil {
 			removeTemps(pending[i:])
-			return fmt.Errorf("publish chunk: %w", err)
+			return i, fmt.Errorf("publish chunk: %w", err)
 		}
 		hook(stepChunkPublished)
 	}
-	return nil
+	return len(pending), nil
 }
 
 // syncChunkDirs fsyncs the directory of every chunk the manifest will

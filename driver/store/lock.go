@@ -221,3 +221,25 @@ func flockFile(ctx context.Context, path string, how int) (*os.File, error) {
 		}
 	}
 }
+
+// tryLockStoreExclusive takes the store-wide lock exclusively if no commit,
+// restore or sweep of this process holds it, waiting for other processes'
+// at most until ctx ends: ErrBusy otherwise. It never makes this process's
+// next commits queue behind it (lockStore's exclusive wait does).
+func (s *Store) tryLockStoreExclusive(ctx context.Context) (unlocker, error) {
+	path := s.root + "/.gc.lock"
+	l := storeProcLock(path)
+	if !l.rw.TryLock() {
+		return nil, fmt.Errorf("%w: a commit, restore or sweep of this process holds the store", ErrBusy)
+	}
+	f, err := flockFile(ctx, path, syscall.LOCK_EX)
+	if err != nil {
+		l.rw.Unlock()
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+		l.rw.Unlock()
+	}, nil
+}

@@ -11,3 +11,20 @@ import (
 func TestObjectStoreMem(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Backend { return storetest.NewMem() })
 }
+
+// TestDirectoryStoreWriterLeases runs the suite's writer lease checks on
+// the directory store (two handles on one root, as two hosts share a
+// mount).
+func TestDirectoryStoreWriterLeases(t *testing.T) {
+	storetest.RunWriterLeases(t, func(t *testing.T) (*store.Store, *store.Store) {
+		root := t.TempDir()
+		open := func() *store.Store {
+			s, err := store.Open(root, storetest.Options())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		return open(), open()
+	})
+}

@@ -39,7 +39,7 @@ func TestPublishChunks(t *testing.T) {
 				}
 				pending = append(pending, pendingChunk{tmp: tmp, final: s.chunkPath(d)})
 			}
-			err := s.publishChunks(pending)
+			_, err := s.publishChunks(pending)
 			if tc.missing < 0 {
 				must.NoError(t, err)
 			} else {

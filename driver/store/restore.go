@@ -63,6 +63,14 @@ func (s *Store) Restore(ctx context.Context, key Key, dstDir string) (*RestoreRe
 // destination a task replaced with a symlink is swapped out like a
 // directory, and nothing is written, chowned or removed outside parent.
 func (s *Store) RestoreRoot(ctx context.Context, key Key, parent *os.Root, base string) (*RestoreResult, error) {
+	res, err := s.restoreRoot(ctx, key, parent, base)
+	if errors.Is(err, ErrRestoreDest) {
+		err = explainNoSpace(err, parent.Name())
+	}
+	return res, err
+}
+
+func (s *Store) restoreRoot(ctx context.Context, key Key, parent *os.Root, base string) (*RestoreResult, error) {
 	start := s.now()
 	keyDir, err := key.dir(s.root)
 	if err != nil {

@@ -172,10 +172,14 @@ func (s *Store) statRoot() error {
 
 // classify wraps err with ErrUnavailable when the store root has gone away
 // (an unmounted share, a deleted directory), so callers can tell an
-// unreachable store from other failures.
+// unreachable store from other failures, and says "no free inodes" for an
+// ENOSPC that is one (explainNoSpace).
 func (s *Store) classify(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) || s.backend != nil {
 		return err
+	}
+	if !errors.Is(err, ErrRestoreDest) { // the destination is not the store
+		err = explainNoSpace(err, s.root)
 	}
 	if rerr := s.statRoot(); rerr != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -27,14 +27,14 @@ const killTimeout = 30 * time.Second
 // is new for each run: its checkpoints' chunks are then new too, and a
 // commit uploads them (it skips those already in the bucket, which an
 // earlier run at the same step of the same seed would have left).
-func trainOnClient1(t *testing.T) (*harness.C, *harness.S3Faults, string, *nomadapi.AllocationListStub) {
+func trainOnClient1(t *testing.T, vars ...string) (*harness.C, *harness.S3Faults, string, *nomadapi.AllocationListStub) {
 	t.Helper()
 	c, _ := s3Cluster(t)
 	f := c.S3Faults(t)
 	seed := strconv.FormatInt(2+time.Now().UnixNano()%1_000_000_000, 10)
 	want := harness.TrainerReference(t, c.Bin, steps, "-seed", seed)
 	c.Eligible(t, "client2", false)
-	runTrainer(t, c, "job_type=service", "hold=true", `trainer_args=["-seed", "`+seed+`"]`)
+	runTrainer(t, c, append([]string{"job_type=service", "hold=true", `trainer_args=["-seed", "` + seed + `"]`}, vars...)...)
 	return c, f, want, c.WaitRunning(t, trainJob, trainTask, nil)
 }
 
@@ -50,10 +50,10 @@ func TestS3_SlowDownDuringStopCommit(t *testing.T) {
 	// The next four writes below keys/ are answered SlowDown: the commit's
 	// first write, its key lock, tried again and again. Only a commit
 	// writes there, and the stop's is the only one under way (the
-	// replacement's restore only reads). The store tries each
-	// request up to 10 times, backing off (jittered, doubling up to 5s):
-	// four tries cost about 7s, at most about 15s, of the 27s a stop's
-	// commit may take.
+	// replacement's restore only reads). The store retries a throttled
+	// request until the stop's deadline, backing off (jittered, from 1s,
+	// doubling up to 5s): four tries cost at most about 7s of the 27s a
+	// stop's commit may take.
 	before := f.Stats().Injected["slow_down"]
 	f.Set(s3fault.Spec{Kind: "slow_down", Method: "PUT", PathContains: "/keys/", Times: 4})
 	stopAt := time.Now()

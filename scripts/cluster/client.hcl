@@ -31,6 +31,10 @@ client {
   cgroup_parent     = "@CGROUP_PARENT@"
   min_dynamic_port  = @P_DYN_MIN@
   max_dynamic_port  = @P_DYN_MAX@
+  # Nomad caps a task's kill_timeout at this (30s by default); the S3
+  # e2e stops a job with kill_timeout = "45s" (a checkpoint through 30 s of
+  # throttling, e2e/s3 TestS3_StopCheckpointSurvivesSlowDown).
+  max_kill_timeout  = "60s"
 
   # Keep finished allocations (their logs, their task state) until the
   # server collects them. Nomad's defaults destroy a terminal allocation as

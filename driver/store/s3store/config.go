@@ -4,7 +4,6 @@
 package s3store
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -30,8 +29,10 @@ type Config struct {
 
 	// Credentials: set directly (tests), else read from CredentialsFile
 	// (the AWS shared credentials format; profile AWS_PROFILE or
-	// "default"), else from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-	// AWS_SESSION_TOKEN. Never logged: String and GoString redact them.
+	// "default"; re-read when it changes), else from AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else from the AWS SDK's
+	// refreshing providers (credentials.go). Never logged: String and
+	// GoString redact them.
 	AccessKeyID, SecretAccessKey, SessionToken string
 	CredentialsFile                            string
 }
@@ -112,83 +113,10 @@ func (c Config) String() string {
 // GoString is String: %#v never prints the credentials either.
 func (c Config) GoString() string { return "s3store.Config{" + c.String() + ", credentials redacted}" }
 
-// credentials resolves the access key, secret and session token.
-func (c Config) credentials() (ak, sk, token, source string, err error) {
-	switch {
-	case c.AccessKeyID != "" || c.SecretAccessKey != "":
-		ak, sk, token, source = c.AccessKeyID, c.SecretAccessKey, c.SessionToken, "config"
-	case c.CredentialsFile != "":
-		ak, sk, token, err = readCredentialsFile(c.CredentialsFile, profile())
-		if err != nil {
-			return "", "", "", "", fieldErr("credentials_file", "%v", err)
-		}
-		source = "store.credentials_file"
-	default:
-		ak, sk, token = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), os.Getenv("AWS_SESSION_TOKEN")
-		source = "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
-	}
-	if ak == "" || sk == "" {
-		return "", "", "", "", fieldErr("credentials_file",
-			"no credentials: set store.credentials_file, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the plugin's environment")
-	}
-	return ak, sk, token, source, nil
-}
-
+// profile is the shared credentials file's profile the store reads.
 func profile() string {
 	if p := os.Getenv("AWS_PROFILE"); p != "" {
 		return p
 	}
 	return "default"
-}
-
-// readCredentialsFile reads one profile of an AWS shared credentials file:
-//
-//	[default]
-//	aws_access_key_id = ...
-//	aws_secret_access_key = ...
-//	aws_session_token = ...   (optional)
-func readCredentialsFile(path, profile string) (ak, sk, token string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", "", "", err
-	}
-	defer f.Close()
-	section, found := "", false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' && line[len(line)-1] == ']' {
-			section = strings.TrimSpace(strings.TrimPrefix(line[1:len(line)-1], "profile "))
-			found = found || section == profile
-			continue
-		}
-		if section != profile {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "aws_access_key_id":
-			ak = strings.TrimSpace(v)
-		case "aws_secret_access_key":
-			sk = strings.TrimSpace(v)
-		case "aws_session_token":
-			token = strings.TrimSpace(v)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", "", err
-	}
-	if !found {
-		return "", "", "", fmt.Errorf("%s has no profile [%s]", path, profile)
-	}
-	if ak == "" || sk == "" {
-		return "", "", "", fmt.Errorf("profile [%s] of %s lacks aws_access_key_id or aws_secret_access_key", profile, path)
-	}
-	return ak, sk, token, nil
 }

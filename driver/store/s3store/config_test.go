@@ -1,10 +1,10 @@
 package s3store
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/shoenig/test/must"
@@ -70,31 +70,47 @@ aws_session_token=btok
 	t.Setenv("AWS_SESSION_TOKEN", "")
 	t.Setenv("AWS_PROFILE", "")
 
-	ak, sk, _, _, err := Config{}.credentials()
+	keys := func(c Config) (string, string, string, string, error) {
+		cs, err := c.credentialSource(context.Background())
+		if err != nil {
+			return "", "", "", "", err
+		}
+		v, err := cs.provider.Retrieve(context.Background())
+		return v.AccessKeyID, v.SecretAccessKey, v.SessionToken, cs.source, err
+	}
+	ak, sk, _, _, err := keys(Config{})
 	must.NoError(t, err)
 	must.Eq(t, "envak", ak)
 	must.Eq(t, "envsk", sk)
 
-	ak, sk, _, src, err := Config{CredentialsFile: file}.credentials()
+	ak, sk, _, src, err := keys(Config{CredentialsFile: file})
 	must.NoError(t, err)
 	must.Eq(t, "fileak", ak)
 	must.Eq(t, "filesk", sk)
-	must.Eq(t, "store.credentials_file", src)
+	must.Eq(t, "store.credentials_file "+file+" (profile default)", src)
 
 	t.Setenv("AWS_PROFILE", "team-b")
-	ak, _, tok, _, err := Config{CredentialsFile: file}.credentials()
+	ak, _, tok, _, err := keys(Config{CredentialsFile: file})
 	must.NoError(t, err)
 	must.Eq(t, "bak", ak)
 	must.Eq(t, "btok", tok)
 
 	t.Setenv("AWS_PROFILE", "nope")
-	_, _, _, _, err = Config{CredentialsFile: file}.credentials()
+	_, _, _, _, err = keys(Config{CredentialsFile: file})
 	must.ErrorIs(t, err, ErrConfig)
 	must.StrContains(t, err.Error(), "store.credentials_file")
 	must.StrContains(t, err.Error(), "[nope]")
 
+	// Nothing anywhere: no environment keys, no shared files, no web
+	// identity or container credentials (instance metadata is never asked).
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
-	_, _, _, _, err = Config{}.credentials()
-	must.ErrorIs(t, err, ErrConfig)
-	must.True(t, strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID"))
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "")
+	_, _, _, _, err = keys(Config{})
+	must.Error(t, err)
 }

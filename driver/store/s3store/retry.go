@@ -56,8 +56,28 @@ func isThrottle(err error) bool {
 	return false
 }
 
-// newRetryer returns the SDK retryer of policy p.
-func newRetryer(p retryPolicy) aws.Retryer {
+// isAuthRefused reports a 403 that says, or may say, the credentials
+// themselves are wrong (an unknown or revoked key, a wrong secret), not
+// that they may not do what was asked (AccessDenied): a HEAD's 403 has no
+// body, so no code (the SDK makes it "Forbidden").
+func isAuthRefused(err error) bool {
+	switch errorCode(err) {
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch":
+		return true
+	case "", "Forbidden":
+		return httpStatus(err) == http.StatusForbidden
+	}
+	return false
+}
+
+// errRefusedAgain ends the retries of a call whose credentials were
+// refused again after the source was read afresh.
+var errRefusedAgain = errors.New("refused again after the credentials were read afresh")
+
+// newRetryer returns the SDK retryer of policy p; a request whose
+// credentials are refused makes creds read them afresh and is tried once
+// more.
+func newRetryer(p retryPolicy, creds *credSource) aws.Retryer {
 	std := retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxBackoff = p.maxBackoff
 		o.RateLimiter = ratelimit.None
@@ -76,7 +96,7 @@ func newRetryer(p retryPolicy) aws.Retryer {
 			return time.Duration(rand.Int64N(int64(d)) + 1), nil
 		})
 	})
-	return budgetRetryer{RetryerV2: std, policy: p}
+	return budgetRetryer{RetryerV2: std, policy: p, creds: creds}
 }
 
 // budgetRetryer retries without a limit on attempts: the call's context
@@ -84,6 +104,16 @@ func newRetryer(p retryPolicy) aws.Retryer {
 type budgetRetryer struct {
 	aws.RetryerV2
 	policy retryPolicy
+	creds  *credSource
+}
+
+// IsErrorRetryable is the standard retryer's answer, and yes for refused
+// credentials (GetRetryToken allows one such retry per call).
+func (r budgetRetryer) IsErrorRetryable(err error) bool {
+	if r.creds != nil && isAuthRefused(err) {
+		return true
+	}
+	return r.RetryerV2.IsErrorRetryable(err)
 }
 
 // MaxAttempts is 0: no limit (the SDK's retry middleware reads it so).
@@ -95,7 +125,18 @@ var errBudgetSpent = errors.New("retry budget for calls without a deadline")
 // GetRetryToken records the failed attempt and refuses another once a call
 // without a deadline has retried for policy.defaultBudget.
 func (r budgetRetryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
-	if st, ok := ctx.Value(retryStateKey{}).(*retryState); ok {
+	st, ok := ctx.Value(retryStateKey{}).(*retryState)
+	if isAuthRefused(opErr) {
+		if !ok || st.refreshed {
+			return nil, errRefusedAgain
+		}
+		st.refreshed = true
+		st.retries++
+		st.last = opErr
+		r.creds.refresh()
+		return func(error) error { return nil }, nil
+	}
+	if ok {
 		st.retries++
 		st.last = opErr
 		if _, has := ctx.Deadline(); !has && time.Since(st.start) >= r.policy.defaultBudget {
@@ -107,27 +148,54 @@ func (r budgetRetryer) GetRetryToken(ctx context.Context, opErr error) (func(err
 
 // retryState is one call's record of its retries.
 type retryState struct {
-	start   time.Time
-	retries int
-	last    error
+	start     time.Time
+	retries   int
+	last      error
+	refreshed bool // credentials were read afresh after a refusal
 }
 
 type retryStateKey struct{}
 
 // addRetryState gives each call a retryState and, when it fails after
 // retrying, says so in its error (the SDK's own error for a retry cut short
-// by the context is only "canceled, context deadline exceeded").
-func addRetryState(st *middleware.Stack) error {
-	return st.Initialize.Add(middleware.InitializeMiddlewareFunc("CaravanRetryState",
-		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
-			middleware.InitializeOutput, middleware.Metadata, error) {
-			rs := &retryState{start: time.Now()}
-			out, md, err := next.HandleInitialize(context.WithValue(ctx, retryStateKey{}, rs), in)
-			if err != nil && rs.retries > 0 && (ctx.Err() != nil || errors.Is(err, errBudgetSpent)) {
-				err = gaveUp(ctx, rs, err)
-			}
-			return out, md, err
-		}), middleware.After)
+// by the context is only "canceled, context deadline exceeded"); refused
+// credentials are named by their source (creds).
+func addRetryState(creds *credSource) func(*middleware.Stack) error {
+	return func(st *middleware.Stack) error {
+		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("CaravanRetryState",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (
+				middleware.InitializeOutput, middleware.Metadata, error) {
+				rs := &retryState{start: time.Now()}
+				out, md, err := next.HandleInitialize(context.WithValue(ctx, retryStateKey{}, rs), in)
+				switch {
+				case err != nil && isAuthRefused(err):
+					err = refused(creds, rs, err)
+				case err != nil && rs.retries > 0 && (ctx.Err() != nil || errors.Is(err, errBudgetSpent)):
+					err = gaveUp(ctx, rs, err)
+				}
+				return out, md, err
+			}), middleware.After)
+	}
+}
+
+// refused explains err, a 403 for the credentials themselves: where they
+// came from and what to do. The result matches err.
+func refused(creds *credSource, rs *retryState, err error) error {
+	again := ""
+	if rs.refreshed {
+		again = ", also after they were read afresh"
+	}
+	source, advice := "the store's configuration", "check the store's credentials"
+	if creds != nil {
+		source, advice = creds.source, creds.advice
+	}
+	// The SDK joins errRefusedAgain to the answer with a newline: give
+	// the answer alone.
+	if rs.last != nil && errors.Is(err, errRefusedAgain) {
+		err = rs.last
+	}
+	return fmt.Errorf("the store refused the credentials from %s (HTTP %d %s)%s; %s: %w",
+		source, httpStatus(err), errorCode(err), again, advice, err)
 }
 
 // gaveUp explains err, the end of a call that retried until its context

@@ -18,7 +18,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -31,6 +30,7 @@ import (
 // Backend is the S3 store.Backend. Create it with New.
 type Backend struct {
 	client *s3.Client
+	creds  *credSource
 	bucket string
 	prefix string // "" or ending in "/"
 	desc   string
@@ -66,7 +66,7 @@ func newBackendPolicy(c Config, p retryPolicy) (*Backend, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	ak, sk, token, _, err := c.credentials()
+	creds, err := c.credentialSource(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +84,9 @@ func newBackendPolicy(c Config, p retryPolicy) (*Backend, error) {
 	}
 	cfg := aws.Config{
 		Region:      region,
-		Credentials: credentials.NewStaticCredentialsProvider(ak, sk, token),
+		Credentials: creds.provider,
 		HTTPClient:  httpClient,
-		Retryer:     func() aws.Retryer { return newRetryer(p) },
+		Retryer:     func() aws.Retryer { return newRetryer(p, creds) },
 		// The store verifies every chunk by its SHA-256 itself; the SDK's
 		// default CRC trailers are not understood by every S3-compatible
 		// server.
@@ -96,13 +96,13 @@ func newBackendPolicy(c Config, p retryPolicy) (*Backend, error) {
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(scheme + "://" + c.Endpoint)
 		o.UsePathStyle = c.PathStyle
-		o.APIOptions = append(o.APIOptions, addRetryState)
+		o.APIOptions = append(o.APIOptions, addRetryState(creds))
 	})
 	prefix := strings.Trim(c.Prefix, "/")
 	if prefix != "" {
 		prefix += "/"
 	}
-	return &Backend{client: client, bucket: c.Bucket, prefix: prefix, desc: c.String()}, nil
+	return &Backend{client: client, creds: creds, bucket: c.Bucket, prefix: prefix, desc: c.String()}, nil
 }
 
 func newHTTPClient(c Config) (*http.Client, error) {
@@ -127,27 +127,30 @@ func newHTTPClient(c Config) (*http.Client, error) {
 func (b *Backend) check(ctx context.Context, c Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if _, err := b.creds.provider.Retrieve(ctx); err != nil {
+		return fieldErr("credentials_file", "no credentials from %s: %v", b.creds.source, err)
+	}
 	few := func(o *s3.Options) { o.RetryMaxAttempts = 2 }
 	// A listing below the prefix, not HeadBucket: credentials scoped to
 	// one prefix (the README's per-team policy) may not head the bucket.
 	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
 		Bucket: aws.String(b.bucket), Prefix: aws.String(b.prefix), MaxKeys: aws.Int32(1)}, few)
 	if err != nil {
-		return classifyStart(err, c)
+		return classifyStart(err, c, b.creds)
 	}
 	probe := b.prefix + "leases/probe-start"
 	_, err = b.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(probe), Body: bytes.NewReader(nil)}, few)
 	if err != nil {
-		return classifyStart(err, c)
+		return classifyStart(err, c, b.creds)
 	}
 	if _, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(probe)}, few); err != nil {
-		return classifyStart(err, c)
+		return classifyStart(err, c, b.creds)
 	}
 	return nil
 }
 
 // classifyStart names the field a failed start check points at.
-func classifyStart(err error, c Config) error {
+func classifyStart(err error, c Config, creds *credSource) error {
 	status := httpStatus(err)
 	code := errorCode(err)
 	switch {
@@ -157,9 +160,8 @@ func classifyStart(err error, c Config) error {
 		return fieldErr("bucket", "bucket %q does not exist on %s", c.Bucket, c.Endpoint)
 	case status == http.StatusForbidden || status == http.StatusUnauthorized ||
 		code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied":
-		_, _, _, source, _ := c.credentials()
 		return fieldErr("credentials_file", "the credentials from %s are refused for bucket %q prefix %q (HTTP %d %s)",
-			source, c.Bucket, c.Prefix, status, code)
+			creds.source, c.Bucket, c.Prefix, status, code)
 	case status == http.StatusMovedPermanently || code == "AuthorizationHeaderMalformed" || code == "PermanentRedirect":
 		return fieldErr("region", "%q is not the bucket's region (HTTP %d %s)", c.Region, status, code)
 	default:

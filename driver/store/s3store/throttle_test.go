@@ -25,15 +25,37 @@ import (
 
 // fakeS3 is the least of S3 these tests need, in process: PUT (with
 // If-None-Match: *), HEAD and GET of objects, path style. It checks no
-// signature.
+// signature; refuse, when set, answers 403 with the code it returns for a
+// request signed with that access key (none for "").
 type fakeS3 struct {
 	mu      sync.Mutex
 	objects map[string][]byte
+	refuse  func(accessKey string) string
+	// keys records the access key of every request, in order.
+	keys []string
+}
+
+// accessKeyOf is the access key a SigV4 request is signed with.
+func accessKeyOf(r *http.Request) string {
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), "Credential=")
+	ak, _, _ := strings.Cut(cred, "/")
+	return ak
 }
 
 func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ak := accessKeyOf(r)
+	f.keys = append(f.keys, ak)
+	if f.refuse != nil {
+		if code := f.refuse(ak); code != "" {
+			w.WriteHeader(http.StatusForbidden)
+			if r.Method != http.MethodHead { // a HEAD's answer has no body
+				_, _ = io.WriteString(w, "<Error><Code>"+code+"</Code><Message>refused</Message></Error>")
+			}
+			return
+		}
+	}
 	b, ok := f.objects[r.URL.Path]
 	switch r.Method {
 	case http.MethodPut:

@@ -60,6 +60,7 @@ func Run(t *testing.T, nb NewBackend) {
 		"CommitTouchesReusedOldChunks": testCommitTouchesReusedOldChunks,
 		"LostKeyLockNotPublished":      testLostKeyLockNotPublished,
 		"NewChunksNeedNoLookup":        testNewChunksNeedNoLookup,
+		"WriterLeases":                 testWriterLeases,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, nb) })

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Writer leases: a writer of a key (the driver: an allocation whose task
+// may write, or is committing, a newer generation) says so in a small
+// record per key and holder, renewed while it works, so that a restore of
+// the key elsewhere can wait for it. The store only keeps the records and
+// says how long ago each was renewed; what a state means, and how old a
+// lease may be before it is ignored, is the caller's.
+//
+//   - directory store: <root>/.writers/<hash>/<holder>.json, written by
+//     rename; the age is measured from the renewal time the writer put in
+//     it (the hosts' clocks);
+//   - object store: writers/<hash>/<holder>.json below the prefix; the age
+//     is measured on the server's clock (its modification time against the
+//     server's time now), never a client's. It is found by a listing, which
+//     shows an object once written on S3 (strongly consistent since 2020)
+//     and SeaweedFS; a lease is written when its holder starts and renewed
+//     every few seconds, long before a restore looks for it.
+//
+// <hash> is the SHA-256 of the key's String form (its first 16 bytes, in
+// hex), so any key fits one name component.
+
+// WriterLease is one holder's lease on a key, as WriterLeases reads it.
+type WriterLease struct {
+	// Holder is who holds it (the driver: an allocation ID); Node where.
+	Holder, Node string
+	// State is the holder's own word for what it does.
+	State string
+	// Age is how long ago the lease was last written.
+	Age time.Duration
+}
+
+// writerBody is a writer lease's stored form (the driver's lease files,
+// unchanged).
+type writerBody struct {
+	Key     string    `json:"key"`
+	AllocID string    `json:"alloc_id"`
+	Node    string    `json:"node"`
+	State   string    `json:"state"`
+	Renewed time.Time `json:"renewed"`
+}
+
+const (
+	writersDir = ".writers" // below a directory store's root
+	objWriters = "writers/" // below an object store's prefix
+	// maxWriterSize bounds a writer lease read back.
+	maxWriterSize = 4 << 10
+)
+
+// writersOf is the key's folder of writer leases (a path below the root,
+// or an object name prefix).
+func (s *Store) writersOf(k Key) (string, error) {
+	if err := k.Validate(); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(k.String()))
+	h := hex.EncodeToString(sum[:16])
+	if s.backend != nil {
+		return objWriters + h + "/", nil
+	}
+	return filepath.Join(s.root, writersDir, h), nil
+}
+
+// checkHolder refuses a holder that is not one plain name component.
+func checkHolder(holder string) error {
+	if holder == "" || strings.ContainsAny(holder, "/\\\x00") || strings.HasPrefix(holder, ".") || len(holder) > 200 {
+		return fmt.Errorf("%w: writer lease: bad holder %q", ErrInvalid, holder)
+	}
+	return nil
+}
+
+// PutWriterLease writes, or renews, holder's lease on k.
+func (s *Store) PutWriterLease(ctx context.Context, k Key, holder, node, state string) error {
+	if err := checkHolder(holder); err != nil {
+		return err
+	}
+	dir, err := s.writersOf(k)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(writerBody{Key: k.String(), AllocID: holder, Node: node, State: state, Renewed: s.now().UTC()})
+	if err != nil {
+		return err
+	}
+	if s.backend != nil {
+		if err := s.backend.Put(ctx, dir+holder+".json", b, false); err != nil {
+			return fmt.Errorf("writer lease: %w", err)
+		}
+		return nil
+	}
+	if err := s.statRoot(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return fmt.Errorf("writer lease: %w", s.classify(err))
+	}
+	if err := writeFileAtomic(dir, holder+".json", b); err != nil {
+		return fmt.Errorf("writer lease: %w", s.classify(err))
+	}
+	return nil
+}
+
+// writeFileAtomic writes name in dir through a temporary file renamed into
+// place, so a reader sees the old contents or the new, never a part.
+func writeFileAtomic(dir, name string, b []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// DropWriterLease deletes holder's lease on k; a lease already gone is not
+// an error.
+func (s *Store) DropWriterLease(ctx context.Context, k Key, holder string) error {
+	if err := checkHolder(holder); err != nil {
+		return err
+	}
+	dir, err := s.writersOf(k)
+	if err != nil {
+		return err
+	}
+	if s.backend != nil {
+		if err := s.backend.Delete(ctx, dir+holder+".json"); err != nil {
+			return fmt.Errorf("writer lease: %w", err)
+		}
+		return nil
+	}
+	if err := os.Remove(filepath.Join(dir, holder+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("writer lease: %w", s.classify(err))
+	}
+	return nil
+}
+
+// WriterLeases returns the leases on k, least recently renewed first.
+// Unreadable records, and records of another key, are skipped.
+func (s *Store) WriterLeases(ctx context.Context, k Key) ([]WriterLease, error) {
+	dir, err := s.writersOf(k)
+	if err != nil {
+		return nil, err
+	}
+	var out []WriterLease
+	if s.backend != nil {
+		out, err = s.objectWriters(ctx, k, dir)
+	} else {
+		out, err = s.dirWriters(k, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writer leases: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b WriterLease) int { return cmp.Compare(b.Age, a.Age) })
+	return out, nil
+}
+
+// parseWriter reads one stored lease of k.
+func parseWriter(k Key, b []byte) (writerBody, bool) {
+	var w writerBody
+	if len(b) > maxWriterSize || json.Unmarshal(b, &w) != nil || w.Key != k.String() || checkHolder(w.AllocID) != nil {
+		return writerBody{}, false
+	}
+	return w, true
+}
+
+func (s *Store) dirWriters(k Key, dir string) ([]WriterLease, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, s.statRoot()
+	}
+	if err != nil {
+		return nil, s.classify(err)
+	}
+	now := s.now()
+	var out []WriterLease
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		b, err := readSmallFile(filepath.Join(dir, name), maxWriterSize)
+		if err != nil {
+			continue
+		}
+		if w, ok := parseWriter(k, b); ok && w.AllocID+".json" == name {
+			out = append(out, WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: now.Sub(w.Renewed)})
+		}
+	}
+	return out, nil
+}
+
+// readSmallFile reads at most limit+1 bytes of path.
+func readSmallFile(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, limit+1)
+	n, err := f.Read(b)
+	if n > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+func (s *Store) objectWriters(ctx context.Context, k Key, prefix string) ([]WriterLease, error) {
+	var found []ObjectInfo
+	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
+		rest := strings.TrimPrefix(o.Name, prefix)
+		if strings.HasSuffix(rest, ".json") && !strings.Contains(rest, "/") && o.Size <= maxWriterSize {
+			found = append(found, o)
+		}
+		return nil
+	})
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	now, err := s.serverNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []WriterLease
+	for _, o := range found {
+		b, err := s.getSmall(ctx, o.Name)
+		if errors.Is(err, ErrObjectNotFound) {
+			continue // dropped since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		w, ok := parseWriter(k, b)
+		if !ok || prefix+w.AllocID+".json" != o.Name {
+			continue
+		}
+		// The listing's time may be older than a renewal since: the
+		// object's own is the latest.
+		mod := o.Modified
+		if fi, err := s.backend.Stat(ctx, o.Name); err == nil {
+			mod = fi.Modified
+		}
+		out = append(out, WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: max(now.Sub(mod), 0)})
+	}
+	return out, nil
+}
