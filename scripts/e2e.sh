@@ -9,7 +9,7 @@
 # Environment:
 #   E2E_PARALLEL     clusters, 1 to 4 (default 3). 1 runs the packages in
 #                    `go list` order on one cluster, as `make e2e` always did.
-#   E2E_TIMEOUT      go test -timeout for each package (default 25m)
+#   E2E_TIMEOUT      go test -timeout for each package (default 40m)
 #   E2E_PORT_BASE    cluster 1's CARAVAN_PORT_BASE (default 14700); cluster i
 #                    gets E2E_PORT_BASE + (i-1) * E2E_PORT_STEP (default 100)
 #   E2E_CLUSTER_DIR  cluster 1's CARAVAN_CLUSTER_DIR (default
@@ -46,7 +46,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 n=${E2E_PARALLEL:-3}
-timeout=${E2E_TIMEOUT:-25m}
+timeout=${E2E_TIMEOUT:-40m}
 base=${E2E_PORT_BASE:-14700}
 step=${E2E_PORT_STEP:-100}
 cdir=${E2E_CLUSTER_DIR:-$root/build/cluster-e2e}
