@@ -70,9 +70,15 @@ func Browser(t testing.TB, timeout time.Duration) context.Context {
 // test attributes, so tests read what a person reads.
 func PageText(t testing.TB, ctx context.Context, url string, timeout time.Duration, wants ...string) string {
 	t.Helper()
-	if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
-		t.Fatalf("harness: opening %s: %v", url, err)
-	}
+	// The planner's pages refresh themselves (<meta http-equiv="refresh">):
+	// a navigation that meets the previous page's refresh is aborted
+	// (net::ERR_ABORTED), so opening is retried for a while.
+	Eventually(t, 30*time.Second, func() error {
+		if err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+			return fmt.Errorf("harness: opening %s: %w", url, err)
+		}
+		return nil
+	})
 	var text string
 	Eventually(t, timeout, func() error {
 		if err := chromedp.Run(ctx, chromedp.Text("body", &text, chromedp.ByQuery)); err != nil {
