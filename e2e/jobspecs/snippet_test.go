@@ -48,8 +48,9 @@ func renderSnippet(t *testing.T, a *harness.Agent) string {
 		"backend":          simulatedGPUs,
 		"checkpoint_store": fmt.Sprintf("checkpoint_store = %q", a.C.CheckpointDir),
 		// The cluster's daemons (scripts/cluster/runtimes.sh).
-		"endpoint":    fmt.Sprintf("endpoint = %q", "unix://"+filepath.Join(runtimes, "docker", "docker.sock")),
-		"socket_path": fmt.Sprintf("socket_path = %q", "unix://"+filepath.Join(runtimes, "podman", "podman.sock")),
+		"endpoint":        fmt.Sprintf("endpoint = %q", "unix://"+filepath.Join(runtimes, "docker", "docker.sock")),
+		"docker_endpoint": fmt.Sprintf("docker_endpoint = %q", "unix://"+filepath.Join(runtimes, "docker", "docker.sock")),
+		"socket_path":     fmt.Sprintf("socket_path = %q", "unix://"+filepath.Join(runtimes, "podman", "podman.sock")),
 		// Simulated GPUs: no NVIDIA runtime registered with dockerd.
 		"nvidia_runtime": `nvidia_runtime = "runc"`,
 	}

@@ -127,8 +127,11 @@ plugin "caravan" {
     # The engines behind the docker and podman drivers (their endpoint and
     # socket_path): the restore role asks them which user a container runs
     # as (its user, or its image's USER in the image's /etc/passwd), to give
-    # its checkpoint directory that owner. The defaults:
-    # docker_endpoint = "unix:///var/run/docker.sock" # else DOCKER_HOST
+    # its checkpoint directory that owner: give docker_endpoint the docker
+    # plugin's endpoint above. A container task without a numeric uid:gid
+    # user fails its restore when the engine cannot be reached. The defaults:
+    # DOCKER_HOST, else this line's value, and for podman the commented one.
+    docker_endpoint = "unix:///var/run/docker.sock" # e2e: docker_endpoint
     # podman_endpoint = "unix:///run/podman/podman.sock"
   }
 }
