@@ -132,12 +132,19 @@ func (a *adversary) running(t *testing.T, exclude ...string) *nomadapi.Allocatio
 	return found
 }
 
-// logged waits until the task's stdout contains substr.
+// logged waits until the task's stdout contains substr. Its error names
+// the driver's events too (a failed checkpoint says why there).
 func (a *adversary) logged(t *testing.T, allocID, substr string) {
 	t.Helper()
 	harness.Eventually(t, 2*time.Minute, func() error {
 		if out := a.c.Logs(t, allocID, task, "stdout"); !strings.Contains(out, substr) {
-			return fmt.Errorf("no %q in the task's stdout yet: %q", substr, out)
+			var events []string
+			for _, e := range a.c.TaskEvents(t, allocID, task) {
+				if e.DriverMessage != "" {
+					events = append(events, e.DriverMessage)
+				}
+			}
+			return fmt.Errorf("no %q in the task's stdout yet: %q; driver events: %q", substr, out, events)
 		}
 		return nil
 	})

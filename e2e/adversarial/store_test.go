@@ -75,10 +75,12 @@ fi
 
 // TestStore_HugeAndDeepCheckpoints: a checkpoint nested 200 directories
 // deep with 2000 files commits and restores whole; so does one that adds a
-// 256 GiB sparse file, within kill_timeout = 5s. Expected: the deep one is
+// 256 GiB sparse file, within kill_timeout = 30s. Expected: the deep one is
 // saved; on a restart the stop checkpoint with the huge file is saved too
 // (its holes are neither read nor stored: it used to hash for minutes, and
-// the stop's commit gave up at the kill timeout), and the restarted task
+// the stop's commit gave up at the kill timeout; it takes about a second on
+// an idle machine, and the 30 s leave room for a loaded CI machine, where
+// 5 s were once not enough), and the restarted task
 // finds the deep tree whole and the huge file at its size, with no block of
 // disk (restore keeps holes).
 func TestStore_HugeAndDeepCheckpoints(t *testing.T) {
@@ -93,7 +95,7 @@ fi
 `+handler(`if [ "$seq" -eq 1 ]; then
     p=$d; i=0; while [ $i -lt 200 ]; do p=$p/d; i=$((i+1)); done; mkdir -p "$p"; echo deep > "$p/leaf"
     i=0; while [ $i -lt 2000 ]; do echo $i > "$d/f$i"; i=$((i+1)); done
-  else truncate -s 256G "$d/huge"; fi`), "restarts=1")
+  else truncate -s 256G "$d/huge"; fi`), "restarts=1", "kill_timeout=30s")
 	al := a.running(t)
 	a.logged(t, al.ID, "ready")
 	a.checkpoint(t, al.ID, "Checkpoint saved (on demand)")
@@ -105,7 +107,7 @@ fi
 	a.logged(t, al.ID, "restored files=2000 leaf=deep")
 	a.logged(t, al.ID, "huge=274877906944 blocks=0")
 	took := time.Since(start)
-	must.Less(t, time.Minute, took, must.Sprintf("restart took %s with kill_timeout = 5s", took))
+	must.Less(t, 2*time.Minute, took, must.Sprintf("restart took %s with kill_timeout = 30s", took))
 	a.event(t, al.ID, "Checkpoint saved (stop)")
 	must.Eq(t, gen+1, a.newest(t))
 	a.untouched(t)

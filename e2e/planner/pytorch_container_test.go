@@ -99,10 +99,15 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 		strings.Join(shrinks, "; "), seenA.Sub(tA).Round(100*time.Millisecond))
 
 	// A ends: the planner grows B again.
+	// B's workers before the regrowth are those created before the shrink:
+	// the planner may grow B (and Nomad place the new worker) before this
+	// test sees A's final line, so a list taken then may hold the new one.
 	a.waitLog(coA, finalLineRe, 3*time.Minute)
 	before := map[string]bool{}
 	for _, al := range b.allocs() {
-		before[al.ID] = true
+		if uint64(al.CreateTime) <= shrunkAt {
+			before[al.ID] = true
+		}
 	}
 	grow2 := b.scaleUpToFirstStep(shrunkAt+1, before, 2)
 	t.Logf("team A ended; the planner grew team B's PyTorch container job to 2 workers again: %s", grow2)
@@ -151,14 +156,20 @@ func (j *nsJob) scaleUpToFirstStep(after uint64, old map[string]bool, workers in
 	})
 	first := trainingFrom(workers)
 	harness.Eventually(j.t, 3*time.Minute, func() error {
+		var seen []string
 		for _, a := range j.allocs() {
-			if a.TaskGroup == harness.PyTorchWorkerGroup && !old[a.ID] && a.ClientStatus == nomadapi.AllocClientStatusRunning &&
-				first.MatchString(j.taskLog(a.ID, harness.PyTorchTask)) {
+			if a.TaskGroup != harness.PyTorchWorkerGroup {
+				continue
+			}
+			out := j.taskLog(a.ID, harness.PyTorchTask)
+			if !old[a.ID] && a.ClientStatus == nomadapi.AllocClientStatusRunning && first.MatchString(out) {
 				up.alloc = a.ID
 				return nil
 			}
+			seen = append(seen, fmt.Sprintf("%s (%s/%s, old %v): %s", a.ID[:8], a.DesiredStatus, a.ClientStatus, old[a.ID], harness.Tail(out, 2)))
 		}
-		return fmt.Errorf("%s/%s: no new worker training in a group of %d yet", j.ns, j.id, workers)
+		return fmt.Errorf("%s/%s: no new worker training in a group of %d yet; workers:\n%s",
+			j.ns, j.id, workers, strings.Join(seen, "\n"))
 	})
 	up.toFirst = time.Since(time.Unix(0, int64(up.event.Time)))
 	return up
