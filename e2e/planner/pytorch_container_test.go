@@ -28,10 +28,19 @@ queue "team-b" {
 }
 `
 
-// pytorchCompute is team B's MODELLED compute: 0.2 ms per sample of a
-// rank's rows (25.6 ms a step for one worker, 12.8 ms for two), so a second
-// worker speeds the job up, which the planner measures.
-const pytorchCompute = "compute_per_sample=0.0002"
+// pytorchCompute is team B's MODELLED compute: 1 ms per sample of a rank's
+// rows (128 ms a step for one worker, 64 ms for two), so a second worker
+// speeds the job up, which the planner measures. The real work of a step
+// (torch on CPU, gloo between containers, the reports) took about 17 ms at
+// one rank and 40 ms at two here: at 0.2 ms per sample two workers measured
+// slower than one (17-24 against 21-27 steps/s), and the planner rightly
+// shrank the job it was expected to grow.
+const pytorchCompute = "compute_per_sample=0.001"
+
+// pytorchSteps is team B's length, and its reference's: long enough at
+// about 7 steps/s (one worker) to 11 (two) that the job is still far from
+// its end when team A's job has come and gone.
+const pytorchSteps = 3000
 
 // TestPlanner_PyTorchContainerJob: the planner manages the elastic PyTorch
 // job as containers (jobspecs/train-pytorch-elastic-docker.nomad.hcl, the
@@ -58,11 +67,17 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 	run := time.Now().Unix() % 1000000
 
 	// The reference: one uninterrupted host worker, not planner-managed, no GPU.
-	ref := c.RunJob(t, harness.PyTorchHostJobspec, c.PyTorchHostVars(fmt.Sprintf("ptc-ref-%d", run))...)
+	refVars := c.PyTorchHostVars(fmt.Sprintf("ptc-ref-%d", run))
+	for i, v := range refVars {
+		if strings.HasPrefix(v, "steps=") {
+			refVars[i] = "steps=" + strconv.Itoa(pytorchSteps)
+		}
+	}
+	ref := c.RunJob(t, harness.PyTorchHostJobspec, refVars...)
 
 	tB := time.Now()
 	b := registerSpec(t, c, "train-pytorch-elastic-docker.nomad.hcl", "team-b", fmt.Sprintf("ptc-b-%d", run),
-		harness.PyTorchSteps, 1, 2, "max_workers=2", "planner=true", "gpu_shares=4",
+		pytorchSteps, 1, 2, "max_workers=2", "planner=true", "gpu_shares=4",
 		"min_step_time=0", pytorchCompute)
 	grow1 := b.scaleUpToFirstStep(uint64(tB.UnixNano()), nil, 2)
 	t.Logf("the planner grew team B's PyTorch container job to 2 workers: %s", grow1)
@@ -113,8 +128,8 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 	t.Logf("team A ended; the planner grew team B's PyTorch container job to 2 workers again: %s", grow2)
 
 	got := b.pytorchFinal(8 * time.Minute)
-	want := c.PyTorch(t, ref).Final(harness.PyTorchSteps)
-	must.Eq(t, strconv.Itoa(harness.PyTorchSteps), got[1])
+	want := c.PyTorch(t, ref).Final(pytorchSteps)
+	must.Eq(t, strconv.Itoa(pytorchSteps), got[1])
 	gotLoss, wantLoss, diff, same := harness.LossDiff(t, got, want)
 	t.Logf("team B's PyTorch container job ended at step %s: eval loss %.9f vs the uninterrupted host run's %.9f "+
 		"(|diff| %.2g, tolerance %g); params equal bit for bit: %v",
