@@ -28,7 +28,7 @@ func (c *Client) keepOccupancy() {
 
 // writeOccupancy writes, for every GPU whose holders changed since the last
 // pass (and every GPU on the first), its occupancy file: the reservations
-// with a live process on it, their shares and their stated GPU use. A
+// with a live process on it, their shares and their GPU use. A
 // failed write is logged once and tried again on the next pass.
 func (c *Client) writeOccupancy() {
 	if err := os.MkdirAll(c.cfg.StateDir, 0o755); err != nil {
@@ -37,7 +37,8 @@ func (c *Client) writeOccupancy() {
 	}
 	tasks := c.scan()
 	for _, g := range c.gpus {
-		occ := &interference.Occupancy{Simulated: true, GPU: g.UUID, MPS: c.cfg.MPS, Holders: holdersOf(tasks, g.UUID)}
+		usage := c.cfg.GPUs[g.Index].ProcessSMPercent
+		occ := &interference.Occupancy{Simulated: true, GPU: g.UUID, MPS: c.cfg.MPS, Holders: holdersOf(tasks, g.UUID, usage)}
 		key, _ := json.Marshal(occ)
 		if c.occupied[g.UUID] == string(key) {
 			continue
@@ -51,8 +52,9 @@ func (c *Client) writeOccupancy() {
 	}
 }
 
-// holdersOf lists the tasks that hold uuid, by reservation.
-func holdersOf(tasks []taskProcess, uuid string) []interference.Holder {
+// holdersOf lists the tasks that hold uuid, by reservation, each with its
+// stated GPU use, else the GPU's configured usage (as Status reports them).
+func holdersOf(tasks []taskProcess, uuid string, usage uint32) []interference.Holder {
 	out := []interference.Holder{}
 	for _, t := range tasks {
 		pos := -1
@@ -64,7 +66,11 @@ func holdersOf(tasks []taskProcess, uuid string) []interference.Holder {
 		if pos < 0 {
 			continue
 		}
-		h := interference.Holder{Reservation: t.token, PID: t.pid, SMPercent: t.smPercent}
+		sm := usage
+		if t.smPercent != nil {
+			sm = *t.smPercent
+		}
+		h := interference.Holder{Reservation: t.token, PID: t.pid, SMPercent: &sm}
 		for _, id := range t.shareIDs {
 			if strings.HasPrefix(id, uuid+shareSep) {
 				h.Shares++

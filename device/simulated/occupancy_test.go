@@ -64,7 +64,7 @@ func TestClient_OccupancyFiles(t *testing.T) {
 	must.Eq(t, 100, o.Holders[0].PID)
 	must.Eq(t, 1, o.Holders[1].Shares)
 	must.Eq(t, 0.25, o.Holders[1].Fraction)
-	must.Nil(t, o.Holders[1].SMPercent)
+	must.Eq(t, uint32(20), *o.Holders[1].SMPercent, must.Sprint("no claim: the GPU's configured usage"))
 	waitOccupancy(t, cfg.StateDir, g1, "r2")
 	// A MIG instance nobody holds has a file with no holders.
 	waitOccupancy(t, cfg.StateDir, gpus[2].UUID)
