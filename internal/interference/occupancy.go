@@ -39,8 +39,9 @@ type Holder struct {
 	// Fraction their part of the GPU (0 when the task's env does not say).
 	Shares   int     `json:"shares"`
 	Fraction float64 `json:"fraction"`
-	// SMPercent is the task's stated GPU use (its profile), nil when it
-	// states none.
+	// SMPercent is the task's GPU use (its profile): what it states, else
+	// what the GPU reports for a process by default; nil when unknown (the
+	// model then counts the holder as GPU-bound).
 	SMPercent *uint32 `json:"sm_percent,omitempty"`
 }
 
