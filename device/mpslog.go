@@ -17,11 +17,11 @@ import (
 var mpsLogFiles = []string{"control.log", "server.log"}
 
 // mpsFatalMarkers are the (lower-case) phrases that make an MPS log line a
-// fatal fault. NOT YET CHECKED against a real MPS server's log: they are
-// the words of the faults seen on an H100 on 2026-11-24 ("sticky error",
-// "devices will be reset") and NVIDIA's documentation of MPS error
-// containment ("fatal"); device/README.md's real-GPU checklist has the step
-// that checks them.
+// fatal fault: "sticky error" and "devices will be reset" are the server
+// log's words in the H100 fault of 2026-11-24, "fatal" the word of
+// NVIDIA's MPS error containment. That they catch a fault as it happens is
+// NOT YET CHECKED on a GPU (device/README.md, "Real-GPU checks not yet
+// run", has the step).
 var mpsFatalMarkers = []string{"fatal", "sticky error", "devices will be reset"}
 
 var gpuUUIDPattern = regexp.MustCompile(`GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}`)
