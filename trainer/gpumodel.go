@@ -48,15 +48,31 @@ type GPUProfile struct {
 }
 
 // GPUProfileFromEnv reads the profile's environment; usePercent >= 0
-// overrides $CARAVAN_SIMULATED_GPU_SM_PERCENT. A malformed variable is an
-// error naming it.
+// overrides $CARAVAN_SIMULATED_GPU_SM_PERCENT, which, as for the simulated
+// backend, counts as 100 above 100. A malformed variable is an error naming
+// it; without a profile the rest of the environment is not read.
 func GPUProfileFromEnv(getenv func(string) string, usePercent int) (GPUProfile, error) {
-	p := GPUProfile{
-		UsePercent:  usePercent,
-		StateDir:    getenv(interference.EnvStateDir),
-		Reservation: getenv(envReservation),
-		MPS:         getenv(envMPSPipe) != "",
+	var p GPUProfile
+	switch {
+	case usePercent > 100:
+		return p, fmt.Errorf("gpu-use-percent %d: not in 0..100", usePercent)
+	case usePercent >= 0:
+		p.UsePercent = usePercent
+	default:
+		if v := getenv(EnvGPUUsePercent); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return p, fmt.Errorf("%s=%q: not a whole percentage", EnvGPUUsePercent, v)
+			}
+			p.UsePercent = int(min(n, 100))
+		}
 	}
+	if p.UsePercent == 0 {
+		return p, nil
+	}
+	p.StateDir = getenv(interference.EnvStateDir)
+	p.Reservation = getenv(envReservation)
+	p.MPS = getenv(envMPSPipe) != ""
 	if gpus := getenv(envVisible); gpus != "" {
 		p.GPU, _, _ = strings.Cut(gpus, ",")
 	}
@@ -67,19 +83,6 @@ func GPUProfileFromEnv(getenv func(string) string, usePercent int) (GPUProfile, 
 			return p, fmt.Errorf("%s=%q: not a fraction in (0,1]", envFractions, v)
 		}
 		p.Fraction = f
-	}
-	if usePercent < 0 {
-		p.UsePercent = 0
-		if v := getenv(EnvGPUUsePercent); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > 100 {
-				return p, fmt.Errorf("%s=%q: not a whole percentage in 0..100", EnvGPUUsePercent, v)
-			}
-			p.UsePercent = n
-		}
-	}
-	if p.UsePercent > 100 {
-		return p, fmt.Errorf("gpu-use-percent %d: not in 0..100", p.UsePercent)
 	}
 	return p, nil
 }

@@ -144,14 +144,20 @@ func TestGPUProfileFromEnv(t *testing.T) {
 	must.NoError(t, err)
 	must.Eq(t, 0, p.UsePercent)
 
+	p, err = GPUProfileFromEnv(env(map[string]string{EnvGPUUsePercent: "150"}), -1)
+	must.NoError(t, err)
+	must.Eq(t, 100, p.UsePercent, must.Sprint("above 100 counts as 100, as the simulated backend reads it"))
+	p, err = GPUProfileFromEnv(env(map[string]string{envFractions: "junk"}), -1)
+	must.NoError(t, err, must.Sprint("no profile: the rest is not read"))
+
 	for _, tc := range []struct {
 		env  map[string]string
 		flag int
 		want string
 	}{
 		{map[string]string{EnvGPUUsePercent: "lots"}, -1, EnvGPUUsePercent + `="lots"`},
-		{map[string]string{EnvGPUUsePercent: "101"}, -1, EnvGPUUsePercent},
-		{map[string]string{envFractions: "2"}, -1, envFractions},
+		{map[string]string{EnvGPUUsePercent: "-3"}, -1, EnvGPUUsePercent + `="-3"`},
+		{map[string]string{EnvGPUUsePercent: "50", envFractions: "2"}, -1, envFractions},
 		{nil, 150, "gpu-use-percent 150"},
 	} {
 		_, err := GPUProfileFromEnv(env(tc.env), tc.flag)
