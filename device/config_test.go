@@ -206,6 +206,16 @@ func TestConfig_Errors(t *testing.T) {
 				}
 			}
 		}`, `simulated.gpu[0].xid[0].after: invalid duration "tomorrow"`},
+		{"simulated relative state_dir", `config {
+			backend = "simulated"
+			simulated {
+				state_dir = "state"
+				gpu {
+					model      = "A100"
+					memory_mib = 40960
+				}
+			}
+		}`, `simulated.state_dir: must be an absolute path, got "state"`},
 		{"simulated mig too large", `config {
 			backend = "simulated"
 			simulated {

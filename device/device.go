@@ -75,6 +75,8 @@ type Plugin struct {
 	// healthCh wakes the fingerprint loop when health changed.
 	healthCh  chan struct{}
 	xidCancel context.CancelFunc
+	// mpsCancel ends the MPS health watch.
+	mpsCancel context.CancelFunc
 
 	reservations *reservations
 	meter        *meter
@@ -130,6 +132,7 @@ func (p *Plugin) SetConfig(c *base.Config) error {
 	p.health = newHealthTracker(s.health)
 	p.meter = newMeter(p.procRoot)
 	s.simulated.Logger = p.logger.Named("simulated")
+	s.simulated.MPS = s.mps.Enabled
 	if err := p.serveMetricsLocked(s.metricsAddress); err != nil {
 		return err
 	}
@@ -174,6 +177,10 @@ func (p *Plugin) closeLocked() {
 	if p.xidCancel != nil {
 		p.xidCancel()
 		p.xidCancel = nil
+	}
+	if p.mpsCancel != nil {
+		p.mpsCancel()
+		p.mpsCancel = nil
 	}
 	if p.client != nil {
 		if err := p.client.Close(); err != nil {

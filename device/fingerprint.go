@@ -26,6 +26,7 @@ func (p *Plugin) Fingerprint(ctx context.Context) (<-chan *device.FingerprintRes
 		return nil, device.ErrPluginDisabled
 	}
 	p.startXidWatch()
+	p.startMPSWatch()
 	out := make(chan *device.FingerprintResponse, 1)
 	go p.fingerprintLoop(ctx, s.fingerprintPeriod, out)
 	return out, nil

@@ -42,6 +42,9 @@ type gpuHealth struct {
 	lastXid     uint64
 	lastXidTime time.Time
 	statusErr   string
+	// The last MPS server fault on the GPU.
+	mpsReason string
+	mpsTime   time.Time
 }
 
 func newHealthTracker(p healthPolicy) *healthTracker {
@@ -72,6 +75,33 @@ func (h *healthTracker) recordXid(ev nvml.XidEvent) (critical, changed bool) {
 
 func (s *gpuHealth) xidActive(now time.Time, recovery time.Duration) bool {
 	return !s.lastXidTime.IsZero() && now.Sub(s.lastXidTime) < recovery
+}
+
+// recordMPSFault applies an MPS server fault to its GPU, or to every GPU in
+// all when it names none, and reports whether health changed.
+func (h *healthTracker) recordMPSFault(f nvml.MPSFault, all []string) bool {
+	if !h.policy.enabled {
+		return false
+	}
+	uuids := all
+	if f.UUID != "" {
+		uuids = []string{f.UUID}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	changed := false
+	for _, id := range uuids {
+		s := h.state(id)
+		if !s.mpsActive(f.Time, h.policy.recovery) {
+			changed = true
+		}
+		s.mpsReason, s.mpsTime = f.Reason, f.Time
+	}
+	return changed
+}
+
+func (s *gpuHealth) mpsActive(now time.Time, recovery time.Duration) bool {
+	return !s.mpsTime.IsZero() && now.Sub(s.mpsTime) < recovery
 }
 
 // recordStatus notes whether the last NVML status query of uuid worked and
@@ -109,23 +139,29 @@ func (h *healthTracker) health(now time.Time, uuid, parent string) (bool, string
 			return false, fmt.Sprintf("Xid %d on %s at %s; healthy again after %s without critical Xids",
 				s.lastXid, id, s.lastXidTime.UTC().Format(time.RFC3339), h.policy.recovery)
 		}
+		if s.mpsActive(now, h.policy.recovery) {
+			return false, fmt.Sprintf("MPS server fault on %s at %s (%s); healthy again after %s without MPS faults",
+				id, s.mpsTime.UTC().Format(time.RFC3339), s.mpsReason, h.policy.recovery)
+		}
 	}
 	return true, ""
 }
 
-// nextRecovery is the earliest time after now at which an Xid-unhealthy
-// GPU recovers, or zero if none is pending.
+// nextRecovery is the earliest time after now at which a GPU unhealthy by
+// an Xid or an MPS fault recovers, or zero if none is pending.
 func (h *healthTracker) nextRecovery(now time.Time) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var next time.Time
 	for _, s := range h.states {
-		if !s.xidActive(now, h.policy.recovery) {
-			continue
-		}
-		t := s.lastXidTime.Add(h.policy.recovery)
-		if next.IsZero() || t.Before(next) {
-			next = t
+		for _, at := range []time.Time{s.lastXidTime, s.mpsTime} {
+			if at.IsZero() || now.Sub(at) >= h.policy.recovery {
+				continue
+			}
+			t := at.Add(h.policy.recovery)
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
 		}
 	}
 	return next

@@ -51,7 +51,7 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 	if len(ids) == 0 {
 		return &device.ContainerReservation{}, nil
 	}
-	s, _, _ := p.state()
+	s, client, _ := p.state()
 	if s == nil {
 		return nil, fmt.Errorf("caravan-gpu: reserve before SetConfig")
 	}
@@ -140,9 +140,25 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 			{TaskPath: s.mps.LogDir, HostPath: s.mps.LogDir},
 		}
 	}
+	if te, ok := client.(taskEnver); ok {
+		env, dirs := te.TaskEnv()
+		for k, v := range env {
+			res.Envs[k] = v
+		}
+		for _, d := range dirs {
+			res.Mounts = append(res.Mounts, &device.Mount{TaskPath: d, HostPath: d, ReadOnly: true})
+		}
+	}
 	p.reservations.add(token, sorted, p.now())
 	p.reserveLogger.Info("reserved shares", "reservation", token, "shares", sorted)
 	return res, nil
+}
+
+// taskEnver is a backend with environment of its own for the tasks that
+// reserve its GPUs: the simulated backend's state directory, whose
+// occupancy files drive the trainer's MODELLED interference.
+type taskEnver interface {
+	TaskEnv() (env map[string]string, readOnlyDirs []string)
 }
 
 func newToken() string {

@@ -190,3 +190,25 @@ func TestReserve_MPS(t *testing.T) {
 	must.True(t, *groups[0].Attributes[AttrMPS].Bool)
 	must.True(t, strings.HasPrefix(res.Envs[EnvMPSPinnedMemLimit], "0="))
 }
+
+// TestReserve_SimulatedStateDir: a task on simulated GPUs with a state_dir
+// gets the directory's path and a read-only mount of it, to read its GPU's
+// occupancy file; NVML tasks get neither (TestReserve_MPS).
+func TestReserve_SimulatedStateDir(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPlugin(t, `config {
+		backend = "simulated"
+		simulated {
+			state_dir = "`+dir+`"
+			gpu {
+				model      = "A100"
+				memory_mib = 40960
+			}
+		}
+	}`, nil, nil)
+	groups := p.fingerprintOnce()
+	res, err := p.Reserve([]string{groups[0].Devices[0].ID})
+	must.NoError(t, err)
+	must.Eq(t, dir, res.Envs["CARAVAN_SIMULATED_GPU_STATE_DIR"])
+	must.Eq(t, []*device.Mount{{TaskPath: dir, HostPath: dir, ReadOnly: true}}, res.Mounts)
+}

@@ -133,10 +133,15 @@ func runWorker(args []string, getenv func(string) string, stdout, stderr io.Writ
 	var peers peerFlags
 	peers.register(fs)
 	cps := fs.Duration("compute-per-sample", 0, "MODELLED compute: sleep this long per sample (default: the job's, set on the parameter servers)")
+	gpuUse := fs.Int("gpu-use-percent", -1, "MODELLED GPU profile, as caravan trainer's (default $"+EnvGPUUsePercent+"; unset: no profile)")
 	if err := fs.Parse(args); err != nil {
 		return cli.ParseExit(err)
 	}
 	loc, err := peers.locator()
+	var gpu GPUProfile
+	if err == nil {
+		gpu, err = GPUProfileFromEnv(getenv, *gpuUse)
+	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -153,7 +158,7 @@ func runWorker(args []string, getenv func(string) string, stdout, stderr io.Writ
 	reqs, exitSig := checkpointRequests(ctx, syscall.SIGUSR1, dir)
 	go AnswerWithSkips(ctx, dir, 0, reqs, stdout, func(Request) { cancel() })
 	fmt.Fprintf(stdout, "worker starting alloc_index=%s\n", getenv("NOMAD_ALLOC_INDEX"))
-	err = RunWorker(ctx, WorkerOptions{Coordinator: loc, Out: stdout, ComputePerSample: *cps})
+	err = RunWorker(ctx, WorkerOptions{Coordinator: loc, Out: stdout, ComputePerSample: *cps, GPU: gpu})
 	if errors.Is(err, ErrStopped) {
 		return stoppedCode(exitSig)
 	}

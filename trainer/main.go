@@ -51,6 +51,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	configFlags(fs, &c)
 	dir := fs.String("checkpoint-dir", env.Dir, "checkpoint directory (default $"+protocol.EnvDir+"; empty: no checkpoints)")
 	sigName := fs.String("checkpoint-signal", sigDefault, "signal that asks for a checkpoint (default $"+protocol.EnvSignal+" or SIGUSR1)")
+	gpuUse := fs.Int("gpu-use-percent", -1, "MODELLED GPU profile: the share of a whole GPU this job keeps busy, 0..100; with it the modelled compute slows down on a shared simulated GPU and scales with the shares held (default $"+EnvGPUUsePercent+"; unset: no profile)")
 	hold := fs.Bool("hold", false, "after the last step keep running (answering checkpoint requests) until stopped, for service jobs")
 	tokenDefault := defaultTokenFile(getenv)
 	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports (default: $NOMAD_SECRETS_DIR/nomad_planner.jwt, else $NOMAD_TOKEN_planner, $NOMAD_TOKEN, secrets/nomad_token)")
@@ -71,6 +72,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "caravan trainer: checkpoint-signal: unknown signal %q\n", *sigName)
 		return 2
 	}
+	gpu, err := GPUProfileFromEnv(getenv, *gpuUse)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 2
+	}
 	if *dir != "" {
 		if err := os.MkdirAll(*dir, 0o755); err != nil {
 			fmt.Fprintf(stderr, "caravan trainer: checkpoint-dir: %v\n", err)
@@ -84,7 +90,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	requests, exitSig := checkpointRequests(ctx, ckptSig, *dir)
 
 	o := Options{
-		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold,
+		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold, GPU: gpu,
 		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
 	}
 	rep, err := newReporter(*reportURL, getenv(progress.EnvURLsFile), *tokenFile, tokenDefault, getenv)

@@ -158,6 +158,7 @@ func TestMain_BadFlags(t *testing.T) {
 		{[]string{"-steps", "0"}, "steps must be positive"},
 		{[]string{"-checkpoint-signal", "SIGFOO"}, "checkpoint-signal"},
 		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-gpu-use-percent", "150"}, "gpu-use-percent 150"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {

@@ -40,6 +40,13 @@ type Options struct {
 	// AfterStep, if set, is called after every step with the number of
 	// steps completed (tests use it to inject requests at exact steps).
 	AfterStep func(step uint64)
+	// GPU is the job's MODELLED GPU profile: the modelled compute slows
+	// down when its simulated GPU is shared and scales with its shares
+	// (zero: no profile, the plain ComputePerSample).
+	GPU GPUProfile
+
+	// gpu replaces the model built from GPU (tests).
+	gpu *gpuModel
 }
 
 // Result is the outcome of Run.
@@ -82,7 +89,11 @@ func Run(ctx context.Context, c Config, o Options) (*Result, error) {
 			fmt.Fprintf(o.Out, "resumed step=%d sequence=%d params_sha256=%s\n", st.Step, st.Sequence, model.Hash())
 		}
 	}
-	fmt.Fprintf(o.Out, "training %s %s start_step=%d\n", c, c.ComputeLabel(), res.StartStep)
+	fmt.Fprintf(o.Out, "training %s %s%s start_step=%d\n", c, c.ComputeLabel(), o.GPU.Label(), res.StartStep)
+	gpu := o.gpu
+	if gpu == nil && o.GPU.UsePercent > 0 {
+		gpu = newGPUModel(o.GPU)
+	}
 
 	var rep *asyncReporter
 	if o.Reporter != nil {
@@ -151,7 +162,7 @@ loop:
 		}
 
 		windowLoss += model.Step(c, data, step)
-		modelledCompute(ctx, c, c.Batch)
+		modelledCompute(ctx, c, c.Batch, gpu)
 		step++
 		windowSteps++
 		if o.AfterStep != nil {
@@ -216,18 +227,4 @@ loop:
 		}
 	}
 	return res, nil
-}
-
-// modelledCompute sleeps c.ComputePerSample per sample: MODELLED compute
-// time standing in for a GPU's.
-func modelledCompute(ctx context.Context, c Config, samples int) {
-	if c.ComputePerSample <= 0 || samples <= 0 {
-		return
-	}
-	t := time.NewTimer(time.Duration(samples) * c.ComputePerSample)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -16,6 +16,8 @@ type WorkerOptions struct {
 	// ComputePerSample, when > 0, overrides the job's MODELLED compute
 	// time per sample for this worker.
 	ComputePerSample time.Duration
+	// GPU is the worker's MODELLED GPU profile (Options.GPU).
+	GPU GPUProfile
 }
 
 // worker computes the micro-shard gradients it is assigned. It holds no
@@ -29,6 +31,7 @@ type worker struct {
 	bufs    [][]float64 // per-shard gradients of the current assignment
 	group   gradGroup   // gradient statistics of the current assignment
 	conns   map[string]*conn
+	gpu     *gpuModel
 }
 
 // RunWorker works for the coordinator o.Coordinator finds, following it
@@ -39,6 +42,9 @@ func RunWorker(ctx context.Context, o WorkerOptions) error {
 		o.Out = io.Discard
 	}
 	w := &worker{o: o, conns: map[string]*conn{}}
+	if o.GPU.UsePercent > 0 {
+		w.gpu = newGPUModel(o.GPU)
+	}
 	defer w.closeConns()
 	for {
 		addr, err := o.Coordinator.Coordinator(ctx)
@@ -67,7 +73,7 @@ func (w *worker) session(ctx context.Context, addr string) error {
 	stop := context.AfterFunc(ctx, c.close)
 	defer stop()
 	w.configure(*cfg)
-	fmt.Fprintf(w.o.Out, "joined coordinator %s %s\n", addr, w.cfg.ComputeLabel())
+	fmt.Fprintf(w.o.Out, "joined coordinator %s %s%s\n", addr, w.cfg.ComputeLabel(), w.o.GPU.Label())
 	for {
 		m, err := c.recv()
 		if err != nil {
@@ -110,7 +116,7 @@ func (w *worker) work(ctx context.Context, a *message) *message {
 			done.Losses = append(done.Losses, ShardGradient(w.cfg, w.data, w.params, a.Step, s, w.scratch))
 			lo, hi := w.cfg.ShardSlots(s)
 			w.group.add(grads[i], hi-lo)
-			modelledCompute(ctx, w.cfg, hi-lo)
+			modelledCompute(ctx, w.cfg, hi-lo, w.gpu)
 		}
 		done.Stats = &GradStats{}
 		w.group.close(done.Stats)

@@ -95,3 +95,21 @@ type XidEvent struct {
 	Xid  uint64
 	Time time.Time
 }
+
+// MPSFault is a fatal fault the MPS server reported: its clients fail, and
+// new clients are refused until it restarts.
+type MPSFault struct {
+	// UUID is the GPU the fault names, or "" for every GPU the server
+	// serves (an MPS server's log does not always name one).
+	UUID   string
+	Reason string
+	Time   time.Time
+}
+
+// MPSWatcher reports an MPS server's fatal faults. A backend that knows
+// them itself implements it (the simulated backend, from its fault file);
+// for any other backend the plugin watches the MPS log directory.
+type MPSWatcher interface {
+	// WatchMPS delivers MPS faults until ctx is done.
+	WatchMPS(ctx context.Context) (<-chan MPSFault, error)
+}

@@ -2,6 +2,7 @@ package simulated
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
@@ -15,6 +16,8 @@ var Spec = hclspec.NewBlock("simulated", false, hclspec.NewObject(map[string]*hc
 	"seed":           hclspec.NewAttr("seed", "string", false),
 	"driver_version": hclspec.NewAttr("driver_version", "string", false),
 	"xid_file":       hclspec.NewAttr("xid_file", "string", false),
+	"mps_fault_file": hclspec.NewAttr("mps_fault_file", "string", false),
+	"state_dir":      hclspec.NewAttr("state_dir", "string", false),
 	"gpu": hclspec.NewBlockList("gpu", hclspec.NewObject(map[string]*hclspec.Spec{
 		"uuid":               hclspec.NewAttr("uuid", "string", false),
 		"model":              hclspec.NewAttr("model", "string", true),
@@ -40,6 +43,8 @@ type Block struct {
 	Seed          string     `codec:"seed"`
 	DriverVersion string     `codec:"driver_version"`
 	XidFile       string     `codec:"xid_file"`
+	MPSFaultFile  string     `codec:"mps_fault_file"`
+	StateDir      string     `codec:"state_dir"`
 	GPUs          []GPUBlock `codec:"gpu"`
 }
 
@@ -88,8 +93,12 @@ func Parse(b *Block) (Config, []FieldError) {
 	if b == nil || len(b.GPUs) == 0 {
 		return Config{}, []FieldError{fieldErr("simulated.gpu", "backend %q needs at least one gpu block", Backend)}
 	}
-	out := Config{Seed: b.Seed, DriverVersion: b.DriverVersion, XidFile: b.XidFile}
+	out := Config{Seed: b.Seed, DriverVersion: b.DriverVersion, XidFile: b.XidFile,
+		MPSFaultFile: b.MPSFaultFile, StateDir: b.StateDir}
 	var errs []FieldError
+	if b.StateDir != "" && !filepath.IsAbs(b.StateDir) {
+		errs = append(errs, fieldErr("simulated.state_dir", "must be an absolute path, got %q", b.StateDir))
+	}
 	uuids := map[string]string{}
 	for i, g := range b.GPUs {
 		field := fmt.Sprintf("simulated.gpu[%d]", i)

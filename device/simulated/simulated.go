@@ -38,6 +38,11 @@ const (
 	// mirror the variables the plugin's Reserve sets.
 	envReservation = "CARAVAN_GPU_RESERVATION"
 	envVisible     = "CUDA_VISIBLE_DEVICES"
+	envShareIDs    = "CARAVAN_GPU_SHARE_IDS"
+	envFractions   = "CARAVAN_GPU_MEMORY_FRACTION"
+	// shareSep is the device plugin's share ID separator
+	// ("<GPU UUID>-share-<N>").
+	shareSep = "-share-"
 
 	defaultDriverVersion = "550.54.15-simulated"
 	defaultCUDAVersion   = "12.4"
@@ -53,7 +58,19 @@ type Config struct {
 	// XidFile, when set, is polled for lines "<uuid or index> <xid>"; each
 	// new line raises that Xid on that GPU.
 	XidFile string
-	GPUs    []GPUConfig
+	// MPSFaultFile, when set, is polled for lines "<uuid or index> <reason>"
+	// (or "* <reason>" for the whole server); each new line is a simulated
+	// MPS server fault (WatchMPS).
+	MPSFaultFile string
+	// StateDir, when set, holds one occupancy file per GPU
+	// (internal/interference), rewritten atomically whenever the
+	// reservations with live processes on the GPU change; tasks find it
+	// through interference.EnvStateDir.
+	StateDir string
+	// MPS says whether the plugin hands tasks the MPS environment; the
+	// occupancy files carry it for the interference model.
+	MPS  bool
+	GPUs []GPUConfig
 	// ProcRoot is procfs (default /proc); tests point it elsewhere.
 	ProcRoot string
 	// Logger receives warnings about tasks' invalid usage claims (default:
@@ -147,6 +164,9 @@ type Client struct {
 	// warned holds the invalid claims already logged, so each is logged
 	// once, not on every scan.
 	warned map[string]bool
+	// occupied is the last occupancy written per GPU (the occupancy loop's
+	// own).
+	occupied map[string]string
 }
 
 type taskProcess struct {
@@ -156,6 +176,10 @@ type taskProcess struct {
 	memory    *uint64
 	peak      *uint64
 	smPercent *uint32
+	// shareIDs and fractions are the task's CARAVAN_GPU_SHARE_IDS and
+	// CARAVAN_GPU_MEMORY_FRACTION (the latter in visible's order).
+	shareIDs  []string
+	fractions []string
 }
 
 // New returns a Client for cfg.
@@ -171,8 +195,12 @@ func New(cfg Config) *Client {
 	for i, g := range gpus {
 		by[g.UUID] = i
 	}
-	return &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now,
-		closedCh: make(chan struct{}), warned: map[string]bool{}}
+	c := &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now,
+		closedCh: make(chan struct{}), warned: map[string]bool{}, occupied: map[string]string{}}
+	if cfg.StateDir != "" {
+		go c.keepOccupancy()
+	}
+	return c
 }
 
 // System reports the simulated driver.
@@ -272,7 +300,7 @@ func (c *Client) scan() []taskProcess {
 	}
 	byToken := map[string]taskProcess{}
 	for _, pid := range pids {
-		env, err := procenv.Lookup(c.cfg.ProcRoot, pid, envReservation, envVisible, EnvMemoryMiB, EnvSMPercent, EnvPeakMemoryMiB)
+		env, err := procenv.Lookup(c.cfg.ProcRoot, pid, envReservation, envVisible, EnvMemoryMiB, EnvSMPercent, EnvPeakMemoryMiB, envShareIDs, envFractions)
 		if err != nil || env[envReservation] == "" || env[envVisible] == "" {
 			continue
 		}
@@ -280,7 +308,8 @@ func (c *Client) scan() []taskProcess {
 		if prev, ok := byToken[tok]; ok && prev.pid < pid {
 			continue
 		}
-		t := taskProcess{pid: pid, token: tok, visible: strings.Split(env[envVisible], ",")}
+		t := taskProcess{pid: pid, token: tok, visible: strings.Split(env[envVisible], ","),
+			shareIDs: splitList(env[envShareIDs]), fractions: splitList(env[envFractions])}
 		var errs []error
 		var cl claims
 		cl, errs = parseClaims(env)
@@ -332,7 +361,7 @@ func (c *Client) WatchXid(ctx context.Context) (<-chan nvml.XidEvent, error) {
 		}
 	}
 	if c.cfg.XidFile != "" {
-		start := c.xidFileStart()
+		start := fileSize(c.cfg.XidFile)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -17,6 +17,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/internal/interference"
 )
 
 const (
@@ -328,6 +329,94 @@ func TestDevice_XidHealth(t *testing.T) {
 		}
 		if !strings.Contains(desc[target], "Xid 79") {
 			return fmt.Errorf("health description %q does not name Xid 79", desc[target])
+		}
+		if !ok[other] {
+			return fmt.Errorf("%s became unhealthy too", other)
+		}
+		return nil
+	})
+	harness.Eventually(t, 2*time.Minute, func() error {
+		if ok, desc := health(); !ok[target] {
+			return fmt.Errorf("%s not recovered: %s", target, desc[target])
+		}
+		return nil
+	})
+}
+
+// TestDevice_SimulatedOccupancy: two fractions packed on one simulated GPU
+// are both listed, with their shares, in the GPU's occupancy file that the
+// backend keeps in its state_dir (the tasks get its path); when one stops,
+// the file lists only the other.
+func TestDevice_SimulatedOccupancy(t *testing.T) {
+	c := harness.Cluster(t)
+	client1 := c.Client(t, "client1")
+	c.RequireQuietGPUs(t, client1.NodeID, vendor)
+	a := c.RunningAlloc(t, fractionJob, "job_name=e2e-occ-a", "node=client1", "shares=1")
+	b := c.RunningAlloc(t, fractionJob, "job_name=e2e-occ-b", "node=client1", "shares=3")
+	gpu := gpuOf(t, a).Name
+	must.Eq(t, gpu, gpuOf(t, b).Name, must.Sprint("both fractions on one GPU"))
+	envA, envB := taskEnv(t, c, a.ID), taskEnv(t, c, b.ID)
+	dir := envA[interference.EnvStateDir]
+	must.Eq(t, filepath.Join(c.Dir, "gpu-state", "client1"), dir)
+
+	holders := func(want map[string]int) {
+		t.Helper()
+		harness.Eventually(t, time.Minute, func() error {
+			o, err := interference.ReadFile(dir, gpu)
+			if err != nil {
+				return err
+			}
+			got := map[string]int{}
+			for _, h := range o.Holders {
+				got[h.Reservation] = h.Shares
+			}
+			if !o.Simulated || !o.MPS || fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("occupancy %+v, want holders %v (simulated, mps)", o, want)
+			}
+			return nil
+		})
+	}
+	holders(map[string]int{envA["CARAVAN_GPU_RESERVATION"]: 1, envB["CARAVAN_GPU_RESERVATION"]: 3})
+	c.StopJob(t, "e2e-occ-b")
+	holders(map[string]int{envA["CARAVAN_GPU_RESERVATION"]: 1})
+}
+
+// TestDevice_MPSFaultHealth raises a simulated MPS server fault on
+// client2's second GPU through the simulated backend's MPS fault file, as
+// TestDevice_XidHealth does an Xid: its shares turn unhealthy, the other
+// GPU stays healthy, and it recovers after the quiet period.
+func TestDevice_MPSFaultHealth(t *testing.T) {
+	c := harness.Cluster(t)
+	client2 := c.Client(t, "client2")
+	groups := shareGroups(t, c, client2.NodeID)
+	must.Len(t, 2, groups)
+	target, other := groups[1].Name, groups[0].Name
+
+	f, err := os.OpenFile(filepath.Join(c.Dir, "mps-faults-client2"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	must.NoError(t, err)
+	_, err = f.WriteString(target + " client killed mid-kernel\n")
+	must.NoError(t, err)
+	must.NoError(t, f.Close())
+	health := func() (map[string]bool, map[string]string) {
+		ok, desc := map[string]bool{}, map[string]string{}
+		for _, g := range shareGroups(t, c, client2.NodeID) {
+			ok[g.Name] = true
+			for _, inst := range g.Instances {
+				if !inst.Healthy {
+					ok[g.Name] = false
+					desc[g.Name] = inst.HealthDescription
+				}
+			}
+		}
+		return ok, desc
+	}
+	harness.Eventually(t, time.Minute, func() error {
+		ok, desc := health()
+		if ok[target] {
+			return fmt.Errorf("%s still healthy", target)
+		}
+		if !strings.Contains(desc[target], "MPS server fault") || !strings.Contains(desc[target], "client killed mid-kernel") {
+			return fmt.Errorf("health description %q does not name the MPS fault", desc[target])
 		}
 		if !ok[other] {
 			return fmt.Errorf("%s became unhealthy too", other)

@@ -194,8 +194,10 @@ class Checkpointer:
     ``commit(step)``; a rank that holds no state calls ``skip()``.
 
     ``stop_requested`` turns true on SIGTERM or SIGINT (the agent's or Nomad's
-    stop), with ``handle_stop`` (the default); the script should then leave
-    its loop at the next step boundary.
+    stop), with ``handle_stop`` (the default); the script should then finish
+    the step it is in, leave its loop at that step boundary and exit with
+    ``sys.exit(ckpt.stop_exit_code)``. A process that lets the signal kill
+    it mid-kernel can leave a shared MPS GPU failing its next client.
     """
 
     def __init__(self, env=None, install=True, handle_stop=True):
@@ -248,6 +250,14 @@ class Checkpointer:
     @property
     def stop_requested(self):
         return self.stop_signal is not None
+
+    @property
+    def stop_exit_code(self):
+        """The exit status for a clean stop: 128 + the stop signal's number
+        (143 for SIGTERM), as a process killed by it would report, but
+        reached by exiting after the step, with CUDA torn down in order;
+        0 when no stop was asked for."""
+        return 128 + int(self.stop_signal) if self.stop_signal is not None else 0
 
     # Restore.
 

@@ -86,6 +86,10 @@ class CheckpointTest(unittest.TestCase):
         self.assertTrue(ck.stop_requested)
         self.assertFalse(ck.requested)
         self.assertEqual(ck.stop_signal, signal.SIGTERM)
+        self.assertEqual(ck.stop_exit_code, 143)
+
+    def test_no_stop_exit_code_zero(self):
+        self.assertEqual(Checkpointer(self.env).stop_exit_code, 0)
 
     def test_sigterm_style_checkpoint_signal_asks_for_both(self):
         ck = Checkpointer(dict(self.env, CARAVAN_CHECKPOINT_SIGNAL="SIGTERM"))

@@ -5,7 +5,11 @@
 # The local cluster has no GPU: each client gets two SIMULATED GPUs of four
 # shares each (attribute backend = "simulated" on every device group). Lines
 # "<gpu index or UUID> <xid>" appended to the xid_file raise simulated Xid
-# events, for health checks.
+# events, and lines "<gpu index, UUID or *> <reason>" appended to the
+# mps_fault_file simulated MPS server faults, for health checks. The
+# state_dir holds one occupancy file per GPU (who holds it, with what
+# shares and GPU use), from which the trainer's MODELLED compute slows down
+# when its GPU is shared (device/README.md, "Simulated GPU occupancy").
 plugin "caravan-gpu" {
   args = ["device"]
 
@@ -31,7 +35,9 @@ plugin "caravan-gpu" {
 
     simulated {
       seed     = "@CLUSTER_DIR@/@NODE@"
-      xid_file = "@CLUSTER_DIR@/xid-@NODE@"
+      xid_file       = "@CLUSTER_DIR@/xid-@NODE@"
+      mps_fault_file = "@CLUSTER_DIR@/mps-faults-@NODE@"
+      state_dir      = "@CLUSTER_DIR@/gpu-state/@NODE@"
 
       gpu {
         model      = "NVIDIA A100-SXM4-40GB"
