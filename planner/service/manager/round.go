@@ -43,6 +43,10 @@ type JobView struct {
 	// Rightsize is the shares per worker the job's measurements support
 	// (a recommendation only; planner/POLICY.md "Right-sizing").
 	Rightsize *rightsize.Recommendation `json:"rightsize,omitempty"`
+	// Resize is the change of shares per worker decided, waiting, refused
+	// or pending this round (right-sizing applied, or a regrowth after the
+	// job ran out of GPU memory).
+	Resize *Resize `json:"resize,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -68,6 +72,9 @@ type Round struct {
 	// Reclaims are the newest reclaims this planner applied (at most
 	// keptReclaims, oldest first, this round's included).
 	Reclaims []Reclaim `json:"reclaims,omitempty"`
+
+	// notes are the refused and waiting resizes whose events apply writes.
+	notes []sizeNote
 }
 
 // decide builds the round without side effects on Nomad: each job is
@@ -100,6 +107,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		b.triage(k, snap.Jobs[k])
 	}
 	m.forget(snap)
+	b.fitGrowth()
+	r.notes = b.notes
 
 	plan, pins, err := b.plan()
 	if err != nil {
@@ -118,6 +127,8 @@ type cand struct {
 	// quantum: a running job inside its suspend quantum, or one that
 	// may not be suspended: the policy may resize it, not suspend it.
 	quantum bool
+	// resize is the change of its shares per worker decided this round.
+	resize *Resize
 }
 
 // roundBuilder carries one round's decision through its stages.
@@ -136,6 +147,8 @@ type roundBuilder struct {
 	gaining []string
 	// gpus is what right-sizing needs of the cluster's GPUs, read once.
 	gpus gpuShape
+	// notes are the refused and waiting resizes, for their events.
+	notes []sizeNote
 }
 
 // triage classifies one job and refits its models: it becomes an action
@@ -167,6 +180,12 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	v.Running = running
 	recs := m.observe(now, k, j, mm, &v, running, len(nodes), s)
 	m.rightsize(now, j, mm, &v, running, recs, b.gpus, s)
+	rep.MarkGPUOutOfMemory(oomReports(recs))
+	var rz *Resize
+	if state == StateRunning {
+		rz = b.sizing(j, mm, &v, running, recs, &rep)
+	}
+	v.Failures = rep
 	a := stopAction(j, &v, rep)
 	if a == nil {
 		a = partialGang(now, s, j, mm, &v)
@@ -195,7 +214,7 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 		r.Jobs = append(r.Jobs, v)
 		return
 	}
-	b.cands = append(b.cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s)})
+	b.cands = append(b.cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s), resize: rz})
 	r.Jobs = append(r.Jobs, v)
 }
 
@@ -336,7 +355,24 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 			cd.Verdict, cd.Detail = pn.why, pn.text
 		}
 		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
-		if cd.To != cd.From || psChange {
+		switch {
+		case c.resize != nil && jp.Workers > 0:
+			// Shares and workers change in one registration.
+			cd.Verdict = ""
+			a := b.action(c, jp, psChange)
+			if cd.To == cd.From && !psChange {
+				a.Kind = KindResize
+			}
+			a.Resize = c.resize
+			b.actions = append(b.actions, a)
+		case c.resize != nil:
+			c.view.Resize.Status = ResizeWaiting
+			c.view.Resize.Reason += "; the plan gives the job no workers this round"
+			fallthrough
+		case cd.To != cd.From || psChange:
+			if cd.To == cd.From && !psChange {
+				break
+			}
 			cd.Verdict = "" // settled after apply
 			b.actions = append(b.actions, b.action(c, jp, psChange))
 		}

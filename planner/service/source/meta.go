@@ -125,7 +125,7 @@ type Spec struct {
 	// decides).
 	Rightsize    string `json:"rightsize"`
 	RightsizeSet bool   `json:"rightsize_set,omitempty"`
-	Pack      string `json:"pack"`
+	Pack         string `json:"pack"`
 	// Bounds says where each bound came from: "default", "scaling" (the
 	// group's scaling block) or "meta".
 	Bounds BoundsSource `json:"bounds_source"`
