@@ -268,3 +268,37 @@ func TestManager_RegrowthWaitsForItsQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestManager_ResizeAndWorkersInOneRound: the round fixes the shares per
+// worker first (right-sizing 4 -> 1) and the policy then counts workers at
+// that size: on one 4-share GPU a job that held all of it in one worker
+// may grow to two 1-share workers, and both changes go in one
+// registration, whose event records the new worker count.
+func TestManager_ResizeAndWorkersInOneRound(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 0)
+	gpuNodes(h, 1)
+	h.nomad.PutJob(gpuJob("a", 1, 4, map[string]string{"caravan_rightsize": "apply", "caravan_max_workers": "4"}))
+	h.nomad.SetAllocs(running(map[string]int{"a": 1}))
+	h.measuredAt("a", 1)
+	for i := 0; i < rightsize.MinReports; i++ {
+		h.reportFrom("a", "a-0", 8<<30, false)
+	}
+	r := h.round()
+	must.SliceLen(t, 1, r.Actions)
+	a := r.Actions[0]
+	must.Eq(t, StatusApplied, a.Status, must.Sprint(a.Error))
+	must.Eq(t, KindScale, a.Kind)
+	must.Eq(t, 1, a.From)
+	must.Greater(t, 1, a.To)
+	must.Eq(t, 1, a.Resize.To)
+	must.Eq(t, uint64(1), deviceCount(t, h, "a"))
+	must.Eq(t, a.To, count(t, h.nomad, "a"))
+	must.Eq(t, []string{"register default/a"}, h.nomad.WritesSnapshot())
+	must.StrContains(t, a.Message, fmt.Sprintf("; workers 1 -> %d at the new size", a.To))
+	evs := resizeEvents(h, "a")
+	must.SliceLen(t, 1, evs)
+	n, _ := submit.EventCount(&evs[0])
+	must.Eq(t, int64(a.To), n)
+	// Without the resize the GPU had no room for a second worker.
+	must.Eq(t, 1000*a.To/4, r.Plan.UsedGPUMilli)
+}
