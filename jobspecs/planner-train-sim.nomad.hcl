@@ -82,6 +82,18 @@ variable "gang" {
   default = "false"
 }
 
+variable "rightsize" {
+  description = "caravan_rightsize: \"recommend\" or \"apply\" (resize the shares per worker to the measured need)."
+  type        = string
+  default     = "recommend"
+}
+
+variable "gpu_memory_peak_mib" {
+  description = "Peak GPU memory each report claims (MiB; SIMULATED, not measured); 0 sends none."
+  type        = number
+  default     = 0
+}
+
 variable "fail_exit" {
   description = "If not 0, every worker exits with this code after a few seconds (to exercise failure classification)."
   type        = number
@@ -103,6 +115,7 @@ job "planner-sim" {
     caravan_stop_on_converge = var.stop_on_converge
     caravan_priority         = var.priority
     caravan_kind             = "sim"
+    caravan_rightsize        = var.rightsize
   }
 
   group "worker" {
@@ -149,6 +162,7 @@ job "planner-sim" {
         STEPS_PER_TICK = var.steps_per_tick
         LOSS_B0        = var.b0
         FAIL_EXIT      = var.fail_exit
+        PEAK_MIB       = var.gpu_memory_peak_mib
       }
 
       # Every healthy planner instance, one URL per line, refreshed in place.
@@ -181,7 +195,8 @@ job "planner-sim" {
             echo "step=$step loss=$loss"
             for url in $(cat local/planners 2>/dev/null); do
               "$CARAVAN" planner report -url "$url" -step "$step" -loss "$loss" \
-                -samples-per-sec $((STEPS_PER_TICK * 32)) -batch-size 32 || true
+                -samples-per-sec $((STEPS_PER_TICK * 32)) -batch-size 32 \
+                -gpu-memory-peak-bytes $((PEAK_MIB * 1048576)) || true
             done
             sleep 1
           done

@@ -362,6 +362,7 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 			a := b.action(c, jp, psChange)
 			if cd.To == cd.From && !psChange {
 				a.Kind = KindResize
+				a.Reason = c.resize.Reason
 			}
 			a.Resize = c.resize
 			b.actions = append(b.actions, a)
