@@ -119,3 +119,79 @@ func stateStep(t *testing.T, c *harness.C, id string) int64 {
 	must.NoError(t, err)
 	return n
 }
+
+// TestPlanner_RegrowsAfterGPUOutOfMemory: a job whose 1-share worker
+// reports running out of GPU memory and exits 1 (SIMULATED: the worker
+// holds fewer shares than the jobspec's oom_below_shares) is not stopped as
+// a user error: the planner grows it to 2 shares, and the new worker runs
+// on from the global step the old one reached.
+func TestPlanner_RegrowsAfterGPUOutOfMemory(t *testing.T) {
+	c := harness.Cluster(t)
+	p := startLeader(t, c, "regrow")
+	id := runSim(t, c, "sim-oom", "shares=1", "count=1", "max_workers=1", "oom_below_shares=2")
+
+	var resize nomadapi.ScalingEvent
+	harness.Eventually(t, 3*time.Minute, func() error {
+		for _, ev := range events(t, c, id) {
+			if action(ev) == "resize" {
+				resize = ev
+				return nil
+			}
+		}
+		jobs, err := p.jobs()
+		return fmt.Errorf("no resize event yet (job %+v, err %v)", jobs[id], err)
+	})
+	before := stateStep(t, c, id)
+	must.Eq[any](t, "gpu-out-of-memory", resize.Meta["caravan_resize_cause"])
+	must.Eq[any](t, float64(1), resize.Meta["caravan_gpu_shares_from"])
+	must.Eq[any](t, float64(2), resize.Meta["caravan_gpu_shares"])
+	must.StrContains(t, resize.Message, "GPU shares per worker 1 -> 2 (regrowth after running out of GPU memory")
+
+	job, _, err := c.Nomad.Jobs().Info(id, nil)
+	must.NoError(t, err)
+	must.Eq(t, uint64(2), *job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count)
+	var worker *nomadapi.AllocationListStub
+	c.WaitAllocs(t, id, 2*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if a.JobVersion == *job.Version && a.ClientStatus == "running" {
+				worker = a
+				return true
+			}
+		}
+		return false
+	})
+	// It keeps running past the point where it failed at 1 share, from
+	// the step reached, and the planner counts no user error.
+	harness.Eventually(t, time.Minute, func() error {
+		out := c.Logs(t, worker.ID, "train", "stdout")
+		steps := regexp.MustCompile(`step=(\d+) `).FindAllStringSubmatch(out, -1)
+		if len(steps) < 6 {
+			return fmt.Errorf("the new worker %s logged %d steps", worker.ID, len(steps))
+		}
+		n, _ := strconv.ParseInt(steps[0][1], 10, 64)
+		if n <= before {
+			return fmt.Errorf("the new worker started at step %d, not after %d", n, before)
+		}
+		return nil
+	})
+	var v struct {
+		Jobs []struct {
+			ID       string `json:"id"`
+			State    string `json:"state"`
+			Failures struct {
+				User int `json:"user"`
+				OOM  int `json:"gpu_out_of_memory"`
+			} `json:"failures"`
+		} `json:"jobs"`
+	}
+	must.NoError(t, harness.GetJSON(p.url+"/v1/jobs", &v))
+	found := false
+	for _, j := range v.Jobs {
+		if j.ID == id {
+			found = true
+			must.Eq(t, "running", j.State)
+			must.Eq(t, 0, j.Failures.User)
+		}
+	}
+	must.True(t, found)
+}
