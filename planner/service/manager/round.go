@@ -41,7 +41,8 @@ type JobView struct {
 	// events), else since the planner last resumed it.
 	SinceCheckpoint float64 `json:"since_checkpoint_seconds,omitempty"`
 	// Rightsize is the shares per worker the job's measurements support
-	// (a recommendation only; planner/POLICY.md "Right-sizing").
+	// (applied only in the job's or its queue's "apply" mode;
+	// planner/POLICY.md "Right-sizing").
 	Rightsize *rightsize.Recommendation `json:"rightsize,omitempty"`
 	// Resize is the change of shares per worker decided, waiting, refused
 	// or pending this round (right-sizing applied, or a regrowth after the
@@ -366,16 +367,13 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 			}
 			a.Resize = c.resize
 			b.actions = append(b.actions, a)
-		case c.resize != nil:
-			c.view.Resize.Status = ResizeWaiting
-			c.view.Resize.Reason += "; the plan gives the job no workers this round"
-			fallthrough
 		case cd.To != cd.From || psChange:
-			if cd.To == cd.From && !psChange {
-				break
-			}
 			cd.Verdict = "" // settled after apply
 			b.actions = append(b.actions, b.action(c, jp, psChange))
+		}
+		if c.resize != nil && jp.Workers == 0 {
+			c.view.Resize.Status = ResizeWaiting
+			c.view.Resize.Reason += "; the plan gives the job no workers this round"
 		}
 		r.Candidates = append(r.Candidates, cd)
 	}
