@@ -82,6 +82,24 @@ variable "gang" {
   default = "false"
 }
 
+variable "rightsize" {
+  description = "caravan_rightsize: \"recommend\" or \"apply\" (resize the shares per worker to the measured need)."
+  type        = string
+  default     = "recommend"
+}
+
+variable "gpu_memory_peak_mib" {
+  description = "Peak GPU memory each report claims (MiB; SIMULATED, not measured); 0 sends none."
+  type        = number
+  default     = 0
+}
+
+variable "oom_below_shares" {
+  description = "If not 0, a worker holding fewer GPU shares than this reports a SIMULATED GPU out-of-memory after a few seconds and exits 1 (to exercise the planner's regrowth)."
+  type        = number
+  default     = 0
+}
+
 variable "fail_exit" {
   description = "If not 0, every worker exits with this code after a few seconds (to exercise failure classification)."
   type        = number
@@ -103,6 +121,7 @@ job "planner-sim" {
     caravan_stop_on_converge = var.stop_on_converge
     caravan_priority         = var.priority
     caravan_kind             = "sim"
+    caravan_rightsize        = var.rightsize
   }
 
   group "worker" {
@@ -149,6 +168,8 @@ job "planner-sim" {
         STEPS_PER_TICK = var.steps_per_tick
         LOSS_B0        = var.b0
         FAIL_EXIT      = var.fail_exit
+        PEAK_MIB       = var.gpu_memory_peak_mib
+        OOM_BELOW      = var.oom_below_shares
       }
 
       # Every healthy planner instance, one URL per line, refreshed in place.
@@ -171,6 +192,8 @@ job "planner-sim" {
           dir="$STATE_DIR/$NOMAD_NAMESPACE-$NOMAD_JOB_ID"
           mkdir -p "$dir"
           started=$(date +%s)
+          # The shares this worker holds: the device plugin lists them.
+          shares=$(printf '%s' "$CARAVAN_GPU_SHARE_IDS" | tr ',' '\n' | grep -c .)
           while :; do
             if [ "$FAIL_EXIT" != "0" ] && [ $(( $(date +%s) - started )) -ge 3 ]; then
               echo "simulated user error" >&2
@@ -179,9 +202,18 @@ job "planner-sim" {
             step=$(flock "$dir/lock" sh -c 'n=$(cat "$1/step" 2>/dev/null || echo 0); n=$((n + $2)); echo "$n" > "$1/step.tmp" && mv "$1/step.tmp" "$1/step"; echo "$n"' _ "$dir" "$STEPS_PER_TICK")
             loss=$(awk -v k="$step" -v b0="$LOSS_B0" 'BEGIN { printf "%.6f", 1 / (b0 * k + 1) + 0.05 }')
             echo "step=$step loss=$loss"
+            if [ "$OOM_BELOW" -gt "$shares" ] && [ $(( $(date +%s) - started )) -ge 3 ]; then
+              echo "simulated GPU out of memory at $shares share(s)" >&2
+              for url in $(cat local/planners 2>/dev/null); do
+                "$CARAVAN" planner report -url "$url" -step "$step" -loss "$loss" \
+                  -samples-per-sec $((STEPS_PER_TICK * 32)) -gpu-out-of-memory || true
+              done
+              exit 1
+            fi
             for url in $(cat local/planners 2>/dev/null); do
               "$CARAVAN" planner report -url "$url" -step "$step" -loss "$loss" \
-                -samples-per-sec $((STEPS_PER_TICK * 32)) -batch-size 32 || true
+                -samples-per-sec $((STEPS_PER_TICK * 32)) -batch-size 32 \
+                -gpu-memory-peak-bytes $((PEAK_MIB * 1048576)) || true
             done
             sleep 1
           done

@@ -47,6 +47,12 @@ type Sample struct {
 	// optional: the planner's right-sizing compares it with a share's
 	// memory. 0 or absent: not measured (no CUDA).
 	GPUMemoryPeakBytes int64 `json:"gpu_memory_peak_bytes,omitempty"`
+	// GPUOutOfMemory is true when the task is about to exit because its
+	// GPU ran out of memory (torch's OutOfMemoryError): the planner counts
+	// the failure that follows as a failure class of its own and grows the
+	// job's GPU shares (planner/POLICY.md, "Right-sizing"). It cannot be
+	// sent with Done.
+	GPUOutOfMemory bool `json:"gpu_out_of_memory,omitempty"`
 	// Checkpointed is true when the task has just committed a checkpoint.
 	Checkpointed bool `json:"checkpointed,omitempty"`
 	// Done is true when the task finished training on its own.
@@ -105,6 +111,9 @@ func (s Sample) Validate() error {
 	}
 	if s.GPUMemoryPeakBytes < 0 || s.GPUMemoryPeakBytes > MaxGPUMemoryPeakBytes {
 		return bad("gpu_memory_peak_bytes", "must be in [0, %d] (16 TiB), got %d", MaxGPUMemoryPeakBytes, s.GPUMemoryPeakBytes)
+	}
+	if s.GPUOutOfMemory && s.Done {
+		return bad("gpu_out_of_memory", "a report cannot say both that training is done and that it ran out of GPU memory")
 	}
 	if math.IsNaN(s.Loss) || s.Loss < MinLoss || s.Loss > MaxLoss {
 		return bad("loss", "must be a finite number in [%g, %g] (the convergence model needs a positive loss), got %v",

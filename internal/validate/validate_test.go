@@ -67,6 +67,8 @@ func TestValidate_BadFiles(t *testing.T) {
 		{"bad-gpu-meta.nomad.hcl", []string{
 			`job meta: invalid planner meta: caravan_max_workers: want an integer >= 1, got "many"`,
 			`job meta: invalid planner meta: caravan_speed_model: want allreduce, ps-sync or ps-async, got "ring"`,
+			`job meta: invalid planner meta: caravan_rightsize: want "recommend" or "apply", got "always"`,
+			`job meta: invalid planner meta: caravan_max_gpu_shares: want an integer >= 1, got "0"`,
 			`job meta: invalid planner meta: caravan_worker_group: group "workers" is not in the job`,
 			`job meta: invalid planner meta: unknown meta key "caravan_min_worker": the planner does not read it, so it sets nothing (a typo?); did you mean "caravan_min_workers"?`,
 			`job meta: invalid planner meta: group "worker" meta caravan_gang: the planner reads caravan_* keys from the job's meta only`,
@@ -88,6 +90,7 @@ func TestValidate_BadFiles(t *testing.T) {
 			`decoding config: testdata/bad-planner.hcl:13,3-11: Unsupported argument; An argument named "garantee" is not expected here.`,
 			`testdata/bad-planner.hcl: policy.cooldown: invalid duration "soon"`,
 			`testdata/bad-planner.hcl: queue "a": guarantee: "lots" is not a number of GPUs`,
+			`testdata/bad-planner.hcl: queue "a": rightsize: want "recommend" or "apply", got "sometimes"`,
 			`invalid queue config: queue "b": namespaces: namespace "x" is already in queue "a"`,
 			`invalid queue config: queue "b": weight: must be in (0, 1000000], got -1`,
 			`invalid queue config: queues.default: no queue named "ghost"`,

@@ -58,6 +58,9 @@ type Input struct {
 	// earlier share counts with enough evidence; the current count's is
 	// taken from Reports.
 	Measured map[int]float64
+	// OOMShares is the largest share count at which the job ran out of
+	// GPU memory (0: never): no recommendation goes back to it or below.
+	OOMShares int
 }
 
 // Evidence is what a recommendation rests on.
@@ -77,7 +80,12 @@ type Evidence struct {
 	// PerWorker is the median throughput per worker (samples/s) measured
 	// at each share count.
 	PerWorker map[int]float64 `json:"samples_per_sec_per_worker_by_shares,omitempty"`
+	// OOMShares is the largest share count the job ran out of GPU memory at.
+	OOMShares int `json:"oom_shares,omitempty"`
 }
+
+// Want is the share count the evidence asks for before any bound.
+func (e Evidence) Want() int { return max(e.MemoryShares, e.ThroughputShares, e.OOMShares+1) }
 
 // Recommendation is the rule's answer for one job.
 type Recommendation struct {
@@ -107,6 +115,7 @@ func Recommend(in Input) Recommendation {
 	}
 	ev := &r.Evidence
 	ev.MemoryPerShareBytes = in.MemoryPerShareBytes
+	ev.OOMShares = in.OOMShares
 	var rates []float64
 	for _, rep := range in.Reports {
 		if rep.SamplesPerSec <= 0 || math.IsNaN(rep.SamplesPerSec) || math.IsInf(rep.SamplesPerSec, 0) {
@@ -138,7 +147,7 @@ func Recommend(in Input) Recommendation {
 	}
 	ev.PerWorker[in.Shares] = median(rates)
 	ev.ThroughputShares = throughputFloor(ev.PerWorker)
-	r.Shares, r.Reason = bound(in, max(ev.MemoryShares, ev.ThroughputShares), r.Evidence)
+	r.Shares, r.Reason = bound(in, ev.Want(), r.Evidence)
 	return r
 }
 
@@ -182,23 +191,43 @@ func bound(in Input, want int, ev Evidence) (int, string) {
 	default:
 		why = append(why, "no smaller share count was measured slower")
 	}
-	lo, hi := 1, in.SharesPerGPU
-	if in.MaxShares > 0 && in.MaxShares < hi {
-		hi = in.MaxShares
+	if ev.OOMShares > 0 {
+		why = append(why, fmt.Sprintf("the job ran out of GPU memory at %d share(s)", ev.OOMShares))
 	}
-	if in.MinShares > lo {
-		lo = min(in.MinShares, hi)
+	got, limit := Bounds{SharesPerGPU: in.SharesPerGPU, Min: in.MinShares, Max: in.MaxShares}.Clamp(want)
+	if limit != "" {
+		why = append(why, "bounded by "+limit)
+	}
+	return got, strings.Join(why, "; ")
+}
+
+// Bounds are the limits on a worker's share count: 1 and one GPU's shares,
+// and the job's caravan_min_gpu_shares / caravan_max_gpu_shares (0: unset).
+type Bounds struct {
+	SharesPerGPU int
+	Min, Max     int
+}
+
+// Clamp keeps want within the bounds and names the bound that moved it
+// ("" when none did).
+func (b Bounds) Clamp(want int) (int, string) {
+	lo, hi := 1, max(b.SharesPerGPU, 1)
+	if b.Max > 0 && b.Max < hi {
+		hi = b.Max
+	}
+	if b.Min > lo {
+		lo = min(b.Min, hi)
 	}
 	got := min(max(want, lo), hi)
 	switch {
-	case got < want && hi == in.MaxShares:
-		why = append(why, fmt.Sprintf("bounded by caravan_max_gpu_shares = %d", in.MaxShares))
+	case got < want && hi == b.Max:
+		return got, fmt.Sprintf("caravan_max_gpu_shares = %d", b.Max)
 	case got < want:
-		why = append(why, fmt.Sprintf("bounded by the GPU's %d shares", in.SharesPerGPU))
+		return got, fmt.Sprintf("the GPU's %d shares", hi)
 	case got > want:
-		why = append(why, fmt.Sprintf("bounded by caravan_min_gpu_shares = %d", in.MinShares))
+		return got, fmt.Sprintf("caravan_min_gpu_shares = %d", b.Min)
 	}
-	return got, strings.Join(why, "; ")
+	return got, ""
 }
 
 func median(xs []float64) float64 {
@@ -220,3 +249,48 @@ func mib(b int64) string { return fmt.Sprintf("%d MiB", b>>20) }
 // pages).
 func (e Evidence) PeakMiB() int64           { return e.PeakBytes >> 20 }
 func (e Evidence) MemoryPerShareMiB() int64 { return e.MemoryPerShareBytes >> 20 }
+
+// Regrowth is the answer to a job whose worker ran out of GPU memory.
+type Regrowth struct {
+	From int `json:"from"`
+	// To is the share count to grow to; To == From: it cannot grow.
+	To int `json:"to"`
+	// PeakBytes is the peak GPU memory the failing worker reported (0:
+	// not reported).
+	PeakBytes int64 `json:"gpu_memory_peak_bytes,omitempty"`
+	// Reason says why To, or why the job cannot grow.
+	Reason string `json:"reason"`
+}
+
+// Regrow is the share count a worker that ran out of GPU memory at shares
+// grows to: twice its shares, or more where the peak it reported (what it
+// had allocated when it failed) plus Headroom needs more, within b. To ==
+// From when b leaves no room to grow; Reason then names the bound.
+func Regrow(shares int, peakBytes, memoryPerShareBytes int64, b Bounds) Regrowth {
+	g := Regrowth{From: shares, To: shares, PeakBytes: peakBytes}
+	want := max(2*shares, shares+1)
+	why := fmt.Sprintf("ran out of GPU memory at %d share(s): twice the shares", shares)
+	if peakBytes > 0 && memoryPerShareBytes > 0 {
+		need := int(math.Ceil(float64(peakBytes) * (1 + Headroom) / float64(memoryPerShareBytes)))
+		if need > want {
+			want = need
+			why = fmt.Sprintf("ran out of GPU memory at %d share(s) with %s allocated: %d share(s) of %s hold it with %.0f%% headroom",
+				shares, mib(peakBytes), need, mib(memoryPerShareBytes), Headroom*100)
+		}
+	}
+	got, limit := b.Clamp(want)
+	if got <= shares {
+		bound := limit
+		if bound == "" {
+			bound = fmt.Sprintf("the GPU's %d shares", max(b.SharesPerGPU, 1))
+		}
+		g.Reason = fmt.Sprintf("ran out of GPU memory at %d share(s) and cannot grow: %s", shares, bound)
+		return g
+	}
+	g.To = got
+	g.Reason = why
+	if limit != "" {
+		g.Reason += "; bounded by " + limit
+	}
+	return g
+}

@@ -90,6 +90,11 @@ func TestRecommend(t *testing.T) {
 				in.Reports = reports(MinReports, MinMemorySamples, 8*gib)
 			}), 0, false, "memory_per_share"},
 		{"no shares: none", Input{SharesPerGPU: 4, MemoryPerShareBytes: gib}, 0, false, "hold no GPU shares"},
+		{"never back to a size that ran out of GPU memory",
+			with(func(in *Input) {
+				in.OOMShares = 2
+				in.Reports = reports(MinReports, MinMemorySamples, 8*gib)
+			}), 3, true, "ran out of GPU memory at 2 share(s)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,4 +113,31 @@ func TestRecommend_Evidence(t *testing.T) {
 		Reports: append(reports(MinReports, MinMemorySamples, 8*gib), Report{SamplesPerSec: 300, Workers: 1, PeakBytes: 9 * gib})})
 	must.Eq(t, Evidence{Reports: 6, MemorySamples: 4, PeakBytes: 9 * gib, MemoryPerShareBytes: 10 * gib,
 		MemoryShares: 1, ThroughputShares: 1, PerWorker: map[int]float64{4: 100}}, r.Evidence)
+}
+
+func TestRegrow(t *testing.T) {
+	gpu := Bounds{SharesPerGPU: 4}
+	cases := []struct {
+		name   string
+		shares int
+		peak   int64
+		b      Bounds
+		to     int
+		reason string
+	}{
+		{"1 share doubles to 2", 1, 0, gpu, 2, "twice the shares"},
+		{"a peak that needs more than twice", 1, 25 * gib, gpu, 3, "25600 MiB allocated: 3 share(s)"},
+		{"3 shares grow to the GPU's 4", 3, 0, gpu, 4, "bounded by the GPU's 4 shares"},
+		{"a whole GPU cannot grow", 4, 0, gpu, 4, "cannot grow: the GPU's 4 shares"},
+		{"max meta bounds the growth", 1, 0, Bounds{SharesPerGPU: 4, Max: 1}, 1, "cannot grow: caravan_max_gpu_shares = 1"},
+		{"max meta above the shares: grows to it", 1, 35 * gib, Bounds{SharesPerGPU: 4, Max: 3}, 3, "bounded by caravan_max_gpu_shares = 3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := Regrow(tc.shares, tc.peak, 10*gib, tc.b)
+			must.Eq(t, tc.shares, g.From)
+			must.Eq(t, tc.to, g.To, must.Sprint(g.Reason))
+			must.StrContains(t, g.Reason, tc.reason)
+		})
+	}
 }

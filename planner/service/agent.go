@@ -174,7 +174,8 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 }
 
 func settings(cfg *config.Config) manager.Settings {
-	return manager.Settings{Policy: cfg.Policy, Capacity: cfg.Capacity, DryRun: cfg.DryRun, Queues: cfg.Queues}
+	return manager.Settings{Policy: cfg.Policy, Capacity: cfg.Capacity, DryRun: cfg.DryRun, Queues: cfg.Queues,
+		QueueRightsize: cfg.QueueRightsize}
 }
 
 // authorizeProgress lets a verified workload report only for a managed job,

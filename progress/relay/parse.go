@@ -15,7 +15,7 @@ import (
 
 // ParseLine reads one log line. It returns ok for a progress line: one with
 // step= and loss= fields (samples_per_sec=, steps_per_sec=, batch_size=,
-// grad_sqr=, grad_var=, gpu_memory_peak_bytes= are optional). A line starting with "final" marks training done; a line
+// grad_sqr=, grad_var=, gpu_memory_peak_bytes=, gpu_out_of_memory= are optional). A line starting with "final" marks training done; a line
 // starting with "checkpoint" with a step marks a committed checkpoint
 // (checkpoint is true, ok false: it carries no loss).
 func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
@@ -70,6 +70,12 @@ func ParseLine(line string) (s progress.Sample, ok, checkpoint bool) {
 				return progress.Sample{}, false, false
 			}
 			s.GPUMemoryPeakBytes = n
+		case "gpu_out_of_memory":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return progress.Sample{}, false, false
+			}
+			s.GPUOutOfMemory = b
 		}
 	}
 	if first == "checkpoint" && haveStep {

@@ -32,6 +32,7 @@ func Main(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs.IntVar(&s.Workers, "workers", 0, "workers that produced this speed, if known")
 	fs.IntVar(&s.PS, "ps", 0, "parameter servers at measurement, if known")
 	fs.Int64Var(&s.GPUMemoryPeakBytes, "gpu-memory-peak-bytes", 0, "most GPU memory one worker process allocated, if measured")
+	fs.BoolVar(&s.GPUOutOfMemory, "gpu-out-of-memory", false, "the task is about to exit because its GPU ran out of memory")
 	fs.BoolVar(&s.Checkpointed, "checkpointed", false, "a checkpoint was just committed")
 	fs.BoolVar(&s.Done, "done", false, "training finished")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")

@@ -63,7 +63,7 @@ _INTS = {
     "ps": MAX_WORKERS,
     "gpu_memory_peak_bytes": MAX_GPU_MEMORY_PEAK_BYTES,
 }
-_BOOLS = ("checkpointed", "done")
+_BOOLS = ("checkpointed", "done", "gpu_out_of_memory")
 REQUIRED = ("step", "loss", "samples_per_sec")
 
 
@@ -114,6 +114,19 @@ def validate(s):
                 raise ValueError(f"progress sample: {field}: must be true or false, got {value!r}")
         else:
             raise ValueError(f"progress sample: {field}: unknown field")
+    if s.get("gpu_out_of_memory") and s.get("done"):
+        raise ValueError("progress sample: gpu_out_of_memory: a report cannot say both that training is done "
+                         "and that it ran out of GPU memory")
+
+
+def is_gpu_out_of_memory(exc):
+    """Whether exc is torch's GPU out-of-memory error: ``torch.cuda.OutOfMemoryError``
+    (torch >= 1.13, matched by class so that torch need not be imported), or
+    the RuntimeError older torch raised, whose message starts ``CUDA out of memory``."""
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OutOfMemoryError" and cls.__module__.split(".")[0] == "torch":
+            return True
+    return isinstance(exc, RuntimeError) and "CUDA out of memory" in str(exc)
 
 
 def grad_stats_from_norms(local_sqr, total_sqr, count):
@@ -251,6 +264,20 @@ class Reporter:
                 self._thread.start()
             self._cond.notify()
         return True
+
+    def report_oom(self, step, loss, samples_per_sec, timeout=5.0, **optional):
+        """Reports that this task is about to exit because its GPU ran out of
+        memory (``gpu_out_of_memory``, with the peak GPU memory when torch has
+        it), and waits up to timeout for the report to go out: call it just
+        before exiting on torch's OutOfMemoryError (``is_gpu_out_of_memory``).
+        The planner then counts the failure as out of GPU memory, not as a user
+        error, and grows the job's GPU shares (planner/POLICY.md). Returns what
+        ``report`` returns."""
+        optional["gpu_out_of_memory"] = True
+        optional.pop("done", None)
+        ok = self.report(step, loss, samples_per_sec, **optional)
+        self.close(timeout)
+        return ok
 
     def close(self, timeout=5.0):
         """Sends the last pending sample (bounded by timeout) and stops."""

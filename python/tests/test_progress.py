@@ -10,8 +10,8 @@ import unittest
 from contextlib import redirect_stderr
 
 from caravan import _warn
-from caravan.progress import (Reporter, gpu_memory_peak_bytes, grad_stats, grad_stats_from_norms, sample,
-                              token_from_env, urls_from_env)
+from caravan.progress import (Reporter, gpu_memory_peak_bytes, grad_stats, grad_stats_from_norms,
+                              is_gpu_out_of_memory, sample, token_from_env, urls_from_env)
 
 
 class Planner(http.server.BaseHTTPRequestHandler):
@@ -116,6 +116,36 @@ class ProgressTest(unittest.TestCase):
                 sys.modules["torch"] = saved
         self.assertEqual(Planner.got[0][3]["gpu_memory_peak_bytes"], 3 << 30)
         self.assertNotIn("gpu_memory_peak_bytes", Planner.got[1][3])
+
+    def test_report_oom_sends_the_flag_before_returning(self):
+        env = {"CARAVAN_PLANNER_URL": self.url, "NOMAD_TOKEN_planner": "jwt"}
+        r = Reporter(env)
+        self.assertTrue(r.report_oom(7, 0.5, 10.0, gpu_memory_peak_bytes=5 << 30, done=True))
+        # report_oom waited for the send: the planner has it now.
+        self.assertEqual(len(Planner.got), 1)
+        got = Planner.got[0][3]
+        self.assertIs(got["gpu_out_of_memory"], True)
+        self.assertEqual(got["gpu_memory_peak_bytes"], 5 << 30)
+        self.assertEqual(got["step"], 7)
+        self.assertNotIn("done", got)
+        self.assertEqual(r.sent, 1)
+
+    def test_oom_flag_is_validated(self):
+        with self.assertRaisesRegex(ValueError, "progress sample: gpu_out_of_memory:"):
+            sample(1, 1.0, 1.0, gpu_out_of_memory="yes")
+        with self.assertRaisesRegex(ValueError, "progress sample: gpu_out_of_memory: .*done"):
+            sample(1, 1.0, 1.0, gpu_out_of_memory=True, done=True)
+        self.assertIs(sample(1, 1.0, 1.0, gpu_out_of_memory=True)["gpu_out_of_memory"], True)
+
+    def test_is_gpu_out_of_memory(self):
+        torch_oom = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch.cuda"})
+        other_oom = type("OutOfMemoryError", (RuntimeError,), {"__module__": "mylib"})
+        self.assertTrue(is_gpu_out_of_memory(torch_oom("CUDA out of memory. Tried to allocate 2.00 GiB")))
+        self.assertTrue(is_gpu_out_of_memory(type("Sub", (torch_oom,), {})("x")))
+        self.assertTrue(is_gpu_out_of_memory(RuntimeError("CUDA out of memory. Tried to allocate 20.00 MiB")))
+        self.assertFalse(is_gpu_out_of_memory(other_oom("x")))
+        self.assertFalse(is_gpu_out_of_memory(MemoryError()))
+        self.assertFalse(is_gpu_out_of_memory(RuntimeError("shape mismatch")))
 
     def test_peak_memory_is_bounded(self):
         for bad in (-1, 1 << 45, 1.5, True):

@@ -12,6 +12,8 @@ job "bad-gpu-meta" {
     caravan_max_workers  = "many"
     caravan_min_worker   = "1"
     caravan_speed_model  = "ring"
+    caravan_rightsize    = "always"
+    caravan_max_gpu_shares = "0"
   }
   group "worker" {
     meta {

@@ -11,6 +11,7 @@ queue "a" {
   namespaces = ["x"]
   guarantee  = "lots"
   garantee   = 2
+  rightsize  = "sometimes"
 }
 queue "b" {
   namespaces = ["x"]

@@ -13,6 +13,9 @@ queue "research" {
   namespaces      = ["research"]
   guarantee       = 2
   borrowing_limit = 2
+  # Right-sizing is applied to this queue's jobs that do not set
+  # caravan_rightsize themselves (planner/README.md).
+  rightsize = "apply"
 }
 
 queue "prod" {

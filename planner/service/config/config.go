@@ -35,6 +35,11 @@ type Config struct {
 	UI       UI
 	// Queues are the team queues (none: one pool, as before queues).
 	Queues queue.Config
+	// QueueRightsize is each queue's rightsize setting, by queue name
+	// (only the queues that set it): "apply" lets the planner apply
+	// right-sizing to the queue's jobs that do not say otherwise in their
+	// caravan_rightsize meta.
+	QueueRightsize map[string]string
 }
 
 // Nomad is how the planner reaches Nomad. Empty fields keep the value from

@@ -17,7 +17,17 @@ type fileQueue struct {
 	LendingLimit   *string  `hcl:"lending_limit,optional"`
 	Weight         *float64 `hcl:"weight,optional"`
 	Allow          []string `hcl:"allow_namespaces,optional"`
+	// Rightsize is the queue's right-sizing mode for jobs without a
+	// caravan_rightsize meta key: "recommend" (the default) or "apply".
+	Rightsize *string `hcl:"rightsize,optional"`
 }
+
+// Right-sizing modes of a queue's rightsize setting (the same words as the
+// caravan_rightsize job meta).
+const (
+	RightsizeRecommend = "recommend"
+	RightsizeApply     = "apply"
+)
 
 // fileQueues is the `queues { ... }` block: settings of all queues.
 type fileQueues struct {
@@ -53,6 +63,18 @@ func applyQueues(c *Config, filename string, qs []fileQueue, settings *fileQueue
 			q.LendLimit = queue.Unlimited
 		}
 		set(fq.Weight, &q.Weight)
+		if fq.Rightsize != nil {
+			switch v := *fq.Rightsize; v {
+			case RightsizeRecommend, RightsizeApply:
+				if c.QueueRightsize == nil {
+					c.QueueRightsize = map[string]string{}
+				}
+				c.QueueRightsize[fq.Name] = v
+			default:
+				errs = append(errs, fmt.Errorf("%s: queue %q: rightsize: want %q or %q, got %q",
+					filename, fq.Name, RightsizeRecommend, RightsizeApply, v))
+			}
+		}
 		c.Queues.Queues = append(c.Queues.Queues, q)
 	}
 	if settings != nil {

@@ -22,11 +22,13 @@ queue "team-a" {
   borrowing_limit = "1.5"
   lending_limit   = 1
   weight          = 2
+  rightsize       = "apply"
 }
 queue "batch" {
   namespaces       = ["batch"]
   guarantee        = "0.25"
   allow_namespaces = ["*"]
+  rightsize        = "recommend"
 }
 `)
 	f, err := ParseFlags([]string{"-config", p}, io.Discard)
@@ -38,6 +40,7 @@ queue "batch" {
 		{Name: "batch", Namespaces: []string{"batch"}, Guarantee: 250, BorrowLimit: queue.Unlimited, LendLimit: queue.Unlimited,
 			Weight: 1, Allow: []string{"*"}},
 	}}, c.Queues)
+	must.Eq(t, map[string]string{"team-a": "apply", "batch": "recommend"}, c.QueueRightsize)
 }
 
 func TestLoad_NoQueues(t *testing.T) {
@@ -109,6 +112,12 @@ queue "a" {
   guarantee     = "lots"
   lending_limit = 1
 }`, errs: []string{`queue "a": guarantee: "lots" is not a number of GPUs`}},
+		{name: "bad rightsize with a bad guarantee, at once", src: `
+queue "a" {
+  namespaces = ["x"]
+  rightsize  = "always"
+  guarantee  = "lots"
+}`, errs: []string{`queue "a": rightsize: want "recommend" or "apply", got "always"`, `queue "a": guarantee: "lots" is not a number of GPUs`}},
 		{name: "unknown field", src: `
 queue "a" {
   namespaces = ["x"]

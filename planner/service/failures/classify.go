@@ -21,6 +21,10 @@ const (
 	// Infrastructure failures come from the cluster (lost node, driver or
 	// hook failure, a kill nobody asked for): re-running may succeed.
 	Infrastructure Class = "infrastructure"
+	// GPUOutOfMemory failures are the job's GPU running out of memory, as
+	// its own progress report said just before it exited (MarkGPUOutOfMemory):
+	// a failure class of its own, since more GPU shares cure it.
+	GPUOutOfMemory Class = "gpu-out-of-memory"
 )
 
 // Failure is one classified failure.
@@ -38,6 +42,7 @@ type Failure struct {
 type Report struct {
 	User           int       `json:"user"`
 	Infrastructure int       `json:"infrastructure"`
+	GPUOutOfMemory int       `json:"gpu_out_of_memory,omitempty"`
 	Failures       []Failure `json:"failures,omitempty"` // newest first
 }
 
@@ -125,11 +130,60 @@ func Classify(allocs []*nomadapi.AllocationListStub) Report {
 
 func (r *Report) add(f Failure) {
 	r.Failures = append(r.Failures, f)
-	if f.Class == User {
-		r.User++
-	} else {
-		r.Infrastructure++
+	r.count(f.Class, 1)
+}
+
+func (r *Report) count(c Class, n int) {
+	switch c {
+	case User:
+		r.User += n
+	case GPUOutOfMemory:
+		r.GPUOutOfMemory += n
+	default:
+		r.Infrastructure += n
 	}
+}
+
+// MarkGPUOutOfMemory reclassifies as GPUOutOfMemory each user failure of an
+// allocation that reported running out of GPU memory (oomReports: report
+// times in Unix nanoseconds, by allocation ID) after its previous failure
+// and no later than this one: the exit that followed the report.
+func (r *Report) MarkGPUOutOfMemory(oomReports map[string][]int64) {
+	if len(oomReports) == 0 {
+		return
+	}
+	// Failures are newest first: walk each allocation's oldest first.
+	prev := map[string]int64{}
+	for i := len(r.Failures) - 1; i >= 0; i-- {
+		f := &r.Failures[i]
+		after := prev[f.AllocationID]
+		prev[f.AllocationID] = f.Time
+		if f.Class != User {
+			continue
+		}
+		for _, at := range oomReports[f.AllocationID] {
+			if at > after && at <= f.Time {
+				r.count(User, -1)
+				f.Class = GPUOutOfMemory
+				f.Reason = "out of GPU memory (the task reported torch's OutOfMemoryError): " + f.Reason
+				r.count(GPUOutOfMemory, 1)
+				break
+			}
+		}
+	}
+}
+
+// GPUOutOfMemoryAsUser counts the GPU out-of-memory failures as user
+// errors again: for a job whose shares cannot grow, more of the same
+// fails again.
+func (r *Report) GPUOutOfMemoryAsUser() {
+	for i := range r.Failures {
+		if r.Failures[i].Class == GPUOutOfMemory {
+			r.Failures[i].Class = User
+		}
+	}
+	r.User += r.GPUOutOfMemory
+	r.GPUOutOfMemory = 0
 }
 
 // classifyEvent classifies one task event; killing says a stop or signal was

@@ -45,3 +45,47 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// A user failure is out of GPU memory when its allocation reported so after
+// its previous failure and before it; other failures keep their class.
+func TestMarkGPUOutOfMemory(t *testing.T) {
+	at := func(typ string, code int, ns int64) *nomadapi.TaskEvent {
+		e := ev(typ, code, 0, nil)
+		e.Time = ns
+		return e
+	}
+	a := alloc("running", at(nomadapi.TaskStarted, 0, 10), at(nomadapi.TaskTerminated, 1, 100),
+		at(nomadapi.TaskStarted, 0, 110), at(nomadapi.TaskTerminated, 1, 200),
+		at(nomadapi.TaskStarted, 0, 210), at(nomadapi.TaskTerminated, 1, 300))
+	cases := []struct {
+		name      string
+		reports   map[string][]int64
+		user, oom int
+	}{
+		{"none", nil, 3, 0},
+		{"before the second exit", map[string][]int64{"a1": {150}}, 2, 1},
+		{"before the first and third", map[string][]int64{"a1": {90, 250}}, 1, 2},
+		{"two reports, one exit", map[string][]int64{"a1": {120, 190}}, 2, 1},
+		{"after every exit", map[string][]int64{"a1": {400}}, 3, 0},
+		{"another allocation", map[string][]int64{"a2": {150}}, 3, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Classify([]*nomadapi.AllocationListStub{a})
+			r.MarkGPUOutOfMemory(tc.reports)
+			must.Eq(t, tc.user, r.User)
+			must.Eq(t, tc.oom, r.GPUOutOfMemory)
+			n := 0
+			for _, f := range r.Failures {
+				if f.Class == GPUOutOfMemory {
+					n++
+					must.StrContains(t, f.Reason, "out of GPU memory")
+				}
+			}
+			must.Eq(t, tc.oom, n)
+			r.GPUOutOfMemoryAsUser()
+			must.Eq(t, 3, r.User)
+			must.Eq(t, 0, r.GPUOutOfMemory)
+		})
+	}
+}

@@ -536,6 +536,8 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 		{"negative zero loss", `{"step": 1001, "loss": -0, "samples_per_sec": 1}`, "loss"},
 		{"negative grad_sqr", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "grad_sqr": -1e-9}`, "grad_sqr"},
 		{"huge workers", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "workers": 1e400}`, "workers"},
+		{"oom not a bool", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "gpu_out_of_memory": "yes"}`, "gpu_out_of_memory"},
+		{"oom and done", `{"step": 1001, "loss": 1, "samples_per_sec": 1, "gpu_out_of_memory": true, "done": true}`, "gpu_out_of_memory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -551,6 +553,14 @@ func TestHandler_PlausibilityBounds(t *testing.T) {
 	// Going back (a restart from an older checkpoint) is fine.
 	code, _ = post(`{"step": 10, "loss": 2, "samples_per_sec": 10}`)
 	must.Eq(t, 204, code)
+	// An out-of-memory report is kept with its flag (the planner grows
+	// the job's shares from it).
+	code, _ = post(`{"step": 11, "loss": 2, "samples_per_sec": 10, "gpu_out_of_memory": true, "gpu_memory_peak_bytes": 1073741824}`)
+	must.Eq(t, 204, code)
+	latest, ok := store.Latest(JobKey{Namespace: "default", ID: "train-a"})
+	must.True(t, ok)
+	must.True(t, latest.GPUOutOfMemory)
+	must.Eq(t, int64(1)<<30, latest.GPUMemoryPeakBytes)
 }
 
 // hmacWithPublicKey signs claims with HS256 keyed with the fixture's RSA

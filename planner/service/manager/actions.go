@@ -23,6 +23,10 @@ const (
 	KindFinish    Kind = "finish" // stop a finished job whose stray workers still run
 	// KindGangRollback scales a gang Nomad left partly placed back to 0.
 	KindGangRollback Kind = "gang-rollback"
+	// KindResize changes the GPU shares per worker (right-sizing applied,
+	// or a regrowth after running out of GPU memory) at the same worker
+	// count; an action of another kind may carry a resize too (Resize).
+	KindResize Kind = "resize"
 )
 
 // Action is one change the planner wants to make to one job.
@@ -67,6 +71,9 @@ type Action struct {
 	jobModifyIndex uint64
 	job            *source.Job // the version the decision was made on
 	verdict        Verdict     // set by apply when the status alone does not say why
+	// Resize, when set, changes the shares per worker in the same
+	// registration.
+	Resize *Resize `json:"resize,omitempty"`
 }
 
 // registers reports whether write applies a as one registration: workers
@@ -109,7 +116,7 @@ func (a Action) priority() int {
 	case KindSuspend, KindGangRollback:
 		return 1
 	}
-	if a.To < a.From {
+	if a.To < a.From || (a.Resize != nil && a.Resize.To < a.Resize.From && a.To == a.From) {
 		return 2 // shrinks free capacity before anything grows
 	}
 	return 3
@@ -143,6 +150,8 @@ func (a Action) eventMeta(policyName string) map[string]any {
 		action = submit.ActionUserError
 	case KindStop, KindFinish:
 		action = submit.ActionConverged
+	case KindResize:
+		action = submit.ActionResize
 	}
 	m := map[string]any{submit.EventMetaAction: action, submit.EventMetaPolicy: policyName}
 	if a.ReclaimedBy != "" {
@@ -159,6 +168,9 @@ func (a Action) eventMeta(policyName string) map[string]any {
 // reclaims, or the jobs it makes room for), never a gain, since the gain
 // that matters is the other job's.
 func scaleMessage(a Action) string {
+	if a.Resize != nil {
+		return resizeMessage(a)
+	}
 	switch a.Kind {
 	case KindSuspend:
 		if a.ReclaimedBy != "" {

@@ -84,6 +84,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			m.metrics.Applied[a.Kind]++
 			mm := m.memFor(a.key)
 			mm.lastChange = r.Time
+			if a.Resize != nil {
+				mm.size.pending, mm.size.pendingAt, mm.size.pendingCause = a.Resize.To, r.Time, a.Resize.Cause
+				if a.Resize.oomAt.After(mm.size.oomSeen) {
+					mm.size.oomSeen = a.Resize.oomAt
+				}
+			}
 			if a.To == 0 {
 				mm.waitingSince, mm.lastResume = r.Time, time.Time{}
 			} else if a.From == 0 {
@@ -116,6 +122,68 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 			m.metrics.WriteErrors++
 			m.log.Warn("submitting decision failed; will decide again next round", "job", a.Job, "error", err)
 		}
+		m.mu.Unlock()
+	}
+	if r.Leader && !s.DryRun && m.leads() {
+		m.writeNotes(ctx, r)
+	}
+}
+
+// writeResize applies a change of shares per worker: one registration
+// (EnforceIndex) of the version read with the new device count, the
+// worker and server counts and placement, then a count-less scaling event
+// with the measured numbers, since a registration records none. The
+// caravan driver checkpoints each task as Nomad stops it, and the new
+// allocations restore from that checkpoint.
+func (m *Manager) writeResize(ctx context.Context, a *Action, c submit.Change) error {
+	cp, err := c.Version()
+	if err != nil {
+		return err
+	}
+	cp, err = submit.SetDeviceCount(cp, a.Group, a.Resize.device, uint64(a.Resize.To))
+	if err != nil {
+		return fmt.Errorf("%w: %w", submit.ErrRejected, err)
+	}
+	res, err := m.cfg.Writer.Register(ctx, cp, c.JobModifyIndex, a.Message)
+	a.EvalID = res.EvalID
+	if err != nil {
+		return err
+	}
+	if _, err := m.cfg.Writer.Scale(ctx, resizeEvent(a, c)); err != nil {
+		m.log.Warn("the shares changed but the scaling event was not recorded", "job", a.Job, "error", err)
+	}
+	return nil
+}
+
+// writeNotes records each refused or waiting resize as a count-less
+// scaling event naming its reason, once per job, kind and size.
+func (m *Manager) writeNotes(ctx context.Context, r *Round) {
+	for _, n := range r.notes {
+		m.mu.Lock()
+		sz := &m.memFor(n.key).size
+		done := sz.announced[n.rz.key]
+		m.mu.Unlock()
+		if done {
+			continue
+		}
+		meta := map[string]any{submit.EventMetaAction: submit.ActionResizeNote, submit.EventMetaPolicy: r.Policy,
+			metaCause: n.rz.Cause, metaSharesFrom: n.rz.From, metaSharesTo: n.rz.To}
+		for k, v := range n.rz.meta {
+			if k != metaSharesTo && k != metaSharesFrom {
+				meta[k] = v
+			}
+		}
+		ev := submit.Scale{Namespace: n.key.Namespace, JobID: n.key.ID, Group: n.group, EventOnly: true,
+			Message: noteMessage(n.rz), Meta: meta}
+		if _, err := m.cfg.Writer.Scale(ctx, ev); err != nil {
+			m.log.Warn("recording a resize refusal failed", "job", n.key.String(), "error", err)
+			continue
+		}
+		m.mu.Lock()
+		if sz.announced == nil {
+			sz.announced = map[string]bool{}
+		}
+		sz.announced[n.rz.key] = true
 		m.mu.Unlock()
 	}
 }
@@ -168,6 +236,9 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		res, err := m.cfg.Writer.Stop(ctx, c.Job, c.JobModifyIndex, a.Reason)
 		a.EvalID = res.EvalID
 		return err
+	}
+	if a.Resize != nil {
+		return m.writeResize(ctx, a, c)
 	}
 	if a.registers() {
 		cp, err := c.Version()

@@ -52,6 +52,9 @@ type Settings struct {
 	DryRun bool
 	// Queues are the team queues; none configured: one pool.
 	Queues queue.Config
+	// QueueRightsize is each queue's rightsize setting ("apply" or
+	// "recommend"), by queue name, for jobs without caravan_rightsize.
+	QueueRightsize map[string]string
 }
 
 // Config wires a Manager.

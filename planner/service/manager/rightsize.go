@@ -20,6 +20,19 @@ type sizeMemory struct {
 	// computed from (a round with the same key reuses it).
 	last *rightsize.Recommendation
 	key  sizeKey
+	// oomShares is the largest share count the job ran out of GPU memory
+	// at: no recommendation goes back to it.
+	oomShares int
+	// pending is the share count of a resize written and not yet seen in
+	// Nomad (0: none), since pendingAt, for pendingCause.
+	pending      int
+	pendingAt    time.Time
+	pendingCause string
+	// oomSeen is the time of the newest out-of-memory report a regrowth
+	// was decided on: each report is acted on once.
+	oomSeen time.Time
+	// announced are the refusals and waits whose events were written.
+	announced map[string]bool
 }
 
 // gpuShape is the cluster's GPUs as right-sizing sees them: shares per
@@ -35,6 +48,7 @@ type sizeKey struct {
 	newest            time.Time
 	perGPU, min, max  int
 	memoryPerShareMiB int64
+	oom               int
 }
 
 // rightsize recommends a job's shares per worker from its reports at the
@@ -53,11 +67,14 @@ func (m *Manager) rightsize(now time.Time, j *source.Job, mm *memory, v *JobView
 		// restart does not change its size); a change starts afresh.
 		if sz.shares != 0 {
 			sz.since = now
+			// Speeds measured at the old size do not hold at the new one:
+			// the policy's speed model starts afresh.
+			mm.speed = map[shape]float64{}
 		}
 		sz.shares, sz.last = shares, nil
 	}
 	key := sizeKey{records: len(recs), running: running, perGPU: gpus.perGPU,
-		min: j.Spec.MinGPUShares, max: j.Spec.MaxGPUShares, memoryPerShareMiB: gpus.memoryPerShareMiB}
+		min: j.Spec.MinGPUShares, max: j.Spec.MaxGPUShares, memoryPerShareMiB: gpus.memoryPerShareMiB, oom: sz.oomShares}
 	if len(recs) > 0 {
 		key.newest = recs[len(recs)-1].Time
 	}
@@ -72,7 +89,7 @@ func (m *Manager) rightsize(now time.Time, j *source.Job, mm *memory, v *JobView
 func sizeInput(shares int, key sizeKey, sz *sizeMemory, recs []ingest.Record) rightsize.Input {
 	in := rightsize.Input{
 		Shares: shares, SharesPerGPU: key.perGPU, MemoryPerShareBytes: key.memoryPerShareMiB << 20,
-		MinShares: key.min, MaxShares: key.max, Measured: sz.measured,
+		MinShares: key.min, MaxShares: key.max, Measured: sz.measured, OOMShares: key.oom,
 	}
 	for _, r := range recs {
 		if r.Time.Before(sz.since) {

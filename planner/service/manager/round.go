@@ -41,8 +41,13 @@ type JobView struct {
 	// events), else since the planner last resumed it.
 	SinceCheckpoint float64 `json:"since_checkpoint_seconds,omitempty"`
 	// Rightsize is the shares per worker the job's measurements support
-	// (a recommendation only; planner/POLICY.md "Right-sizing").
+	// (applied only in the job's or its queue's "apply" mode;
+	// planner/POLICY.md "Right-sizing").
 	Rightsize *rightsize.Recommendation `json:"rightsize,omitempty"`
+	// Resize is the change of shares per worker decided, waiting, refused
+	// or pending this round (right-sizing applied, or a regrowth after the
+	// job ran out of GPU memory).
+	Resize *Resize `json:"resize,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -68,6 +73,9 @@ type Round struct {
 	// Reclaims are the newest reclaims this planner applied (at most
 	// keptReclaims, oldest first, this round's included).
 	Reclaims []Reclaim `json:"reclaims,omitempty"`
+
+	// notes are the refused and waiting resizes whose events apply writes.
+	notes []sizeNote
 }
 
 // decide builds the round without side effects on Nomad: each job is
@@ -100,6 +108,8 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		b.triage(k, snap.Jobs[k])
 	}
 	m.forget(snap)
+	b.fitGrowth()
+	r.notes = b.notes
 
 	plan, pins, err := b.plan()
 	if err != nil {
@@ -118,6 +128,8 @@ type cand struct {
 	// quantum: a running job inside its suspend quantum, or one that
 	// may not be suspended: the policy may resize it, not suspend it.
 	quantum bool
+	// resize is the change of its shares per worker decided this round.
+	resize *Resize
 }
 
 // roundBuilder carries one round's decision through its stages.
@@ -136,6 +148,8 @@ type roundBuilder struct {
 	gaining []string
 	// gpus is what right-sizing needs of the cluster's GPUs, read once.
 	gpus gpuShape
+	// notes are the refused and waiting resizes, for their events.
+	notes []sizeNote
 }
 
 // triage classifies one job and refits its models: it becomes an action
@@ -167,6 +181,12 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 	v.Running = running
 	recs := m.observe(now, k, j, mm, &v, running, len(nodes), s)
 	m.rightsize(now, j, mm, &v, running, recs, b.gpus, s)
+	rep.MarkGPUOutOfMemory(oomReports(recs))
+	var rz *Resize
+	if state == StateRunning {
+		rz = b.sizing(j, mm, &v, running, recs, &rep)
+	}
+	v.Failures = rep
 	a := stopAction(j, &v, rep)
 	if a == nil {
 		a = partialGang(now, s, j, mm, &v)
@@ -195,7 +215,7 @@ func (b *roundBuilder) triage(k source.JobKey, j *source.Job) {
 		r.Jobs = append(r.Jobs, v)
 		return
 	}
-	b.cands = append(b.cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s)})
+	b.cands = append(b.cands, cand{job: j, mm: mm, view: &v, pj: pj, quantum: inQuantum(now, j, mm, v.Workers, s), resize: rz})
 	r.Jobs = append(r.Jobs, v)
 }
 
@@ -336,9 +356,24 @@ func (b *roundBuilder) act(plan policy.Plan, p pins) {
 			cd.Verdict, cd.Detail = pn.why, pn.text
 		}
 		psChange := c.job.Spec.PSGroup != "" && jp.PS != c.pj.Current.PS
-		if cd.To != cd.From || psChange {
+		switch {
+		case c.resize != nil && jp.Workers > 0:
+			// Shares and workers change in one registration.
+			cd.Verdict = ""
+			a := b.action(c, jp, psChange)
+			if cd.To == cd.From && !psChange {
+				a.Kind = KindResize
+				a.Reason = c.resize.Reason
+			}
+			a.Resize = c.resize
+			b.actions = append(b.actions, a)
+		case cd.To != cd.From || psChange:
 			cd.Verdict = "" // settled after apply
 			b.actions = append(b.actions, b.action(c, jp, psChange))
+		}
+		if c.resize != nil && jp.Workers == 0 {
+			c.view.Resize.Status = ResizeWaiting
+			c.view.Resize.Reason += "; the plan gives the job no workers this round"
 		}
 		r.Candidates = append(r.Candidates, cd)
 	}

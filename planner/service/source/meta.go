@@ -71,13 +71,15 @@ const (
 	// restart.
 	MetaResizeCost = "caravan_resize_cost"
 	// MetaMinGPUShares and MetaMaxGPUShares bound the GPU shares per worker
-	// a right-sizing recommendation may name (each at least 1; default 1
-	// and the GPU's share count).
+	// a right-sizing recommendation, an applied resize or a regrowth after
+	// running out of GPU memory may name (each at least 1; default 1 and
+	// the GPU's share count).
 	MetaMinGPUShares = "caravan_min_gpu_shares"
 	MetaMaxGPUShares = "caravan_max_gpu_shares"
-	// MetaRightsize is "recommend" (the default): the planner shows a share
-	// count measured from the job's reports. Applying it ("apply") is not
-	// implemented yet and is refused, naming the key.
+	// MetaRightsize is "recommend" (the default: the planner shows a share
+	// count measured from the job's reports) or "apply" (it also resizes
+	// the worker group's GPU device count to it, a checkpointed resize).
+	// Without the key, the job's team queue's rightsize setting decides.
 	MetaRightsize = "caravan_rightsize"
 	// MetaPack is "auto" (the default) or "never". It is parsed and
 	// validated only: the planner does not pack jobs yet.
@@ -118,9 +120,12 @@ type Spec struct {
 	// recommendation (0: unset).
 	MinGPUShares int `json:"min_gpu_shares,omitempty"`
 	MaxGPUShares int `json:"max_gpu_shares,omitempty"`
-	// Rightsize and Pack are the caravan_rightsize and caravan_pack modes.
-	Rightsize string `json:"rightsize"`
-	Pack      string `json:"pack"`
+	// Rightsize and Pack are the caravan_rightsize and caravan_pack modes;
+	// RightsizeSet says the meta set Rightsize (else the queue's setting
+	// decides).
+	Rightsize    string `json:"rightsize"`
+	RightsizeSet bool   `json:"rightsize_set,omitempty"`
+	Pack         string `json:"pack"`
 	// Bounds says where each bound came from: "default", "scaling" (the
 	// group's scaling block) or "meta".
 	Bounds BoundsSource `json:"bounds_source"`
@@ -207,13 +212,12 @@ func (p *metaParser) gpuShareKeys(s *Spec) {
 		p.bad(MetaMinGPUShares, "%d is above %s (%d)", s.MinGPUShares, MetaMaxGPUShares, s.MaxGPUShares)
 	}
 	if v, ok := p.meta[MetaRightsize]; ok {
-		switch strings.TrimSpace(v) {
-		case RightsizeRecommend:
-		case RightsizeApply:
-			p.bad(MetaRightsize, "%q is not implemented yet: the planner only recommends a share count; "+
-				"set %q or remove the key", v, RightsizeRecommend)
+		switch w := strings.TrimSpace(v); w {
+		case RightsizeRecommend, RightsizeApply:
+			s.Rightsize = w
+			s.RightsizeSet = true
 		default:
-			p.bad(MetaRightsize, "want %q, got %q", RightsizeRecommend, v)
+			p.bad(MetaRightsize, "want %q or %q, got %q", RightsizeRecommend, RightsizeApply, v)
 		}
 	}
 	if v, ok := p.meta[MetaPack]; ok {

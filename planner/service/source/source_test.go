@@ -52,6 +52,7 @@ func TestParseSpec(t *testing.T) {
 		{"negative resize cost", map[string]string{MetaResizeCost: "-1s"}, MetaResizeCost, nil},
 		{"right-sizing defaults", nil, "", func(t *testing.T, s Spec) {
 			must.Eq(t, RightsizeRecommend, s.Rightsize)
+			must.False(t, s.RightsizeSet)
 			must.Eq(t, PackAuto, s.Pack)
 			must.Eq(t, 0, s.MinGPUShares)
 			must.Eq(t, 0, s.MaxGPUShares)
@@ -66,7 +67,10 @@ func TestParseSpec(t *testing.T) {
 		{"zero min gpu shares", map[string]string{MetaMinGPUShares: "0"}, MetaMinGPUShares, nil},
 		{"bad max gpu shares", map[string]string{MetaMaxGPUShares: "two"}, MetaMaxGPUShares, nil},
 		{"min gpu shares above max", map[string]string{MetaMinGPUShares: "4", MetaMaxGPUShares: "2"}, MetaMinGPUShares, nil},
-		{"rightsize apply not implemented", map[string]string{MetaRightsize: "apply"}, "caravan_rightsize: \"apply\" is not implemented yet", nil},
+		{"rightsize apply", map[string]string{MetaRightsize: " apply"}, "", func(t *testing.T, s Spec) {
+			must.Eq(t, RightsizeApply, s.Rightsize)
+			must.True(t, s.RightsizeSet)
+		}},
 		{"bad rightsize", map[string]string{MetaRightsize: "always"}, MetaRightsize, nil},
 		{"bad pack", map[string]string{MetaPack: "sometimes"}, MetaPack, nil},
 	}

@@ -82,6 +82,11 @@ const (
 	ActionResume    = "resume"
 	ActionUserError = "user-error-stop"
 	ActionConverged = "converged-stop"
+	// ActionResize changes the GPU shares per worker (a registration,
+	// recorded by a count-less event with EventMetaCount).
+	ActionResize = "resize"
+	// ActionResizeNote records a resize refused or waiting (no change).
+	ActionResizeNote = "resize-note"
 )
 
 // ActionGangRollback is a gang left partly placed and scaled back to 0: it

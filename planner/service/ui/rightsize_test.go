@@ -7,6 +7,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/planner/rightsize"
+	"github.com/caravan-nomad/caravan/planner/service/manager"
 )
 
 // TestJobPage_ShowsRightsize: the job page shows the recommendation with
@@ -29,6 +30,13 @@ func TestJobPage_ShowsRightsize(t *testing.T) {
 	b = body(t, get(t, s.Handler(), JobPath("default", evil), nil))
 	must.StrContains(t, b, "no recommendation yet")
 	must.StrContains(t, b, "not enough evidence at 4 shares")
+	must.StrNotContains(t, b, `id="resize"`)
+
+	job.Resize = &manager.Resize{Cause: manager.CauseGPUOOM, From: 1, To: 2, Status: manager.ResizeWaiting, Reason: "queue " + evil}
+	b = body(t, get(t, s.Handler(), JobPath("default", evil), nil))
+	must.StrContains(t, b, `id="resize" data-status="waiting" data-to="2"`)
+	must.StrContains(t, b, "Resize (gpu-out-of-memory): <b>1</b> &rarr; <b>2</b>")
+	must.StrNotContains(t, b, "<script>")
 }
 
 // TestClusterPage_ShowsMemoryPeak: the cluster page shows the device
