@@ -288,9 +288,9 @@ func TestAgent_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	p := startJWKSPlanner(t, jwks)
 	good := jwks.token(t, "k1", p.clk.Now(), time.Hour)
 	p.accepted(t, good)
+	p.settle(t)
 	before := jwks.started.Load() // the probe and the first fetch
 	must.Eq(t, before, jwks.ended.Load())
-	p.settle(t)
 
 	const clients = 16
 	held := jwks.holdFetches()
