@@ -28,11 +28,16 @@ const plKeyMaxAge = 10 * time.Second
 // re-read the JWKS only for an unknown key ID, so a removed key verified
 // tokens forever. The test runs its own Nomad agent, since rotating the
 // shared cluster's keyring would change every other test's tokens.
+//
+// On an agent without these features (Nomad 1.6 has no JWKS; keyring
+// `-now`/`-force` came in 1.8.3) it skips; planner/service
+// TestAgent_RemovedSigningKeyIsRefused backs the claim there.
 func TestPlanner_RemovedSigningKeyIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
-	harness.NeedsFeature(t, c, harness.FeatureJWKS)
-	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities)
-	harness.NeedsFeature(t, c, harness.FeatureKeyringNowForce)
+	const covered = "planner/service TestAgent_RemovedSigningKeyIsRefused"
+	harness.NeedsFeature(t, c, harness.FeatureJWKS, covered)
+	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities, covered)
+	harness.NeedsFeature(t, c, harness.FeatureKeyringNowForce, covered)
 	a := harness.NewAgent(t, c, "keyring", 2)
 	a.Start(t, a.PluginConfig(harness.OneSimulatedGPU, "enabled = true"))
 	a.WaitNode(t, 2*time.Minute)

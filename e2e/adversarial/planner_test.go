@@ -166,9 +166,13 @@ func TestPlanner_PoisonedProgressIsRefused(t *testing.T) {
 // forgeries' fetch: were it to, it could not return before the release and
 // its 30 s client timeout would fail it); once the fetch is released every
 // forgery gets 401.
+//
+// On an agent without a JWKS (Nomad 1.6) it skips; planner/service
+// TestAgent_ForgedKeyIDFloodDoesNotStallReports backs the same claim there
+// (the whole planner against a fake JWKS that holds the fetch).
 func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 	c := harness.Cluster(t)
-	harness.NeedsFeature(t, c, harness.FeatureJWKS)
+	harness.NeedsFeature(t, c, harness.FeatureJWKS, "planner/service TestAgent_ForgedKeyIDFloodDoesNotStallReports")
 	var hold atomic.Bool // set while the flood runs: fetches wait for release
 	held := make(chan struct{})
 	release := make(chan struct{})
@@ -283,10 +287,13 @@ func TestPlanner_ForgedKeyIDFloodDoesNotStallReports(t *testing.T) {
 // credential that never expires. Expected: the planner refuses it with 401
 // naming exp, while the same identity with a ttl is verified (and then
 // refused only because the job is not managed by the planner: 403).
+// On an agent without a JWKS or named identities (Nomad 1.6) it skips;
+// planner/service TestAgent_TokenWithoutExpIsRefused backs the claim there.
 func TestPlanner_TokenWithoutExpIsRefused(t *testing.T) {
 	c := harness.Cluster(t)
-	harness.NeedsFeature(t, c, harness.FeatureJWKS)
-	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities)
+	const covered = "planner/service TestAgent_TokenWithoutExpIsRefused"
+	harness.NeedsFeature(t, c, harness.FeatureJWKS, covered)
+	harness.NeedsFeature(t, c, harness.FeatureNamedIdentities, covered)
 	p := plStart(t, c, "noexp")
 	p.waitLeading(t, true, time.Minute)
 	sample := `{"step": 1, "loss": 1, "samples_per_sec": 1}`

@@ -62,8 +62,12 @@ type featureAnswer struct {
 }
 
 // NeedsFeature skips t, with the stable SKIP-NEEDS-FEATURE line, when c's
-// agent lacks f. A failed detection fails the test.
-func NeedsFeature(t *testing.T, c *C, f Feature) {
+// agent lacks f. A failed detection fails the test. coveredBy names the
+// tests that back the same claim on an agent without f (they run in `make
+// test` on every agent); the line ends with them:
+//
+//	SKIP-NEEDS-FEATURE: <test>: <feature>; covered without it by <tests>
+func NeedsFeature(t *testing.T, c *C, f Feature, coveredBy ...string) {
 	t.Helper()
 	has, err := c.HasFeature(t, f)
 	if err != nil {
@@ -71,6 +75,9 @@ func NeedsFeature(t *testing.T, c *C, f Feature) {
 	}
 	if !has {
 		line := fmt.Sprintf("%s %s: %s", SkipNeedsFeaturePrefix, t.Name(), f)
+		if len(coveredBy) > 0 {
+			line += "; covered without it by " + strings.Join(coveredBy, ", ")
+		}
 		fmt.Fprintln(skipOut, line) // stdout, so `go test` output carries it even without -v
 		t.Skip(line)
 	}

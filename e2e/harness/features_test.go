@@ -46,4 +46,13 @@ func TestNeedsFeature_Skips(t *testing.T) {
 	})
 	must.True(t, skipped)
 	must.Eq(t, "SKIP-NEEDS-FEATURE: TestNeedsFeature_Skips/needs-jwks: JWKS at /.well-known/jwks.json\n", out.String())
+
+	out.Reset()
+	t.Run("covered", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		NeedsFeature(t, c, FeatureJWKS, "planner/service TestAgent_X", "TestY")
+	})
+	must.True(t, skipped)
+	must.Eq(t, "SKIP-NEEDS-FEATURE: TestNeedsFeature_Skips/covered: JWKS at /.well-known/jwks.json; "+
+		"covered without it by planner/service TestAgent_X, TestY\n", out.String())
 }

@@ -97,13 +97,18 @@ func (in *instance) actions() ([]planAction, error) {
 // allowed); a converged job whose meta asks to be stopped needs a
 // registration, which Nomad refuses: the plan shows the action refused,
 // naming the capability, and the planner logs it once at error level.
-// Consul has no ACLs here (the shared cluster's dev agent). An agent that
-// ignores a scale's index (Nomad before 1.8.2) has the planner change
-// counts with registrations, which need submit-job: the scale-only policy
-// is not enough there, so the test needs the scale index.
+// Consul has no ACLs here (the shared cluster's dev agent).
+//
+// An agent that ignores a scale's index (Nomad before 1.8.2, the test
+// cluster's 1.6 included) has the planner change counts with registrations
+// that enforce the index, which need submit-job: the scale-only policy is
+// not enough there, and the test checks that instead
+// (scaleOnlyWithoutScaleIndex). TestPlanner_QueuesUnderACL runs that
+// registration path to success with both shipped policies.
 func TestPlanner_ScaleOnlyACL(t *testing.T) {
 	c := harness.Cluster(t)
-	harness.NeedsFeature(t, c, harness.FeatureScaleIndex)
+	enforced, err := c.HasFeature(t, harness.FeatureScaleIndex)
+	must.NoError(t, err)
 	a := harness.NewACLAgent(t, c, "acl", 4)
 	ac := a.C
 	token := plannerToken(t, a)
@@ -118,6 +123,10 @@ func TestPlanner_ScaleOnlyACL(t *testing.T) {
 		return ac.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
 	}
 	failing := sim("acl-fail", "fail_exit=1")
+	if !enforced {
+		scaleOnlyWithoutScaleIndex(t, ac, p, failing)
+		return
+	}
 	converging := sim("acl-conv", "b0=0.01", "target_loss=0.5", "stop_on_converge=true")
 
 	// Scaling works under the scale-only policy.
@@ -155,4 +164,37 @@ func TestPlanner_ScaleOnlyACL(t *testing.T) {
 	b, err := os.ReadFile(p.log)
 	must.NoError(t, err)
 	must.Eq(t, 1, strings.Count(string(b), "lacks an ACL capability"), must.Sprint(harness.Tail(string(b), 40)))
+}
+
+// scaleOnlyWithoutScaleIndex is TestPlanner_ScaleOnlyACL on an agent that
+// ignores a scale's index: the planner finds that out (its probe, a scale,
+// is allowed) and then changes counts only with registrations enforcing the
+// index, so the failing job's scale to 0 is refused naming submit-job and
+// the add-on policy, and its count stays (no scale that could undo a
+// concurrent edit is written instead).
+func scaleOnlyWithoutScaleIndex(t *testing.T, ac *harness.C, p *instance, failing string) {
+	t.Helper()
+	var refused planAction
+	harness.Eventually(t, 3*time.Minute, func() error {
+		actions, err := p.actions()
+		if err != nil {
+			return err
+		}
+		for _, act := range actions {
+			if act.Job == "default/"+failing && act.Status == "refused" {
+				refused = act
+				return nil
+			}
+		}
+		return fmt.Errorf("no refused action on %s yet: %+v", failing, actions)
+	})
+	must.StrContains(t, refused.Error, "needs the submit-job capability (policy jobspecs/acl/planner-nomad-register.policy.hcl)")
+	st, _, err := ac.Nomad.Jobs().ScaleStatus(failing, nil)
+	must.NoError(t, err)
+	must.Eq(t, 1, st.TaskGroups["worker"].Desired, must.Sprint("a count changed without submit-job on an agent that ignores the scale index"))
+	b, err := os.ReadFile(p.log)
+	must.NoError(t, err)
+	must.StrContains(t, string(b), "Nomad ignores a scale's job modify index", must.Sprint(harness.Tail(string(b), 40)))
+	must.StrContains(t, string(b), "lacks an ACL capability", must.Sprint(harness.Tail(string(b), 40)))
+	t.Logf("the agent ignores a scale's index: the scale-only token's count change was refused (%s)", refused.Error)
 }

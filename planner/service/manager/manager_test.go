@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/shoenig/test/must"
 	"github.com/shoenig/test/wait"
 
+	"github.com/caravan-nomad/caravan/internal/allocs"
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
@@ -92,23 +94,72 @@ func (w writerFunc) Stop(ctx context.Context, j *nomadapi.Job, idx uint64, reaso
 	return w.h.writer.Stop(ctx, j, idx, reason)
 }
 
-// sync waits until the source reflects the fake's current job versions.
+// sync waits until the source reflects the fake's current state: every job
+// that opts in, at its current indexes, and no other; each job's current
+// allocations as the fake lists them. (It once checked only jobs a, b and
+// c, so a round could run before the source saw a job d put last.)
 func (h *harness) sync() {
 	h.t.Helper()
+	var behind string
 	must.Wait(h.t, wait.InitialSuccess(wait.BoolFunc(func() bool {
-		snap := h.src.Snapshot()
-		ok := snap.Synced
-		for _, w := range []string{"a", "b", "c"} {
-			j := h.nomad.Job("default", w)
-			sj, seen := snap.Jobs[source.JobKey{Namespace: "default", ID: w}]
-			if j == nil {
-				ok = ok && !seen
-				continue
-			}
-			ok = ok && seen && *sj.Job.JobModifyIndex == *j.JobModifyIndex
+		behind = h.sourceBehind()
+		return behind == ""
+	}), wait.Timeout(5*time.Second), wait.Gap(5*time.Millisecond)),
+		must.Func(func() string { return "source did not catch up with the fake nomad: " + behind }))
+}
+
+// sourceBehind says how the source's snapshot differs from the fake's
+// state ("" when it does not).
+func (h *harness) sourceBehind() string {
+	snap := h.src.Snapshot()
+	if !snap.Synced {
+		return "not synced"
+	}
+	all := &nomadapi.QueryOptions{Namespace: "*"}
+	stubs, _, err := h.nomad.Client().Jobs().ListOptions(&nomadapi.JobListOptions{Fields: &nomadapi.JobListFields{Meta: true}}, all)
+	if err != nil {
+		return err.Error()
+	}
+	list, _, err := h.nomad.Client().Allocations().List(all)
+	if err != nil {
+		return err.Error()
+	}
+	byJob := map[source.JobKey][]*nomadapi.AllocationListStub{}
+	for _, a := range list {
+		k := source.JobKey{Namespace: a.Namespace, ID: a.JobID}
+		byJob[k] = append(byJob[k], a)
+	}
+	want := 0
+	for _, st := range stubs {
+		if !source.Enabled(st.Meta) {
+			continue
 		}
-		return ok
-	}), wait.Timeout(5*time.Second), wait.Gap(5*time.Millisecond)), must.Sprint("source did not catch up with the fake nomad"))
+		want++
+		k := source.JobKey{Namespace: st.Namespace, ID: st.ID}
+		sj, ok := snap.Jobs[k]
+		switch {
+		case !ok:
+			return k.String() + " not seen"
+		case *sj.Job.JobModifyIndex != st.JobModifyIndex || *sj.Job.ModifyIndex != st.ModifyIndex:
+			return k.String() + " seen at an older index"
+		case allocKeys(sj.Allocs) != allocKeys(allocs.Current(sj.Job, byJob[k])):
+			return k.String() + "'s allocations not seen"
+		}
+	}
+	if len(snap.Jobs) != want {
+		return fmt.Sprintf("%d jobs seen, the fake has %d", len(snap.Jobs), want)
+	}
+	return ""
+}
+
+// allocKeys is a set of allocations as one comparable string.
+func allocKeys(as []*nomadapi.AllocationListStub) string {
+	keys := make([]string, 0, len(as))
+	for _, a := range as {
+		keys = append(keys, fmt.Sprintf("%s@%d/%s/%s", a.ID, a.ModifyIndex, a.ClientStatus, a.DesiredStatus))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }
 
 // measuredAt records that the job's speed was measured with w workers, so
