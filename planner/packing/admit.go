@@ -35,9 +35,16 @@ func (s *state) place(p *Plan, victims []int) {
 			d.Reason += fmt.Sprintf("; suspended: %d free GPU(s) for %d worker(s)", len(s.empty), j.Workers)
 		}
 	}
+	demand := 0 // workers still waiting, this job's included
 	for i := range s.in.Jobs {
 		if len(s.in.Jobs[i].GPUs) == 0 {
-			p.Decisions = append(p.Decisions, s.admit(i))
+			demand += s.in.Jobs[i].Workers
+		}
+	}
+	for i := range s.in.Jobs {
+		if len(s.in.Jobs[i].GPUs) == 0 {
+			p.Decisions = append(p.Decisions, s.admit(i, demand > len(s.empty)))
+			demand -= s.in.Jobs[i].Workers
 		}
 	}
 }
@@ -55,36 +62,48 @@ func (s *state) takeEmpty(i, n int) []int {
 }
 
 func (s *state) hold(i, g int) {
+	if len(s.res[g]) > 0 {
+		s.countFree(g, -1)
+	}
 	s.used[g] += s.in.Jobs[i].Shares
 	if len(s.res[g]) == 0 && s.used[g] < s.in.GPUs[g].Shares {
 		s.partial = append(s.partial, g)
 	}
 	s.res[g] = append(s.res[g], i)
+	s.countFree(g, 1)
 }
 
-// admit decides one waiting job: free GPUs first; for the rest of its
-// workers, shared GPUs whose predicted gain clears the margin, then (only
-// at its declared shares) shared GPUs next to measured jobs.
-func (s *state) admit(i int) Decision {
+// admit decides one waiting job. Without contention (the free GPUs hold
+// every waiting worker) it takes free GPUs. With contention (jobs wait) it
+// first joins shared GPUs, those whose predicted gain clears the margin,
+// then (only at its declared shares) those next to measured jobs, and
+// takes free GPUs for the rest, keeping free GPUs for jobs that need them
+// whole.
+func (s *state) admit(i int, contended bool) Decision {
 	j := &s.in.Jobs[i]
 	d := Decision{Job: j.ID, Kind: Wait, Gain: math.NaN(), Basis: BasisDeclared}
-	free := min(len(s.empty), j.Workers)
-	need := j.Workers - free
 	var picked []candidate
-	if need > 0 {
+	if len(s.empty)+s.sharedWithFree(j.Shares) < j.Workers {
+		d.Reason = fmt.Sprintf("wait: %d free GPU(s) and %d shared GPU(s) with %d free share(s) for %d worker(s)",
+			len(s.empty), s.sharedWithFree(j.Shares), j.Shares, j.Workers)
+		return d
+	}
+	if contended && !j.Never {
+		picked = s.candidates(i, j.Workers)
+	} else if !contended && len(s.empty) < j.Workers && !j.Never {
+		picked = s.candidates(i, j.Workers-len(s.empty))
+	}
+	free := j.Workers - len(picked)
+	if free > len(s.empty) {
+		d.Reason = fmt.Sprintf("wait: %d free GPU(s) and %d shared GPU(s) it may join at %d share(s) for %d worker(s)",
+			len(s.empty), len(picked), j.Shares, j.Workers)
 		if j.Never {
 			d.Reason = fmt.Sprintf("wait: caravan_pack = \"never\" and %d free GPU(s) for %d worker(s)", len(s.empty), j.Workers)
-			return d
 		}
-		picked = s.candidates(i, need)
-		if len(picked) < need {
-			d.Reason = fmt.Sprintf("wait: %d free GPU(s) and %d shared GPU(s) it may join at %d share(s) for %d worker(s)",
-				len(s.empty), len(picked), j.Shares, j.Workers)
-			return d
-		}
+		return d
 	}
 	d.Kind, d.GPUs = Admit, s.takeEmpty(i, free)
-	if need == 0 {
+	if len(picked) == 0 {
 		d.Reason = fmt.Sprintf("admit on %d free GPU(s) at %d share(s)", free, j.Shares)
 		return d
 	}
@@ -106,7 +125,7 @@ func (s *state) admit(i int) Decision {
 	if !explore {
 		d.Basis = BasisOnline
 	}
-	d.Reason = fmt.Sprintf("admit %s at %d share(s), %d worker(s) packed: %s", j.ID, j.Shares, len(picked), strings.Join(why, "; "))
+	d.Reason = fmt.Sprintf("admit %s at %d share(s), %d worker(s) packed, %d on free GPUs: %s", j.ID, j.Shares, len(picked), free, strings.Join(why, "; "))
 	return d
 }
 
@@ -143,6 +162,10 @@ func (s *state) candidates(i, need int) []candidate {
 				good = append(good, c)
 			}
 		}
+		if len(good) >= need {
+			keep = append(keep, s.partial[k+1:]...)
+			break
+		}
 	}
 	s.partial = keep
 	sort.SliceStable(good, func(a, b int) bool { return good[a].gain > good[b].gain })
@@ -178,8 +201,8 @@ func (s *state) judgeJoin(j *Job, g int) (candidate, bool) {
 		}
 		gain += r
 	}
-	if j.PeakMemoryBytes < 0 {
-		return candidate{}, false
+	if j.PeakMemoryBytes < 0 || (!s.cfg.soloKnown(j) && len(j.Avoid) > 0) {
+		return candidate{}, false // a refused profile; a job unpacked before it was ever measured alone
 	}
 	if known {
 		c.gain = gain

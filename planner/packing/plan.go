@@ -15,6 +15,7 @@ type state struct {
 	res     [][]int // resident job indices per GPU
 	empty   []int   // GPUs with no resident, as a stack (lowest index on top)
 	partial []int   // GPUs with residents and free shares (lazily pruned)
+	byFree  []int   // GPUs with residents by free shares (index: free shares)
 }
 
 // Decide decides one round: first it judges every packed GPU by its jobs'
@@ -83,18 +84,41 @@ func newState(cfg Config, in *Input) *state {
 
 func (s *state) rebuildFree() {
 	s.empty, s.partial = s.empty[:0], s.partial[:0]
+	clear(s.byFree)
 	for g := len(s.in.GPUs) - 1; g >= 0; g-- {
 		switch {
 		case len(s.res[g]) == 0:
 			s.empty = append(s.empty, g)
 		case s.used[g] < s.in.GPUs[g].Shares:
 			s.partial = append(s.partial, g)
+			s.countFree(g, 1)
 		}
 	}
 	// partial in ascending order: the lowest GPUs are examined first
 	for a, b := 0, len(s.partial)-1; a < b; a, b = a+1, b-1 {
 		s.partial[a], s.partial[b] = s.partial[b], s.partial[a]
 	}
+}
+
+// countFree adds n to the count of shared GPUs with g's free shares.
+func (s *state) countFree(g, n int) {
+	f := s.in.GPUs[g].Shares - s.used[g]
+	if f <= 0 {
+		return
+	}
+	for len(s.byFree) <= f {
+		s.byFree = append(s.byFree, 0)
+	}
+	s.byFree[f] += n
+}
+
+// sharedWithFree is how many shared GPUs have at least n free shares.
+func (s *state) sharedWithFree(n int) int {
+	c := 0
+	for f := max(n, 1); f < len(s.byFree); f++ {
+		c += s.byFree[f]
+	}
+	return c
 }
 
 func (s *state) gpuMode(g int) string {

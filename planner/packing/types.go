@@ -16,7 +16,11 @@
 //   - oracle: nothing. No input says how a job will behave before it did.
 package packing
 
-import "math"
+import (
+	"math"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+)
 
 // Config holds the policy's thresholds.
 type Config struct {
@@ -174,4 +178,28 @@ func (c Config) estimate(j *Job) (float64, bool) {
 
 func (c Config) plausible(rate float64) bool {
 	return rate > 0 && rate <= c.MaxRate && !math.IsNaN(rate) && !math.IsInf(rate, 0)
+}
+
+// FromPolicy is the packing view of a job a policy sees (built, like every
+// policy job, by history.Record.PolicyJob): its workers (Max, the size a
+// FixedSize policy runs it at) and its per-worker GPU demand in shares of
+// a GPU of sharesPerGPU. The caller adds the declared shares, the opt-out,
+// the GPUs it holds and the measured rates.
+func FromPolicy(pj policy.Job, sharesPerGPU int) Job {
+	shares := int(math.Round(float64(pj.Worker.GPUMilli) * float64(sharesPerGPU) / policy.MilliGPU))
+	return Job{ID: pj.ID, Workers: max(pj.Max, pj.Min, 1), Shares: shares, Declared: shares}
+}
+
+// ComputeShares is the least share count whose MPS compute cap
+// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = shares / sharesPerGPU) holds the
+// busy fraction of the GPU's SMs the job was measured to use alone (online,
+// the device plugin's SM utilisation). On an MPS GPU a resize below it
+// would cut the job's compute, so right-sizing there shrinks no further:
+// memory alone (planner/rightsize) does not bound an MPS shrink. A busy
+// fraction outside [0, 1] or NaN is implausible: the whole GPU.
+func ComputeShares(busy float64, sharesPerGPU int) int {
+	if math.IsNaN(busy) || busy < 0 || busy > 1 {
+		return sharesPerGPU
+	}
+	return min(sharesPerGPU, max(1, int(math.Ceil(busy*float64(sharesPerGPU)-1e-9))))
 }
