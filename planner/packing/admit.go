@@ -143,17 +143,14 @@ func nanInf(x float64) float64 {
 func (s *state) candidates(i, need int) []candidate {
 	j := &s.in.Jobs[i]
 	var good, explore []candidate
-	seen := 0
-	keep := s.partial[:0]
-	for k, g := range s.partial {
+	for k, seen := 0, 0; k < len(s.partial) && seen < s.cfg.MaxCandidates; {
+		g := s.partial[k]
 		if s.used[g] >= s.in.GPUs[g].Shares || len(s.res[g]) == 0 {
-			continue // full or emptied: pruned
+			last := len(s.partial) - 1 // full or emptied: pruned
+			s.partial[k], s.partial = s.partial[last], s.partial[:last]
+			continue
 		}
-		keep = append(keep, g)
-		if seen >= s.cfg.MaxCandidates {
-			keep = append(keep, s.partial[k+1:]...)
-			break
-		}
+		k++
 		seen++
 		if c, ok := s.judgeJoin(j, g); ok {
 			if c.explore {
@@ -163,11 +160,9 @@ func (s *state) candidates(i, need int) []candidate {
 			}
 		}
 		if len(good) >= need {
-			keep = append(keep, s.partial[k+1:]...)
 			break
 		}
 	}
-	s.partial = keep
 	sort.SliceStable(good, func(a, b int) bool { return good[a].gain > good[b].gain })
 	out := append(good, explore...)
 	return out[:min(len(out), need)]

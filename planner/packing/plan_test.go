@@ -95,6 +95,8 @@ func TestPlan(t *testing.T) {
 		{"an implausible rate counts as unmeasured", gpus(1, false), []Job{
 			with(running("a", 0, 2, 1), packed(math.Inf(1))), with(running("b", 0, 2, 2), packed(90))},
 			"A", Keep, BasisDeclared, "a not measured", math.NaN()},
+		{"a job unpacked before it was measured alone only takes free GPUs", gpus(1, false), []Job{with(running("a", 0, 2, 1), hist(1)), with(waiting("b", 2), func(j *Job) { j.Avoid = []string{"z"} })},
+			"b", Wait, BasisDeclared, "0 shared GPU(s)", math.NaN()},
 		{"negative memory is refused: no packing next to it", gpus(1, false), []Job{
 			with(running("a", 0, 2, 1), func(j *Job) { hist(1)(j); j.PeakMemoryBytes = -1 }), with(waiting("b", 2), hist(1))},
 			"b", Wait, BasisDeclared, "0 shared GPU(s)", math.NaN()},
