@@ -37,7 +37,7 @@ func TestModel_CalibratedToTheH100(t *testing.T) {
 		}
 		return 1 / workerRates(false, 4, res, nil)[0]
 	}
-	must.InDelta(t, 1.0, time(2), 1e-9) // D = 1: the sweet spot, no slowdown
+	must.InDelta(t, 1.0, time(2), 1e-9)                     // D = 1: the sweet spot, no slowdown
 	must.InDelta(t, time(6)-time(5), time(5)-time(4), 1e-9) // linear once k x c >= 2
 	must.InDelta(t, 0.5/0.91, time(5)-time(4), 1e-9)
 }
