@@ -116,7 +116,8 @@ const (
 	Migrate Kind = "migrate"
 	// Suspend stops an unpacked job (no GPUs were free for it).
 	Suspend Kind = "suspend"
-	// Keep leaves a packed GPU as it is; its reason says why.
+	// Keep leaves a packed GPU as it is (Decision.Job is the GPU's ID);
+	// its reason says why.
 	Keep Kind = "keep"
 	// Wait leaves a waiting job waiting.
 	Wait Kind = "wait"

@@ -102,14 +102,14 @@ type Result struct {
 	WaitShare float64
 	// Slow counts jobs that ran below SlowRatio of their speed alone at
 	// their declared shares for more than SlowRounds planning rounds in all.
-	Slow                               int
-	Packs, Unpacks, Resizes, Restarts  int
-	Rounds                             int
-	DecideTime                         time.Duration
-	Trace                              []Point
-	Allocated                          float64 // mean shares held / shares in the cluster over the makespan
-	JCTs                               []float64
-	packedRounds, pairRounds, waitTime float64
+	Slow                              int
+	Packs, Unpacks, Resizes, Restarts int
+	Rounds                            int
+	DecideTime                        time.Duration
+	Trace                             []Point
+	Allocated                         float64 // mean shares held / shares in the cluster over the makespan
+	JCTs                              []float64
+	waitTime                          float64
 }
 
 // Point is the cluster over one stretch between decisions.
@@ -335,7 +335,7 @@ func (s *sim) computeRates() {
 	for _, j := range s.running {
 		j.rate = math.Inf(1)
 	}
-	for g, res := range s.res {
+	for _, res := range s.res {
 		if len(res) == 0 {
 			continue
 		}
@@ -347,7 +347,6 @@ func (s *sim) computeRates() {
 		for k, j := range res {
 			j.rate = math.Min(j.rate, s.rates[k])
 		}
-		_ = g
 	}
 }
 
