@@ -20,7 +20,7 @@ import (
 // traces or time huge rounds (seconds to minutes, more under -race): their
 // flags are checked, they are not run here (`make bench` runs the table
 // and the scale rounds; the replays have their own tests).
-var expensiveExamples = []string{"--table", "--philly", "--philly-queues", "--sweep", "--scale", "--queue-scale"}
+var expensiveExamples = []string{"--table", "--philly", "--philly-queues", "--sweep", "--scale", "--queue-scale", "--packing"}
 
 // TestUsageExamples runs every cheap example of `caravan planner simulate
 // --help` as written, in order, in a scratch directory with the shared

@@ -41,6 +41,7 @@ Replays a workload through a planner policy on a simulated GPU cluster.
   caravan planner simulate --list-policies         # name, information class, summary
   caravan planner simulate --workload w.csv --policy fifo,optimus,goodput --out build/sim   # CSV, JSON and SVG figures
   caravan planner simulate --sweep --out build/sweep                                        # sweep CSV, JSON, JCT by load
+  caravan planner simulate --packing --workers 2 --out build/packing   # GPU packing: whole GPUs, static, introspective (MODELLED)
 
 Options:
 `
@@ -65,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sweep := fs.Bool("sweep", false, "replay generated workloads at every --loads and --seeds under every --policies")
 	loads := fs.String("loads", "0.5,1,1.5,2", "job loads for --sweep (jobs = 160 x load in the same window)")
 	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
-	workers := fs.Int("workers", 1, "replays run in parallel by --sweep")
+	workers := fs.Int("workers", 1, "replays run in parallel by --sweep and --packing")
 	replayPhilly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
 	phillyQueues := fs.Bool("philly-queues", false, "replay philly-jobs.csv with each virtual cluster as a team queue: strict quotas, one shared pool, borrowing, borrowing with reclaim")
 	nodes := fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
@@ -74,10 +75,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
 	perJob := fs.Bool("jobs", true, "print every job's JCT (-jobs=false for the summary only)")
 	generate := fs.Int("generate", 0, "write a workload of this many jobs sampled from philly-jobs.csv to stdout (with --seed, --start, --hours)")
-	seed := fs.Uint64("seed", 0, "random seed for --generate")
+	seed := fs.Uint64("seed", 0, "random seed for --generate, and of --packing's synthetic profiles")
 	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
 	hours := fs.Int("hours", 8, "hours of the day sampled by --generate")
 	queueScale := fs.Bool("queue-scale", false, "time one planning round with queues: 25k-100k jobs in 1,000 queues on 32,000 nodes (gangs, reclaim)")
+	pack := fs.Bool("packing", false, "GPU packing: replay the Philly trace (--nodes, default 128) and the Pollux workloads (16 nodes) under whole GPUs, static packing at declared shares and right-sizing plus introspective packing; MODELLED interference, SYNTHETIC profiles (with --seed, --workers, --out)")
+	packMixes := fs.String("packing-mixes", "base,light,heavy,gpu-bound", "with --packing: the profile mixes")
+	packModes := fs.String("packing-modes", "time-sliced,mps", "with --packing: the GPUs' sharing modes")
+	packTraces := fs.String("packing-traces", "philly,pollux", "with --packing: the traces")
 	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -93,8 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
 		}
 	}
-	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues || *table || *all || *replayPhilly || *generate > 0) {
-		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues)")
+	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues && !*pack || *table || *all || *replayPhilly || *generate > 0) {
+		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues, --packing)")
 		return 2
 	}
 	cfg := engine.Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
@@ -105,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	dir, err := pollux.FindData(*data)
-	if err != nil && (*table || *all || *sweep || *replayPhilly || *phillyQueues || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
+	if err != nil && (*table || *all || *sweep || *replayPhilly || *phillyQueues || *pack || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -130,6 +135,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case *pack:
+		if cfg.Nodes == 0 {
+			cfg.Nodes = 128
+		}
+		return runPacking(packingFlags{mixes: *packMixes, modes: *packModes, traces: *packTraces, seed: *seed,
+			nodes: cfg.Nodes, gpus: cfg.GPUsPerNode, workers: *workers, out: *out}, dir, stdout, stderr)
 	case *sweep:
 		return runSweep(cfg, dir, *loads, *seeds, *policies, *startHour, *hours, *workers, *out, stdout, stderr)
 	case *table || *all:
