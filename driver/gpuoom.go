@@ -50,6 +50,7 @@ func (h *taskHandle) noteGPUOutOfMemory(code, signal int) {
 	}
 	line, ok := waitGPUOOMLine(h.taskConfig.TaskDir().LogDir, h.taskConfig.Name)
 	if !ok {
+		h.logger.Debug("no GPU out-of-memory error in the stderr log's tail", "exit_code", code)
 		return
 	}
 	h.logger.Warn("task ran out of GPU memory", "exit_code", code, "stderr", line)
@@ -58,8 +59,10 @@ func (h *taskHandle) noteGPUOutOfMemory(code, signal int) {
 }
 
 // waitGPUOOMLine reads the tail of task's newest stderr log in logDir until
-// it holds a GPU out-of-memory marker or stops growing (oomLogWait at most)
-// and returns the line with the last marker.
+// it holds a GPU out-of-memory marker, or has content and stops growing
+// for oomLogGap, or oomLogWait has passed (the log collector may not have
+// created or written the file yet), and returns the line with the last
+// marker.
 func waitGPUOOMLine(logDir, task string) (string, bool) {
 	deadline := time.Now().Add(oomLogWait)
 	lastSize := int64(-1)
@@ -68,13 +71,16 @@ func waitGPUOOMLine(logDir, task string) (string, bool) {
 		if line, ok := gpuOOMLine(tail); ok {
 			return line, true
 		}
-		if size == lastSize || time.Now().After(deadline) {
+		if (size > 0 && size == lastSize) || time.Now().After(deadline) {
 			return "", false
 		}
 		lastSize = size
-		time.Sleep(oomLogGap) // bounded poll of a file another process writes
+		oomLogPause(oomLogGap) // bounded poll of a file another process writes
 	}
 }
+
+// oomLogPause waits between two reads of the stderr log (tests replace it).
+var oomLogPause = time.Sleep
 
 // stderrTail returns the last oomTailBytes of task's newest stderr log
 // (Nomad's log collector writes <task>.stderr.<n>, n growing as it

@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/shoenig/test/must"
 )
@@ -78,6 +81,48 @@ func TestGPUOOMLine(t *testing.T) {
 			got, ok := gpuOOMLine([]byte(tc.tail))
 			must.Eq(t, tc.ok, ok)
 			must.Eq(t, tc.want, got)
+		})
+	}
+}
+
+// Nomad's log collector may create or write the stderr log after the task
+// has exited: the driver reads it again until it has content that stops
+// growing. Each case's log changes at the first pause between two reads
+// (a cluster run read an empty log once and gave up before this).
+func TestWaitGPUOOMLine_LogWrittenLate(t *testing.T) {
+	const oom = "torch.cuda.OutOfMemoryError: CUDA out of memory."
+	for _, tc := range []struct {
+		name          string
+		before, after string // the log's content before the first pause and after it; "-" for no file
+		want          bool
+	}{
+		{"no file yet", "-", "Traceback\n" + oom + "\n", true},
+		{"empty file yet", "", "Traceback\n" + oom + "\n", true},
+		{"the last line late", "Traceback\n", "Traceback\n" + oom + "\n", true},
+		{"another error", "", "ValueError: bad shape\n", false},
+		{"no log at all", "-", "-", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "train.stderr.0")
+			write := func(content string) {
+				if content != "-" {
+					must.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+				}
+			}
+			write(tc.before)
+			pauses := 0
+			oomLogPause = func(time.Duration) {
+				if pauses++; pauses == 1 {
+					write(tc.after)
+				}
+			}
+			t.Cleanup(func() { oomLogPause = time.Sleep })
+			line, ok := waitGPUOOMLine(dir, "train")
+			must.Eq(t, tc.want, ok)
+			if tc.want {
+				must.Eq(t, oom, line)
+			}
 		})
 	}
 }
