@@ -457,6 +457,7 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		startedAt:    taskState.StartedAt,
 		exitResult:   &drivers.ExitResult{},
 		logger:       logger,
+		events:       newTaskEmitter(d.eventer, taskState.TaskConfig),
 		doneCh:       make(chan struct{}),
 	}
 	if cs := taskState.Checkpoint; cs != nil {
@@ -651,6 +652,7 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		procState:    drivers.TaskStateRunning,
 		startedAt:    time.Now().Round(time.Millisecond),
 		logger:       logger,
+		events:       events,
 		doneCh:       make(chan struct{}),
 	}
 	if ckptState != nil {
@@ -708,6 +710,14 @@ func (d *Driver) handleWait(ctx context.Context, handle *taskHandle, ch chan *dr
 		result = handle.TaskStatus().ExitResult
 	} else {
 		ps, err = handle.exec.Wait(ctx)
+		if err == nil {
+			// run's GPU out-of-memory event goes before the exit.
+			select {
+			case <-handle.doneCh:
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 	switch {
 	case result != nil:

@@ -10,7 +10,8 @@ import (
 )
 
 // Task events are coarse (Nomad keeps the last 10 per task): one per
-// checkpoint saved, failed, restored or fallen back.
+// checkpoint saved, failed, restored or fallen back, and one per exit after
+// the GPU ran out of memory.
 const (
 	annotationGeneration = "generation"
 	annotationBytes      = "bytes"
@@ -26,6 +27,9 @@ const (
 	// annotationTaskDuration is the time from the checkpoint signal to the
 	// task's marker (the task's own share of a checkpoint).
 	annotationTaskDuration = "task_duration"
+	// annotationExitCode is the exit code of a task that ran out of GPU
+	// memory (gpuoom.go).
+	annotationExitCode = "exit_code"
 )
 
 // taskEmitter emits events for one task; with out set it also writes each

@@ -21,6 +21,7 @@ type taskHandle struct {
 	logger       hclog.Logger
 	ckpt         *checkpointer // nil: runs like raw_exec
 	side         *sidecar      // a checkpoint.role = "sidecar" task (no process)
+	events       *taskEmitter  // nil: no events (the GPU out-of-memory event)
 
 	// stateLock syncs access to all fields below
 	stateLock sync.RWMutex
@@ -60,7 +61,9 @@ func (h *taskHandle) IsRunning() bool {
 	return h.procState == drivers.TaskStateRunning
 }
 
-// run waits for the process and records how it ended; doneCh closes then.
+// run waits for the process and records how it ended; doneCh closes then,
+// after the GPU out-of-memory event of a task that ran out (so that it
+// comes before Nomad's "Terminated").
 func (h *taskHandle) run() {
 	defer close(h.doneCh)
 	h.stateLock.Lock()
@@ -70,6 +73,9 @@ func (h *taskHandle) run() {
 	h.stateLock.Unlock()
 
 	ps, err := h.exec.Wait(context.Background())
+	if err == nil {
+		h.noteGPUOutOfMemory(ps.ExitCode, ps.Signal)
+	}
 
 	h.stateLock.Lock()
 	defer h.stateLock.Unlock()

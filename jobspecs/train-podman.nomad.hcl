@@ -62,6 +62,18 @@ variable "kill_timeout" {
   default     = "30s"
 }
 
+variable "user" {
+  description = "The trainer container's user, a name or a numeric ID (\"\": the image's USER). The restore task gives /alloc/checkpoint that owner."
+  type        = string
+  default     = ""
+}
+
+variable "volumes" {
+  description = "More volumes of the trainer container (none at /alloc/checkpoint: the restore task refuses it)."
+  type        = list(string)
+  default     = []
+}
+
 variable "checkpoint_interval" {
   description = "Period of the sidecar's checkpoints (\"0\": on demand only)."
   type        = string
@@ -108,12 +120,14 @@ job "train-podman" {
 
     task "trainer" {
       driver       = "podman"
+      user         = var.user
       kill_signal  = "SIGTERM"
       kill_timeout = var.kill_timeout
 
       config {
         image        = var.image
         network_mode = "none"
+        volumes      = var.volumes
         args = concat(["trainer", "-steps", "${var.steps}", "-step-delay", var.step_delay, "-log-every", "1000", "-hold",
         "-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"], var.extra_args)
       }

@@ -17,10 +17,9 @@ import (
 	"github.com/caravan-nomad/caravan/e2e/harness"
 )
 
-const nonRootJob = "e2e/containers/testdata/trainer-nonroot.nomad.hcl"
-
-// TestContainers_NonRootSuspendResume: the trainer container running as a
-// non-root user, by a numeric task `user` (65534, the FROM scratch image
+// TestContainers_NonRootSuspendResume: the trainer container of the
+// shipped jobspec (trainJob, variable user) running as a non-root user, by
+// a numeric task `user` (65534, the FROM scratch image
 // without /etc/passwd: gid 0) and by its image's USER (a name, resolved
 // in the image's own /etc/passwd: 4242:4343), under dockerd (client1) and
 // podman (client2). The restore task gives /alloc/checkpoint that owner,
@@ -46,7 +45,7 @@ func TestContainers_NonRootSuspendResume(t *testing.T) {
 		for _, v := range variants {
 			t.Run(d.Name+"/"+v.name, func(t *testing.T) {
 				c.RequireRuntime(t, d.Client, d.Name)
-				jobID := c.RunJob(t, nonRootJob, "job_name=e2e-nonroot-"+d.Name+"-"+strings.ToLower(v.name),
+				jobID := c.RunJob(t, trainJob, "job_name=e2e-nonroot-"+d.Name+"-"+strings.ToLower(v.name),
 					"node="+d.Client, "image="+v.image, "user="+v.user, "steps="+strconv.Itoa(ckptSteps))
 				a1 := liveAlloc(t, c, jobID, nil)
 				c.WaitDriverEvent(t, a1, "restore", "No checkpoint under")
@@ -92,8 +91,9 @@ func TestContainers_NonRootSuspendResume(t *testing.T) {
 }
 
 // TestContainers_MountOverCheckpointDir: a container task with a volume
-// mounted over /alloc/checkpoint would save into the volume, which the
-// commit never sees ("No new checkpoint", then step 0 on the next start).
+// mounted over /alloc/checkpoint (the shipped jobspec's variable volumes)
+// would save into the volume, which the commit never sees ("No new
+// checkpoint", then step 0 on the next start).
 // The restore task refuses it before the container starts, naming the
 // volume, under dockerd and podman.
 func TestContainers_MountOverCheckpointDir(t *testing.T) {
@@ -103,7 +103,7 @@ func TestContainers_MountOverCheckpointDir(t *testing.T) {
 	for _, d := range harness.ContainerRuntimes {
 		t.Run(d.Name, func(t *testing.T) {
 			c.RequireRuntime(t, d.Client, d.Name)
-			jobID := c.RunJob(t, nonRootJob, "job_name=e2e-ckpt-mount-"+d.Name, "node="+d.Client,
+			jobID := c.RunJob(t, trainJob, "job_name=e2e-ckpt-mount-"+d.Name, "node="+d.Client,
 				"image=localhost/caravan-trainer:local", `volumes=["`+volume+`"]`)
 			var alloc string
 			c.WaitAllocs(t, jobID, 3*time.Minute, func(as []*nomadapi.AllocationListStub) bool {

@@ -22,8 +22,9 @@ const (
 	// hook failure, a kill nobody asked for): re-running may succeed.
 	Infrastructure Class = "infrastructure"
 	// GPUOutOfMemory failures are the job's GPU running out of memory, as
-	// its own progress report said just before it exited (MarkGPUOutOfMemory):
-	// a failure class of its own, since more GPU shares cure it.
+	// its own progress report said just before it exited (MarkGPUOutOfMemory)
+	// or the caravan driver's event says (driverSawGPUOOM): a failure class
+	// of its own, since more GPU shares cure it.
 	GPUOutOfMemory Class = "gpu-out-of-memory"
 )
 
@@ -105,8 +106,15 @@ func Classify(allocs []*nomadapi.AllocationListStub) Report {
 				continue
 			}
 			killing := false
+			var gpuOOM *nomadapi.TaskEvent // the driver's event of this run
+			exit := -1                     // this run's exit failure in r.Failures
 			for _, ev := range ts.Events {
 				if ev == nil {
+					continue
+				}
+				if driverSawGPUOOM(ev) {
+					gpuOOM = ev
+					r.markDriverGPUOOM(exit, gpuOOM)
 					continue
 				}
 				f, ok := classifyEvent(ev, killing)
@@ -114,13 +122,17 @@ func Classify(allocs []*nomadapi.AllocationListStub) Report {
 				case nomadapi.TaskKilling, nomadapi.TaskSignaling, nomadapi.TaskRestartSignal:
 					killing = true
 				case nomadapi.TaskStarted:
-					killing = false
+					killing, gpuOOM, exit = false, nil, -1
 				}
 				if !ok {
 					continue
 				}
 				f.AllocationID, f.Task, f.Time = a.ID, name, ev.Time
 				r.add(f)
+				if ev.Type == nomadapi.TaskTerminated {
+					exit = len(r.Failures) - 1
+					r.markDriverGPUOOM(exit, gpuOOM)
+				}
 			}
 		}
 	}
@@ -171,6 +183,29 @@ func (r *Report) MarkGPUOutOfMemory(oomReports map[string][]int64) {
 			}
 		}
 	}
+}
+
+// driverSawGPUOOM reports whether ev is the caravan driver's "GPU out of
+// memory" event: a Driver event whose details (the driver's annotations)
+// say gpu_out_of_memory = "true". The driver emits it when a task exits
+// non-zero with a CUDA out-of-memory error in its stderr, before the exit.
+func driverSawGPUOOM(ev *nomadapi.TaskEvent) bool {
+	oom, _ := strconv.ParseBool(ev.Details["gpu_out_of_memory"])
+	return ev.Type == nomadapi.TaskDriverMessage && oom
+}
+
+// markDriverGPUOOM reclassifies failure i (a run's exit; -1: none yet) as
+// GPUOutOfMemory when the driver saw that run run out of GPU memory (ev
+// non-nil) and the exit was a user failure.
+func (r *Report) markDriverGPUOOM(i int, ev *nomadapi.TaskEvent) {
+	if i < 0 || ev == nil || r.Failures[i].Class != User {
+		return
+	}
+	f := &r.Failures[i]
+	r.count(User, -1)
+	f.Class = GPUOutOfMemory
+	f.Reason = "out of GPU memory (the caravan driver read it in the task's stderr): " + f.Reason
+	r.count(GPUOutOfMemory, 1)
 }
 
 // GPUOutOfMemoryAsUser counts the GPU out-of-memory failures as user

@@ -16,6 +16,8 @@ func ev(typ string, code, signal int, details map[string]string) *nomadapi.TaskE
 	return &nomadapi.TaskEvent{Type: typ, ExitCode: code, Signal: signal, Details: details}
 }
 
+var driverOOM = ev(nomadapi.TaskDriverMessage, 0, 0, map[string]string{"gpu_out_of_memory": "true", "exit_code": "1"})
+
 func TestClassify(t *testing.T) {
 	started := ev(nomadapi.TaskStarted, 0, 0, nil)
 	cases := []struct {
@@ -34,6 +36,7 @@ func TestClassify(t *testing.T) {
 		{"driver failure", alloc("failed", ev(nomadapi.TaskDriverFailure, 0, 0, nil)), 0, 1},
 		{"bad config", alloc("failed", ev(nomadapi.TaskFailedValidation, 0, 0, nil)), 1, 0},
 		{"node lost", alloc("lost", started), 0, 1},
+		{"GPU OOM seen by the driver is not a user error", alloc("running", started, driverOOM, ev(nomadapi.TaskTerminated, 1, 0, nil)), 0, 0},
 		{"restarts count", alloc("running", started, ev(nomadapi.TaskTerminated, 1, 0, nil), ev(nomadapi.TaskRestarting, 0, 0, nil),
 			started, ev(nomadapi.TaskTerminated, 2, 0, nil)), 2, 0},
 	}
@@ -86,6 +89,43 @@ func TestMarkGPUOutOfMemory(t *testing.T) {
 			r.GPUOutOfMemoryAsUser()
 			must.Eq(t, 3, r.User)
 			must.Eq(t, 0, r.GPUOutOfMemory)
+		})
+	}
+}
+
+// The caravan driver's "GPU out of memory" event (a Driver event annotated
+// gpu_out_of_memory = "true") makes its run's exit a GPUOutOfMemory failure,
+// whichever of the two Nomad lists first; other runs' exits, other driver
+// events and exits not counted as user errors keep their class.
+func TestClassify_DriverGPUOutOfMemoryEvent(t *testing.T) {
+	started := ev(nomadapi.TaskStarted, 0, 0, nil)
+	exit1 := ev(nomadapi.TaskTerminated, 1, 0, nil)
+	other := ev(nomadapi.TaskDriverMessage, 0, 0, map[string]string{"reason": "stop"})
+	for _, tc := range []struct {
+		name      string
+		events    []*nomadapi.TaskEvent
+		user, oom int
+		infra     int
+	}{
+		{"event, then exit", []*nomadapi.TaskEvent{started, driverOOM, exit1}, 0, 1, 0},
+		{"exit, then event", []*nomadapi.TaskEvent{started, exit1, driverOOM}, 0, 1, 0},
+		{"only the run it follows", []*nomadapi.TaskEvent{started, exit1, ev(nomadapi.TaskRestarting, 0, 0, nil),
+			started, driverOOM, ev(nomadapi.TaskTerminated, 2, 0, nil)}, 1, 1, 0},
+		{"not carried into the next run", []*nomadapi.TaskEvent{started, driverOOM, ev(nomadapi.TaskRestarting, 0, 0, nil),
+			started, exit1}, 1, 0, 0},
+		{"another driver event", []*nomadapi.TaskEvent{started, other, exit1}, 1, 0, 0},
+		{"tempfail stays infrastructure", []*nomadapi.TaskEvent{started, driverOOM, ev(nomadapi.TaskTerminated, ExitTempFail, 0, nil)}, 0, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Classify([]*nomadapi.AllocationListStub{alloc("running", tc.events...)})
+			must.Eq(t, tc.user, r.User)
+			must.Eq(t, tc.oom, r.GPUOutOfMemory)
+			must.Eq(t, tc.infra, r.Infrastructure)
+			if tc.oom > 0 {
+				f, ok := r.Last(GPUOutOfMemory)
+				must.True(t, ok)
+				must.StrContains(t, f.Reason, "out of GPU memory (the caravan driver read it in the task's stderr)")
+			}
 		})
 	}
 }

@@ -28,7 +28,8 @@ type Router struct {
 	Online *OnlineChecker
 	// JWKSURL is probed (GET) to learn whether the agent publishes a JWKS:
 	// 200 means it does, anything else that it does not (a Nomad 1.6
-	// agent answers 404). The answer is kept for ProbeEvery.
+	// agent answers 404). The answer is kept for ProbeEvery; a stale
+	// answer is still given while the next probe runs in the background.
 	JWKSURL    string
 	HTTP       *http.Client
 	Clock      clock.Clock
@@ -36,8 +37,9 @@ type Router struct {
 	Logger     hclog.Logger
 
 	mu      sync.Mutex
-	probeAt time.Time
-	offered bool
+	probeAt time.Time     // start of the probe that answered last
+	offered bool          // its answer
+	probing chan struct{} // non-nil while a probe runs; closed when it ends
 }
 
 // Verify implements TokenVerifier.
@@ -58,22 +60,63 @@ func (r *Router) namesPlanner(token string) bool {
 	return err == nil && hasAudience(c.Audience, r.JWKS.Audience)
 }
 
+// jwksOffered reports whether the agent publishes a JWKS. The probe runs
+// outside the lock, one at a time: once a probe has answered, callers get
+// that answer at once, and a stale answer starts the next probe in the
+// background; only the callers before the first answer wait for it (or for
+// ctx, then the token is checked online).
 func (r *Router) jwksOffered(ctx context.Context) bool {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.Clock.Now()
-	if !r.probeAt.IsZero() && now.Sub(r.probeAt) < r.ProbeEvery {
+	answered := !r.probeAt.IsZero()
+	if answered && now.Sub(r.probeAt) < r.ProbeEvery {
+		defer r.mu.Unlock()
 		return r.offered
 	}
-	offered, err := r.probe(ctx)
-	if err != nil {
-		r.Logger.Warn("cannot tell whether Nomad publishes a JWKS; checking tokens online", "url", r.JWKSURL, "error", err)
+	done := r.probing
+	if done == nil {
+		done = r.startProbe(now)
 	}
-	if r.probeAt.IsZero() || offered != r.offered {
-		r.Logger.Info("probed Nomad's JWKS", "url", r.JWKSURL, "offered", offered)
+	offered := r.offered
+	r.mu.Unlock()
+	if answered {
+		return offered // the last answer stands until the next one
 	}
-	r.probeAt, r.offered = now, offered
-	return offered
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.offered
+}
+
+// probeTimeout bounds one probe (it does not end when the caller that
+// started it gives up: others may be waiting for it).
+const probeTimeout = 10 * time.Second
+
+// startProbe probes the JWKS URL in the background and returns a channel
+// closed when the answer is kept; r.mu is held.
+func (r *Router) startProbe(now time.Time) chan struct{} {
+	done := make(chan struct{})
+	r.probing = done
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		offered, err := r.probe(ctx)
+		if err != nil {
+			r.Logger.Warn("cannot tell whether Nomad publishes a JWKS; checking tokens online", "url", r.JWKSURL, "error", err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.probeAt.IsZero() || offered != r.offered {
+			r.Logger.Info("probed Nomad's JWKS", "url", r.JWKSURL, "offered", offered)
+		}
+		r.probeAt, r.offered, r.probing = now, offered, nil
+	}()
+	return done
 }
 
 func (r *Router) probe(ctx context.Context) (bool, error) {
