@@ -89,6 +89,12 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 				if a.Resize.oomAt.After(mm.size.oomSeen) {
 					mm.size.oomSeen = a.Resize.oomAt
 				}
+				if a.Resize.oomAlloc != "" {
+					if mm.size.oomAnswered == nil {
+						mm.size.oomAnswered = map[string]bool{}
+					}
+					mm.size.oomAnswered[a.Resize.oomAlloc] = true
+				}
 			}
 			if a.To == 0 {
 				mm.waitingSince, mm.lastResume = r.Time, time.Time{}

@@ -37,8 +37,9 @@ type Resize struct {
 	Status string `json:"status"`
 	Reason string `json:"reason"`
 
-	device string    // the worker task's device request, by its jobspec name
-	oomAt  time.Time // the out-of-memory report a regrowth answers
+	device   string    // the worker task's device request, by its jobspec name
+	oomAt    time.Time // the out-of-memory report a regrowth answers
+	oomAlloc string    // and its allocation
 	// key identifies a refusal or wait, so that its event is written once.
 	key string
 	// meta are the measured numbers the scaling event carries.
@@ -63,7 +64,7 @@ func (b *roundBuilder) sizing(j *source.Job, mm *memory, v *JobView, running int
 		}
 	}
 	bounds := rightsize.Bounds{SharesPerGPU: b.gpus.perGPU, Min: j.Spec.MinGPUShares, Max: j.Spec.MaxGPUShares}
-	if oom, ok := newestOOM(recs, sz.since); ok && oom.Time.After(sz.oomSeen) && shares > 0 && v.Workers > 0 {
+	if oom, ok := newestOOM(recs, rep, sz.since, sz.oomSeen, sz.oomAnswered); ok && shares > 0 && v.Workers > 0 {
 		sz.oomShares = max(sz.oomShares, shares)
 		g := rightsize.Regrow(shares, oom.GPUMemoryPeakBytes, b.gpus.memoryPerShareMiB<<20, bounds)
 		rz := &Resize{Cause: CauseGPUOOM, From: shares, To: g.To, Reason: g.Reason,
@@ -75,7 +76,7 @@ func (b *roundBuilder) sizing(j *source.Job, mm *memory, v *JobView, running int
 			rep.GPUOutOfMemoryAsUser()
 			return b.refuse(v, rz, "bound")
 		}
-		rz.oomAt = oom.Time
+		rz.oomAt, rz.oomAlloc = oom.Time, oom.AllocationID
 		return b.resizable(j, v, rz)
 	}
 	rec := v.Rightsize
@@ -130,18 +131,34 @@ func (b *roundBuilder) mode(j *source.Job) string {
 	return j.Spec.Rightsize
 }
 
-// newestOOM is the newest report since since that says its worker ran out
-// of GPU memory.
-func newestOOM(recs []ingest.Record, since time.Time) (ingest.Record, bool) {
+// newestOOM is the newest sign after seen (and not before since), from an
+// allocation not yet answered, that a worker ran out of GPU memory: a
+// report that says so (with its peak), else the caravan driver's event on
+// a worker's exit, which rep counts as a GPUOutOfMemory failure (it carries
+// no peak, so the regrowth doubles).
+func newestOOM(recs []ingest.Record, rep *failures.Report, since, seen time.Time, answered map[string]bool) (ingest.Record, bool) {
 	for i := len(recs) - 1; i >= 0; i-- {
-		if recs[i].Time.Before(since) {
+		r := recs[i]
+		if r.Time.Before(since) || !r.Time.After(seen) {
 			break
 		}
-		if recs[i].GPUOutOfMemory {
-			return recs[i], true
+		if r.GPUOutOfMemory && !answered[r.AllocationID] {
+			return r, true
 		}
 	}
-	return ingest.Record{}, false
+	var out ingest.Record
+	found := false
+	for _, f := range rep.Failures {
+		t := time.Unix(0, f.Time)
+		if f.Class != failures.GPUOutOfMemory || answered[f.AllocationID] || t.Before(since) || !t.After(seen) {
+			continue
+		}
+		if !found || t.After(out.Time) {
+			out, found = ingest.Record{Time: t, AllocationID: f.AllocationID}, true
+			out.GPUOutOfMemory = true
+		}
+	}
+	return out, found
 }
 
 // oomReports are the times (Unix nanoseconds) of out-of-memory reports, by

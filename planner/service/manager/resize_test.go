@@ -302,3 +302,39 @@ func TestManager_ResizeAndWorkersInOneRound(t *testing.T) {
 	// Without the resize the GPU had no room for a second worker.
 	must.Eq(t, 1000*a.To/4, r.Plan.UsedGPUMilli)
 }
+
+// TestManager_RegrowsAfterDriverSawGPUOutOfMemory: a worker that exits out
+// of GPU memory without a progress report (the caravan driver read torch's
+// error in its stderr and said so in an event) is regrown like one that
+// reported it, once for that exit: the round after the resize, which still
+// sees the old allocation's failure, does not grow the job again.
+func TestManager_RegrowsAfterDriverSawGPUOutOfMemory(t *testing.T) {
+	h := newHarness(t, defaultSettings(), 0)
+	gpuNodes(h, 1)
+	h.nomad.PutJob(gpuJob("a", 1, 1, map[string]string{"caravan_max_workers": "1", "caravan_max_user_failures": "0"}))
+	now := h.clk.Now().UnixNano()
+	events := []*nomadapi.TaskEvent{
+		{Type: nomadapi.TaskStarted, Time: now - 3},
+		{Type: nomadapi.TaskDriverMessage, Time: now - 2, DriverMessage: "GPU out of memory: the task exited with code 1",
+			Details: map[string]string{"gpu_out_of_memory": "true", "exit_code": "1"}},
+		{Type: nomadapi.TaskTerminated, ExitCode: 1, Time: now - 1},
+	}
+	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{{ID: "a-1", Namespace: "default", JobID: "a", TaskGroup: "worker",
+		NodeID: "a", ClientStatus: "running", DesiredStatus: "run",
+		TaskStates: map[string]*nomadapi.TaskState{"train": {Events: events}}}})
+	r := h.round()
+	v := findJob(t, r, "a")
+	must.Eq(t, 1, v.Failures.GPUOutOfMemory, must.Sprintf("%+v", v.Failures))
+	must.Eq(t, 0, v.Failures.User)
+	must.SliceLen(t, 1, r.Actions)
+	must.Eq(t, KindResize, r.Actions[0].Kind, must.Sprint(r.Actions[0].Reason))
+	must.Eq(t, CauseGPUOOM, r.Actions[0].Resize.Cause)
+	must.Eq(t, uint64(2), deviceCount(t, h, "a"))
+
+	r = h.round() // sees the new size; the old failure is answered
+	r = h.round()
+	for _, a := range r.Actions {
+		must.NotEq(t, KindResize, a.Kind, must.Sprintf("resized twice for one failure: %s", a.Reason))
+	}
+	must.Eq(t, uint64(2), deviceCount(t, h, "a"))
+}

@@ -31,6 +31,10 @@ type sizeMemory struct {
 	// oomSeen is the time of the newest out-of-memory report a regrowth
 	// was decided on: each report is acted on once.
 	oomSeen time.Time
+	// oomAnswered are the allocations whose running out of memory a
+	// regrowth answered: their report and their exit (the driver's event)
+	// are one failure, acted on once.
+	oomAnswered map[string]bool
 	// announced are the refusals and waits whose events were written.
 	announced map[string]bool
 }
