@@ -145,8 +145,12 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		for k, v := range env {
 			res.Envs[k] = v
 		}
+		// Mounted at the same path, as the MPS directories are, and not
+		// read-only: the caravan driver has no filesystem isolation and
+		// refuses a read-only mount its task would see writable, which
+		// failed every caravan task on a simulated GPU.
 		for _, d := range dirs {
-			res.Mounts = append(res.Mounts, &device.Mount{TaskPath: d, HostPath: d, ReadOnly: true})
+			res.Mounts = append(res.Mounts, &device.Mount{TaskPath: d, HostPath: d})
 		}
 	}
 	p.reservations.add(token, sorted, p.now())

@@ -210,5 +210,5 @@ func TestReserve_SimulatedStateDir(t *testing.T) {
 	res, err := p.Reserve([]string{groups[0].Devices[0].ID})
 	must.NoError(t, err)
 	must.Eq(t, dir, res.Envs["CARAVAN_SIMULATED_GPU_STATE_DIR"])
-	must.Eq(t, []*device.Mount{{TaskPath: dir, HostPath: dir, ReadOnly: true}}, res.Mounts)
+	must.Eq(t, []*device.Mount{{TaskPath: dir, HostPath: dir}}, res.Mounts)
 }
