@@ -3,6 +3,8 @@ package manager
 import (
 	"strings"
 
+	nomadapi "github.com/hashicorp/nomad/api"
+
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 )
@@ -63,10 +65,10 @@ func deviceMatches(request, configured string) bool {
 	return true
 }
 
-// workerShares is the GPU shares one worker of the job asks for: its worker
-// group's device requests, else the caravan_gpu_shares meta.
-func workerShares(j *source.Job, s Settings) int {
-	shares := 0
+// workerGPURequests are the worker group's device requests for the
+// planner's GPU device, in task order.
+func workerGPURequests(j *source.Job, s Settings) []*nomadapi.RequestedDevice {
+	var out []*nomadapi.RequestedDevice
 	for _, tg := range j.Job.TaskGroups {
 		if tg.Name == nil || *tg.Name != j.Spec.WorkerGroup {
 			continue
@@ -76,13 +78,22 @@ func workerShares(j *source.Job, s Settings) int {
 				continue
 			}
 			for _, d := range t.Resources.Devices {
-				if d == nil || d.Count == nil {
-					continue
-				}
-				if deviceMatches(d.Name, s.Device) {
-					shares += int(*d.Count)
+				if d != nil && deviceMatches(d.Name, s.Device) {
+					out = append(out, d)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// workerShares is the GPU shares one worker of the job asks for: its worker
+// group's device requests, else the caravan_gpu_shares meta.
+func workerShares(j *source.Job, s Settings) int {
+	shares := 0
+	for _, d := range workerGPURequests(j, s) {
+		if d.Count != nil {
+			shares += int(*d.Count)
 		}
 	}
 	if shares == 0 {

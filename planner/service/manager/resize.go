@@ -179,22 +179,10 @@ func oomReports(recs []ingest.Record) map[string][]int64 {
 // workerDevice is the name, as the jobspec writes it, of the one GPU device
 // request of the worker group's tasks; why says why there is none.
 func workerDevice(j *source.Job, s Settings) (name, why string) {
-	n := 0
-	for _, tg := range j.Job.TaskGroups {
-		if tg.Name == nil || *tg.Name != j.Spec.WorkerGroup {
-			continue
-		}
-		for _, t := range tg.Tasks {
-			if t.Resources == nil {
-				continue
-			}
-			for _, d := range t.Resources.Devices {
-				if d != nil && deviceMatches(d.Name, s.Device) {
-					name = d.Name
-					n++
-				}
-			}
-		}
+	reqs := workerGPURequests(j, s)
+	n := len(reqs)
+	if n == 1 {
+		name = reqs[0].Name
 	}
 	switch {
 	case n == 0:
