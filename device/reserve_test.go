@@ -192,8 +192,8 @@ func TestReserve_MPS(t *testing.T) {
 }
 
 // TestReserve_SimulatedStateDir: a task on simulated GPUs with a state_dir
-// gets the directory's path and a read-only mount of it, to read its GPU's
-// occupancy file; NVML tasks get neither (TestReserve_MPS).
+// gets the directory's path and a mount of it at the same path, to read its
+// GPU's occupancy file; NVML tasks get neither (TestReserve_MPS).
 func TestReserve_SimulatedStateDir(t *testing.T) {
 	dir := t.TempDir()
 	p := newTestPlugin(t, `config {

@@ -14,6 +14,7 @@ import (
 // keepOccupancy rewrites StateDir's occupancy files every scanTTL until
 // the client closes.
 func (c *Client) keepOccupancy() {
+	defer close(c.occupancyDone)
 	tick := time.NewTicker(scanTTL)
 	defer tick.Stop()
 	for {

@@ -161,6 +161,9 @@ type Client struct {
 	scanned  time.Time
 	tasks    []taskProcess
 	closedCh chan struct{}
+	// occupancyDone closes when the occupancy loop has returned (at once
+	// when there is none), so Close leaves no write behind it.
+	occupancyDone chan struct{}
 	// warned holds the invalid claims already logged, so each is logged
 	// once, not on every scan.
 	warned map[string]bool
@@ -196,9 +199,12 @@ func New(cfg Config) *Client {
 		by[g.UUID] = i
 	}
 	c := &Client{cfg: cfg, gpus: gpus, byUUID: by, started: time.Now(), now: time.Now,
-		closedCh: make(chan struct{}), warned: map[string]bool{}, occupied: map[string]string{}}
+		closedCh: make(chan struct{}), occupancyDone: make(chan struct{}),
+		warned: map[string]bool{}, occupied: map[string]string{}}
 	if cfg.StateDir != "" {
 		go c.keepOccupancy()
+	} else {
+		close(c.occupancyDone)
 	}
 	return c
 }
@@ -217,13 +223,17 @@ func (c *Client) GPUs() ([]nvml.GPU, error) {
 	return append([]nvml.GPU(nil), c.gpus...), nil
 }
 
-// Close ends Xid watching.
+// Close ends Xid watching and the occupancy loop, and returns once that
+// loop has written its last file.
 func (c *Client) Close() error {
+	c.mu.Lock()
 	select {
 	case <-c.closedCh:
 	default:
 		close(c.closedCh)
 	}
+	c.mu.Unlock()
+	<-c.occupancyDone
 	return nil
 }
 
