@@ -298,17 +298,34 @@ func TestDevice_XidHealth(t *testing.T) {
 	groups := shareGroups(t, c, client2.NodeID)
 	must.Len(t, 2, groups)
 	target, other := groups[0].Name, groups[1].Name
+	faultThenRecover(t, c, client2.NodeID, faultFile{
+		path:  filepath.Join(c.Dir, "xid-client2"),
+		lines: []string{target + " 13", target + " 79"}, // 13: application error, ignored; 79: fallen off the bus, critical
+		names: []string{"Xid 79"},
+	}, target, other)
+}
 
-	xid := func(line string) {
-		f, err := os.OpenFile(filepath.Join(c.Dir, "xid-client2"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		must.NoError(t, err)
-		_, err = f.WriteString(line + "\n")
-		must.NoError(t, err)
-		must.NoError(t, f.Close())
-	}
+// faultFile is a simulated fault source: lines appended to path, and the
+// words the unhealthy GPU's health description must name.
+type faultFile struct {
+	path  string
+	lines []string
+	names []string
+}
+
+// faultThenRecover appends f's lines, then waits for target's shares to
+// turn unhealthy with a description naming f.names while other stays
+// healthy, and for target to recover after the quiet period.
+func faultThenRecover(t *testing.T, c *harness.C, nodeID string, f faultFile, target, other string) {
+	t.Helper()
+	file, err := os.OpenFile(f.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	must.NoError(t, err)
+	_, err = file.WriteString(strings.Join(f.lines, "\n") + "\n")
+	must.NoError(t, err)
+	must.NoError(t, file.Close())
 	health := func() (map[string]bool, map[string]string) {
 		ok, desc := map[string]bool{}, map[string]string{}
-		for _, g := range shareGroups(t, c, client2.NodeID) {
+		for _, g := range shareGroups(t, c, nodeID) {
 			ok[g.Name] = true
 			for _, inst := range g.Instances {
 				if !inst.Healthy {
@@ -319,16 +336,15 @@ func TestDevice_XidHealth(t *testing.T) {
 		}
 		return ok, desc
 	}
-
-	xid(target + " 13") // application error: ignored
-	xid(target + " 79") // GPU has fallen off the bus: critical
 	harness.Eventually(t, time.Minute, func() error {
 		ok, desc := health()
 		if ok[target] {
 			return fmt.Errorf("%s still healthy", target)
 		}
-		if !strings.Contains(desc[target], "Xid 79") {
-			return fmt.Errorf("health description %q does not name Xid 79", desc[target])
+		for _, name := range f.names {
+			if !strings.Contains(desc[target], name) {
+				return fmt.Errorf("health description %q does not name %q", desc[target], name)
+			}
 		}
 		if !ok[other] {
 			return fmt.Errorf("%s became unhealthy too", other)
@@ -391,42 +407,9 @@ func TestDevice_MPSFaultHealth(t *testing.T) {
 	groups := shareGroups(t, c, client2.NodeID)
 	must.Len(t, 2, groups)
 	target, other := groups[1].Name, groups[0].Name
-
-	f, err := os.OpenFile(filepath.Join(c.Dir, "mps-faults-client2"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	must.NoError(t, err)
-	_, err = f.WriteString(target + " client killed mid-kernel\n")
-	must.NoError(t, err)
-	must.NoError(t, f.Close())
-	health := func() (map[string]bool, map[string]string) {
-		ok, desc := map[string]bool{}, map[string]string{}
-		for _, g := range shareGroups(t, c, client2.NodeID) {
-			ok[g.Name] = true
-			for _, inst := range g.Instances {
-				if !inst.Healthy {
-					ok[g.Name] = false
-					desc[g.Name] = inst.HealthDescription
-				}
-			}
-		}
-		return ok, desc
-	}
-	harness.Eventually(t, time.Minute, func() error {
-		ok, desc := health()
-		if ok[target] {
-			return fmt.Errorf("%s still healthy", target)
-		}
-		if !strings.Contains(desc[target], "MPS server fault") || !strings.Contains(desc[target], "client killed mid-kernel") {
-			return fmt.Errorf("health description %q does not name the MPS fault", desc[target])
-		}
-		if !ok[other] {
-			return fmt.Errorf("%s became unhealthy too", other)
-		}
-		return nil
-	})
-	harness.Eventually(t, 2*time.Minute, func() error {
-		if ok, desc := health(); !ok[target] {
-			return fmt.Errorf("%s not recovered: %s", target, desc[target])
-		}
-		return nil
-	})
+	faultThenRecover(t, c, client2.NodeID, faultFile{
+		path:  filepath.Join(c.Dir, "mps-faults-client2"),
+		lines: []string{target + " client killed mid-kernel"},
+		names: []string{"MPS server fault", "client killed mid-kernel"},
+	}, target, other)
 }

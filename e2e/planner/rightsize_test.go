@@ -30,17 +30,7 @@ func TestPlanner_RightsizeApplied(t *testing.T) {
 	p := startLeader(t, c, "rightsize")
 	id := runSim(t, c, "sim-rightsize", "count=1", "max_workers=1", "rightsize=apply", "gpu_memory_peak_mib=4096")
 
-	var resize nomadapi.ScalingEvent
-	harness.Eventually(t, 4*time.Minute, func() error {
-		for _, ev := range events(t, c, id) {
-			if action(ev) == "resize" {
-				resize = ev
-				return nil
-			}
-		}
-		jobs, err := p.jobs()
-		return fmt.Errorf("no resize event yet (job %+v, err %v)", jobs[id], err)
-	})
+	resize := waitResize(t, c, p, id, 4*time.Minute)
 	// The step the old worker had reached when the planner resized it.
 	before := stateStep(t, c, id)
 	must.Eq[any](t, float64(4), resize.Meta["caravan_gpu_shares_from"])
@@ -50,21 +40,8 @@ func TestPlanner_RightsizeApplied(t *testing.T) {
 	must.Eq(t, int64(1), eventCount(resize))
 	must.StrContains(t, resize.Message, "GPU shares per worker 4 -> 1 (right-sizing")
 
-	job, _, err := c.Nomad.Jobs().Info(id, nil)
-	must.NoError(t, err)
-	must.Eq(t, uint64(1), *job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count)
-
 	// The new version's worker runs, at 1 share, from the step reached.
-	var worker *nomadapi.AllocationListStub
-	c.WaitAllocs(t, id, 2*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
-		for _, a := range as {
-			if a.JobVersion == *job.Version && a.ClientStatus == "running" {
-				worker = a
-				return true
-			}
-		}
-		return false
-	})
+	worker := resizedWorker(t, c, id, 1)
 	first := regexp.MustCompile(`step=(\d+) `)
 	harness.Eventually(t, time.Minute, func() error {
 		m := first.FindStringSubmatch(c.Logs(t, worker.ID, "train", "stdout"))
@@ -110,6 +87,43 @@ func TestPlanner_RightsizeApplied(t *testing.T) {
 	must.Eq(t, 1, n)
 }
 
+// waitResize waits for the planner's first "resize" scaling event on id.
+func waitResize(t *testing.T, c *harness.C, p *instance, id string, within time.Duration) nomadapi.ScalingEvent {
+	t.Helper()
+	var resize nomadapi.ScalingEvent
+	harness.Eventually(t, within, func() error {
+		for _, ev := range events(t, c, id) {
+			if action(ev) == "resize" {
+				resize = ev
+				return nil
+			}
+		}
+		jobs, err := p.jobs()
+		return fmt.Errorf("no resize event yet (job %+v, err %v)", jobs[id], err)
+	})
+	return resize
+}
+
+// resizedWorker checks that id's current version asks for shares GPU
+// shares per worker and waits for a running worker of that version.
+func resizedWorker(t *testing.T, c *harness.C, id string, shares uint64) *nomadapi.AllocationListStub {
+	t.Helper()
+	job, _, err := c.Nomad.Jobs().Info(id, nil)
+	must.NoError(t, err)
+	must.Eq(t, shares, *job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count)
+	var worker *nomadapi.AllocationListStub
+	c.WaitAllocs(t, id, 2*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
+		for _, a := range as {
+			if a.JobVersion == *job.Version && a.ClientStatus == "running" {
+				worker = a
+				return true
+			}
+		}
+		return false
+	})
+	return worker
+}
+
 // stateStep is the global step in the simulated job's state file.
 func stateStep(t *testing.T, c *harness.C, id string) int64 {
 	t.Helper()
@@ -130,36 +144,14 @@ func TestPlanner_RegrowsAfterGPUOutOfMemory(t *testing.T) {
 	p := startLeader(t, c, "regrow")
 	id := runSim(t, c, "sim-oom", "shares=1", "count=1", "max_workers=1", "oom_below_shares=2")
 
-	var resize nomadapi.ScalingEvent
-	harness.Eventually(t, 3*time.Minute, func() error {
-		for _, ev := range events(t, c, id) {
-			if action(ev) == "resize" {
-				resize = ev
-				return nil
-			}
-		}
-		jobs, err := p.jobs()
-		return fmt.Errorf("no resize event yet (job %+v, err %v)", jobs[id], err)
-	})
+	resize := waitResize(t, c, p, id, 3*time.Minute)
 	before := stateStep(t, c, id)
 	must.Eq[any](t, "gpu-out-of-memory", resize.Meta["caravan_resize_cause"])
 	must.Eq[any](t, float64(1), resize.Meta["caravan_gpu_shares_from"])
 	must.Eq[any](t, float64(2), resize.Meta["caravan_gpu_shares"])
 	must.StrContains(t, resize.Message, "GPU shares per worker 1 -> 2 (regrowth after running out of GPU memory")
 
-	job, _, err := c.Nomad.Jobs().Info(id, nil)
-	must.NoError(t, err)
-	must.Eq(t, uint64(2), *job.TaskGroups[0].Tasks[0].Resources.Devices[0].Count)
-	var worker *nomadapi.AllocationListStub
-	c.WaitAllocs(t, id, 2*time.Minute, func(as []*nomadapi.AllocationListStub) bool {
-		for _, a := range as {
-			if a.JobVersion == *job.Version && a.ClientStatus == "running" {
-				worker = a
-				return true
-			}
-		}
-		return false
-	})
+	worker := resizedWorker(t, c, id, 2)
 	// It keeps running past the point where it failed at 1 share, from
 	// the step reached, and the planner counts no user error.
 	harness.Eventually(t, time.Minute, func() error {
