@@ -160,14 +160,23 @@ func trainingFrom(world int) *regexp.Regexp {
 func (j *nsJob) scaleUpToFirstStep(after uint64, old map[string]bool, workers int) scaleUp {
 	j.t.Helper()
 	var up scaleUp
-	harness.Eventually(j.t, 3*time.Minute, func() error {
+	// Six minutes: on a loaded machine the first worker's container (torch's
+	// import included) can take minutes to report the progress the planner
+	// grows the job on.
+	harness.Eventually(j.t, 6*time.Minute, func() error {
+		var seen []string
 		for _, ev := range j.plannerEvents() {
 			if ev.Time >= after && eventCount(ev) == int64(workers) {
 				up.event = ev
 				return nil
 			}
+			seen = append(seen, fmt.Sprintf("event %q (count %d)", ev.Message, eventCount(ev)))
 		}
-		return fmt.Errorf("%s/%s: no planner scale-up to %d yet", j.ns, j.id, workers)
+		for _, a := range j.allocs() {
+			seen = append(seen, fmt.Sprintf("%s %s (%s/%s): %s", a.TaskGroup, a.ID[:8], a.DesiredStatus, a.ClientStatus,
+				harness.Tail(j.taskLog(a.ID, harness.PyTorchTask), 2)))
+		}
+		return fmt.Errorf("%s/%s: no planner scale-up to %d yet:\n%s", j.ns, j.id, workers, strings.Join(seen, "\n"))
 	})
 	first := trainingFrom(workers)
 	harness.Eventually(j.t, 3*time.Minute, func() error {
