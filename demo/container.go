@@ -155,7 +155,7 @@ func (d *Demo) waitTaskStep(ctx context.Context, allocID, task string, step uint
 func (d *Demo) waitNewAllocOf(ctx context.Context, job, old string) (*nomadapi.AllocationListStub, error) {
 	var found *nomadapi.AllocationListStub
 	err := d.c.Wait(ctx, "the replacement allocation", 3*time.Minute, func() (bool, error) {
-		as, err := d.allocs(ctx, job)
+		as, err := d.c.Allocs(ctx, job)
 		if err != nil {
 			return false, err
 		}

@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	nomadapi "github.com/hashicorp/nomad/api"
-
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/internal/cluster"
 )
@@ -90,14 +88,6 @@ func New(cfg Config, out io.Writer) (*Demo, error) {
 	}
 	d.c = c
 	return d, nil
-}
-
-// allocs returns the allocations of the job registered now under jobID,
-// newest first.
-func (d *Demo) allocs(ctx context.Context, jobID string) ([]*nomadapi.AllocationListStub, error) {
-	as, err := d.c.Allocs(ctx, jobID)
-	cluster.NewestFirst(as)
-	return as, err
 }
 
 // Run runs every part of the scenario in turn and prints the summary.

@@ -75,7 +75,7 @@ func (d *Demo) waitElastic(ctx context.Context, job string, speeds map[int][]flo
 	if out.JCT, err = d.jct(job); err != nil {
 		return out, err
 	}
-	as, err := d.allocs(ctx, job)
+	as, err := d.c.Allocs(ctx, job)
 	if err != nil {
 		return out, err
 	}

@@ -193,7 +193,7 @@ func (d *Demo) workerCounts(jobs []string) (map[string]int, error) {
 
 // waitRunningNow reports whether a group of job has a running allocation.
 func (d *Demo) waitRunningNow(ctx context.Context, job, group string) (bool, error) {
-	as, err := d.allocs(ctx, job)
+	as, err := d.c.Allocs(ctx, job)
 	if err != nil {
 		return false, err
 	}

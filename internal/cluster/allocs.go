@@ -12,8 +12,8 @@ import (
 	"github.com/caravan-nomad/caravan/internal/allocs"
 )
 
-// Allocs lists the allocations of the job registered now under jobID, in
-// Nomad's order: a Nomad v1.6 agent keeps listing a purged job's
+// Allocs lists the allocations of the job registered now under jobID,
+// the newest first (as Nomad's API client sorts them): a Nomad v1.6 agent keeps listing a purged job's
 // allocations under its ID until its garbage collection, so those created
 // before the job's current registration (a job stopped, purged and
 // submitted again under its ID) are left out. With no job registered it
@@ -32,11 +32,6 @@ func (c *Cluster) Allocs(ctx context.Context, jobID string) ([]*nomadapi.Allocat
 		return nil, fmt.Errorf("job %s: %w", jobID, err)
 	}
 	return allocs.Current(job, stubs), nil
-}
-
-// NewestFirst sorts allocations by creation, the newest first.
-func NewestFirst(as []*nomadapi.AllocationListStub) {
-	sort.Slice(as, func(i, j int) bool { return as[i].CreateIndex > as[j].CreateIndex })
 }
 
 // WaitAllocs waits until cond holds of the job's allocations (Allocs) and
@@ -164,9 +159,7 @@ func (c *Cluster) WaitRunning(ctx context.Context, jobID string, n int, timeout 
 	as, err := c.WaitAllocs(ctx, jobID, timeout, func(as []*nomadapi.AllocationListStub) bool {
 		return len(Running(as)) >= n
 	})
-	running := Running(as)
-	NewestFirst(running)
-	return running, err
+	return Running(as), err
 }
 
 // Running are the allocations whose client status is running.

@@ -57,7 +57,6 @@ func (c *Cluster) PlannerAddr(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	NewestFirst(as)
 	for _, a := range as {
 		if a.ClientStatus != nomadapi.AllocClientStatusRunning || a.DesiredStatus != nomadapi.AllocDesiredStatusRun {
 			continue
