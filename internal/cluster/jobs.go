@@ -95,7 +95,7 @@ func (c *Cluster) Stop(ctx context.Context, jobID string, timeout time.Duration)
 		return fmt.Errorf("stopping %s: %w", jobID, err)
 	}
 	if err := c.waitStopped(ctx, jobID, timeout); err != nil {
-		return fmt.Errorf("%s after stopping %s: %w", timeout, jobID, err)
+		return fmt.Errorf("stopping %s: %w", jobID, err)
 	}
 	if _, _, err := c.Nomad.Jobs().Deregister(jobID, true, q); err != nil {
 		return fmt.Errorf("%w %s: %w", ErrPurge, jobID, err)
