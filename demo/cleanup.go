@@ -2,14 +2,8 @@ package demo
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
-	"time"
-
-	nomadapi "github.com/hashicorp/nomad/api"
 )
 
 // demoJobs are the job IDs the demo submits.
@@ -20,7 +14,7 @@ var demoJobs = append([]string{"share-a", "share-b", trainJob, containerJob}, El
 // checkpoints (a new run would resume from them) and the simulated jobs'
 // shared step files. The planner job is left running.
 func (d *Demo) cleanup(ctx context.Context) error {
-	purged, err := d.Purge(ctx, demoJobs...)
+	purged, err := d.c.Purge(ctx, demoJobs...)
 	if err != nil {
 		return err
 	}
@@ -43,36 +37,4 @@ func (d *Demo) cleanup(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Purge stops and purges the jobs that exist of ids (Nomad does not re-run
-// a finished batch job whose spec is unchanged), waits until none of their
-// allocations runs, and returns the IDs it purged.
-func (d *Demo) Purge(ctx context.Context, ids ...string) ([]string, error) {
-	var purged []string
-	for _, id := range ids {
-		if _, _, err := d.nomad.Jobs().Info(id, nil); err != nil {
-			var resp nomadapi.UnexpectedResponseError
-			if errors.As(err, &resp) && resp.StatusCode() == http.StatusNotFound {
-				continue
-			}
-			return purged, err
-		}
-		if _, _, err := d.nomad.Jobs().Deregister(id, true, nil); err != nil {
-			return purged, err
-		}
-		purged = append(purged, id)
-	}
-	for _, id := range purged {
-		err := d.poll(ctx, "the earlier run's "+id+" to stop", 2*time.Minute, func() (bool, error) {
-			as, _, err := d.nomad.Allocations().List(&nomadapi.QueryOptions{
-				Filter: fmt.Sprintf(`JobID == %q and (ClientStatus == "running" or ClientStatus == "pending")`, id),
-			})
-			return err == nil && len(as) == 0, err
-		})
-		if err != nil {
-			return purged, err
-		}
-	}
-	return purged, nil
 }

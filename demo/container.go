@@ -7,6 +7,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/cluster"
 )
 
 // The container job: the reference trainer as the image
@@ -45,11 +47,11 @@ type ContainerResult struct {
 // then trains on beside the other parts (finishContainer reads its end).
 func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	res := ContainerResult{}
-	if err := d.submit(ctx, containerJobspec, containerJob, "job_name="+containerJob, "node="+containerNode,
+	if _, err := d.c.Submit(ctx, containerJobspec, "job_name="+containerJob, "node="+containerNode,
 		"steps="+strconv.Itoa(d.cfg.Steps), "step_delay=5ms"); err != nil {
 		return res, err
 	}
-	first, err := d.waitRunning(ctx, containerJob, 1, 2*time.Minute)
+	first, err := d.c.WaitRunning(ctx, containerJob, 1, 2*time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -59,7 +61,7 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	}
 
 	d.say("suspend: nomad job scale %s %s 0 (SIGTERM: the trainer saves and exits, the poststop task commits)", containerJob, containerGroup)
-	if err := d.scale(containerJob, containerGroup, 0, "caravan demo: suspend the container job"); err != nil {
+	if err := d.scale(ctx, containerJob, containerGroup, 0, "caravan demo: suspend the container job"); err != nil {
 		return res, err
 	}
 	saved, err := d.roleEvent(ctx, first[0].ID, "commit", "Checkpoint saved")
@@ -69,12 +71,12 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	res.Saved = saved.DisplayMessage
 	res.SuspendedAt, _ = strconv.ParseUint(saved.Details["step"], 10, 64)
 	d.say("%s: %s", containerJob, res.Saved)
-	if _, err := d.waitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed); err != nil {
+	if _, err := d.c.WaitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed); err != nil {
 		return res, err
 	}
 
 	d.say("resume: nomad job scale %s %s 1 (the prestart task restores)", containerJob, containerGroup)
-	if err := d.scale(containerJob, containerGroup, 1, "caravan demo: resume the container job"); err != nil {
+	if err := d.scale(ctx, containerJob, containerGroup, 1, "caravan demo: resume the container job"); err != nil {
 		return res, err
 	}
 	next, err := d.waitNewAllocOf(ctx, containerJob, first[0].ID)
@@ -88,8 +90,8 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 	}
 	res.Restored = restored.DisplayMessage
 	d.say("%s: %s", containerJob, res.Restored)
-	err = d.poll(ctx, "the container's resumed line", time.Minute, func() (bool, error) {
-		out, err := d.logs(ctx, next.ID, containerTask)
+	err = d.c.Wait(ctx, "the container's resumed line", time.Minute, func() (bool, error) {
+		out, err := d.c.Logs(ctx, next.ID, containerTask, false)
 		if m := resumedLine.FindStringSubmatch(out); err == nil && m != nil {
 			res.ResumedAt, _ = strconv.ParseUint(m[1], 10, 64)
 			return true, nil
@@ -108,8 +110,8 @@ func (d *Demo) container(ctx context.Context) (ContainerResult, error) {
 // with an uninterrupted run's bit for bit, and stops the job.
 func (d *Demo) finishContainer(ctx context.Context, res *ContainerResult) error {
 	last := res.Allocs[len(res.Allocs)-1]
-	err := d.poll(ctx, "the container job's final line", 10*time.Minute, func() (bool, error) {
-		out, err := d.logs(ctx, last, containerTask)
+	err := d.c.Wait(ctx, "the container job's final line", 10*time.Minute, func() (bool, error) {
+		out, err := d.c.Logs(ctx, last, containerTask, false)
 		if m := finalLine.FindStringSubmatch(out); err == nil && m != nil {
 			res.FinalStep, _ = strconv.ParseUint(m[1], 10, 64)
 			res.ParamsHash = m[2]
@@ -129,14 +131,14 @@ func (d *Demo) finishContainer(ctx context.Context, res *ContainerResult) error 
 		res.ReferenceHash[:min(16, len(res.ReferenceHash))], res.Identical)
 	// A service job holding after its last step: stop it (not purged, so
 	// the UI keeps its story; its commit task saves the last state).
-	_, err = d.cli(ctx, "job", "stop", "-detach", containerJob)
+	_, err = d.c.CLI(ctx, "job", "stop", "-detach", containerJob)
 	return err
 }
 
 // waitTaskStep waits until a task's trainer reports at least step.
 func (d *Demo) waitTaskStep(ctx context.Context, allocID, task string, step uint64) error {
-	return d.poll(ctx, fmt.Sprintf("the %s to reach step %d", task, step), 3*time.Minute, func() (bool, error) {
-		out, err := d.logs(ctx, allocID, task)
+	return d.c.Wait(ctx, fmt.Sprintf("the %s to reach step %d", task, step), 3*time.Minute, func() (bool, error) {
+		out, err := d.c.Logs(ctx, allocID, task, false)
 		if err != nil {
 			return false, err
 		}
@@ -152,8 +154,8 @@ func (d *Demo) waitTaskStep(ctx context.Context, allocID, task string, step uint
 // waitNewAllocOf waits for a running allocation of job other than old.
 func (d *Demo) waitNewAllocOf(ctx context.Context, job, old string) (*nomadapi.AllocationListStub, error) {
 	var found *nomadapi.AllocationListStub
-	err := d.poll(ctx, "the replacement allocation", 3*time.Minute, func() (bool, error) {
-		as, err := d.allocs(job)
+	err := d.c.Wait(ctx, "the replacement allocation", 3*time.Minute, func() (bool, error) {
+		as, err := d.c.Allocs(ctx, job)
 		if err != nil {
 			return false, err
 		}
@@ -171,12 +173,12 @@ func (d *Demo) waitNewAllocOf(ctx context.Context, job, old string) (*nomadapi.A
 // roleEvent waits for a lifecycle task's driver event starting with prefix.
 func (d *Demo) roleEvent(ctx context.Context, allocID, task, prefix string) (*nomadapi.TaskEvent, error) {
 	var ev *nomadapi.TaskEvent
-	err := d.poll(ctx, fmt.Sprintf("the %s task's %q event", task, prefix), 2*time.Minute, func() (bool, error) {
-		alloc, _, err := d.nomad.Allocations().Info(allocID, nil)
+	err := d.c.Wait(ctx, fmt.Sprintf("the %s task's %q event", task, prefix), 2*time.Minute, func() (bool, error) {
+		alloc, _, err := d.c.Nomad.Allocations().Info(allocID, nil)
 		if err != nil {
 			return false, err
 		}
-		if evs := events(alloc, task, prefix); len(evs) > 0 {
+		if evs := cluster.Events(alloc, task, prefix); len(evs) > 0 {
 			ev = evs[len(evs)-1]
 			return true, nil
 		}

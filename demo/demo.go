@@ -19,10 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	consulapi "github.com/hashicorp/consul/api"
-	nomadapi "github.com/hashicorp/nomad/api"
-
 	"github.com/caravan-nomad/caravan/internal/cli"
+	"github.com/caravan-nomad/caravan/internal/cluster"
 )
 
 // Config says which cluster the demo drives.
@@ -68,32 +66,28 @@ type Result struct {
 
 // Demo runs the scenario against one cluster.
 type Demo struct {
-	cfg    Config
-	out    io.Writer
-	nomad  *nomadapi.Client
-	consul *consulapi.Client
-	start  time.Time
-	// jobs are the demo's jobs, in submission order, for the summary.
-	jobs []string
+	cfg   Config
+	out   io.Writer
+	c     *cluster.Cluster
+	start time.Time
 }
 
 // New connects to the cluster.
 func New(cfg Config, out io.Writer) (*Demo, error) {
-	n, err := nomadapi.NewClient(&nomadapi.Config{Address: cfg.NomadAddr})
-	if err != nil {
-		return nil, fmt.Errorf("nomad client: %w", err)
-	}
-	c, err := consulapi.NewClient(&consulapi.Config{Address: cfg.ConsulAddr})
-	if err != nil {
-		return nil, fmt.Errorf("consul client: %w", err)
-	}
 	if cfg.Steps <= 0 {
 		cfg.Steps = 6000
 	}
 	if cfg.ElasticSteps <= 0 {
 		cfg.ElasticSteps = 2000
 	}
-	return &Demo{cfg: cfg, out: out, nomad: n, consul: c, start: time.Now()}, nil
+	d := &Demo{cfg: cfg, out: out, start: time.Now()}
+	c, err := cluster.Dial(cluster.Config{Root: cfg.Root, NomadBin: cfg.NomadBin, NomadAddr: cfg.NomadAddr,
+		ConsulAddr: cfg.ConsulAddr, CaravanBin: cfg.CaravanBin, Say: d.say})
+	if err != nil {
+		return nil, err
+	}
+	d.c = c
+	return d, nil
 }
 
 // Run runs every part of the scenario in turn and prints the summary.
@@ -138,7 +132,7 @@ func (d *Demo) Run(ctx context.Context) (*Result, error) {
 	if res.Planner.Instance != "" {
 		// The planner's address as Consul has it now, not as it was
 		// when the planner part began.
-		if res.Planner.Instance, err = d.plannerAddr(); err != nil {
+		if res.Planner.Instance, err = d.c.PlannerAddr(ctx); err != nil {
 			d.say("the planner's address: %v", err)
 		}
 	}

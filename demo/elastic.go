@@ -65,8 +65,8 @@ func (d *Demo) finishElastic(ctx context.Context, res *PlannerResult) error {
 // coordinator's logs, adding its reported speeds to speeds.
 func (d *Demo) waitElastic(ctx context.Context, job string, speeds map[int][]float64) (ElasticOutcome, error) {
 	var out ElasticOutcome
-	err := d.poll(ctx, job+" to finish", 8*time.Minute, func() (bool, error) {
-		j, _, err := d.nomad.Jobs().Info(job, nil)
+	err := d.c.Wait(ctx, job+" to finish", 8*time.Minute, func() (bool, error) {
+		j, _, err := d.c.Nomad.Jobs().Info(job, nil)
 		return err == nil && j.Status != nil && *j.Status == "dead", err
 	})
 	if err != nil {
@@ -75,7 +75,7 @@ func (d *Demo) waitElastic(ctx context.Context, job string, speeds map[int][]flo
 	if out.JCT, err = d.jct(job); err != nil {
 		return out, err
 	}
-	as, err := d.allocs(job)
+	as, err := d.c.Allocs(ctx, job)
 	if err != nil {
 		return out, err
 	}
@@ -84,7 +84,7 @@ func (d *Demo) waitElastic(ctx context.Context, job string, speeds map[int][]flo
 		if a.TaskGroup != "ps" {
 			continue
 		}
-		log, err := d.logs(ctx, a.ID, elasticPSTask)
+		log, err := d.c.Logs(ctx, a.ID, elasticPSTask, false)
 		if err != nil {
 			continue // a shard server's allocation may have been collected
 		}
@@ -121,7 +121,7 @@ func (o *ElasticOutcome) addLog(log string, speeds map[int][]float64) {
 // first submission to its last task's end. Not the job's SubmitTime, which
 // every planner scale moves (internal/jobtime).
 func (d *Demo) jct(job string) (time.Duration, error) {
-	rec, err := jobtime.Read(d.nomad, job, nil)
+	rec, err := jobtime.Read(d.c.Nomad, job, nil)
 	if err != nil {
 		return 0, err
 	}

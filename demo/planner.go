@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,8 +10,6 @@ import (
 )
 
 const (
-	plannerJob     = "caravan-planner"
-	plannerService = "caravan-planner"
 	plannerMessage = "caravan planner:"
 
 	elasticSpec   = "jobspecs/train-elastic.nomad.hcl"
@@ -87,7 +84,7 @@ func (d *Demo) planner(ctx context.Context) (PlannerResult, error) {
 		return res, err
 	}
 	d.say("a third job arrived and the planner made room: %s", res.MadeRoom)
-	if res.Instance, err = d.plannerAddr(); err != nil {
+	if res.Instance, err = d.c.PlannerAddr(ctx); err != nil {
 		return res, err
 	}
 	d.say("the planner's web page: http://%s/ui (who holds which GPU share, the fitted curves, why each decision)", res.Instance)
@@ -108,70 +105,21 @@ const StoryPolicy = "optimus"
 // startPlanner submits the planner job and returns its address in Consul.
 func (d *Demo) startPlanner(ctx context.Context) (string, error) {
 	d.say("the planner runs policy %s for this story (the service's default is %s; README.md says why)", StoryPolicy, policy.Best)
-	return d.StartPlanner(ctx, "policy="+StoryPolicy, "count=1", "interval=5s", "cooldown=15s")
-}
-
-// StartPlanner submits jobspecs/planner.nomad.hcl with the cluster's
-// addresses and vars ("policy=goodput", "interval=10s", ...), waits for a
-// healthy planner in Consul and returns its address.
-func (d *Demo) StartPlanner(ctx context.Context, vars ...string) (string, error) {
-	base := []string{"caravan_bin=" + d.cfg.CaravanBin, "nomad_addr=" + d.cfg.NomadAddr, "consul_addr=" + d.cfg.ConsulAddr}
-	if err := d.submit(ctx, "jobspecs/planner.nomad.hcl", plannerJob, append(base, vars...)...); err != nil {
-		return "", err
-	}
-	var addr string
-	err := d.poll(ctx, "a healthy caravan-planner in Consul", 2*time.Minute, func() (bool, error) {
-		var err error
-		addr, err = d.plannerAddr()
-		return err == nil, nil
-	})
-	if err == nil {
-		d.say("Consul: service %s is healthy at http://%s (leader-elected, writes to Nomad)", plannerService, addr)
-	}
-	return addr, err
-}
-
-// errNoPlanner: Consul has no healthy planner instance of a running
-// allocation.
-var errNoPlanner = errors.New("no healthy " + plannerService + " instance of a running " + plannerJob + " allocation in Consul")
-
-// plannerAddr is the Consul address of the planner as it is now: a healthy
-// instance registered by a running allocation of the planner job, never one
-// a stopped allocation (an earlier run's, before the job was re-registered)
-// left behind.
-func (d *Demo) plannerAddr() (string, error) {
-	entries, _, err := d.consul.Health().Service(plannerService, "", true, nil)
-	if err != nil {
-		return "", fmt.Errorf("consul: %w", err)
-	}
-	as, err := d.allocs(plannerJob)
-	if err != nil {
-		return "", err
-	}
-	for _, a := range as {
-		if a.ClientStatus != "running" || a.DesiredStatus != "run" {
-			continue
-		}
-		for _, e := range entries {
-			if strings.Contains(e.Service.ID, a.ID) {
-				return fmt.Sprintf("%s:%d", e.Service.Address, e.Service.Port), nil
-			}
-		}
-	}
-	return "", errNoPlanner
+	return d.c.StartPlanner(ctx, "policy="+StoryPolicy, "count=1", "interval=5s", "cooldown=15s")
 }
 
 func (d *Demo) submitElastic(ctx context.Context, name string) error {
-	return d.submit(ctx, elasticSpec, name, "name="+name, "caravan_bin="+d.cfg.CaravanBin,
+	_, err := d.c.Submit(ctx, elasticSpec, "name="+name, "caravan_bin="+d.cfg.CaravanBin,
 		"workers=1", "ps=1", fmt.Sprintf("shares=%d", elasticShares),
 		fmt.Sprintf("steps=%d", d.cfg.ElasticSteps), "compute_per_sample="+elasticCompute)
+	return err
 }
 
 // waitGrown waits until the planner has given the jobs every idle GPU, and
 // returns, per job, its first decision that added workers.
 func (d *Demo) waitGrown(ctx context.Context, jobs []string) (string, error) {
 	var grew string
-	err := d.poll(ctx, "the planner to give the idle GPUs to "+strings.Join(jobs, " and "), 4*time.Minute, func() (bool, error) {
+	err := d.c.Wait(ctx, "the planner to give the idle GPUs to "+strings.Join(jobs, " and "), 4*time.Minute, func() (bool, error) {
 		counts, err := d.workerCounts(jobs)
 		if err != nil {
 			return false, err
@@ -208,7 +156,7 @@ func (d *Demo) growthPerJob(jobs []string, counts map[string]int) (line string, 
 // the newcomer's worker runs, and returns the decision that shrank it.
 func (d *Demo) waitRoomMade(ctx context.Context, jobs []string, before map[string]int, newcomer string) (string, error) {
 	var made string
-	err := d.poll(ctx, "the planner to make room for "+newcomer, 4*time.Minute, func() (bool, error) {
+	err := d.c.Wait(ctx, "the planner to make room for "+newcomer, 4*time.Minute, func() (bool, error) {
 		counts, err := d.workerCounts(jobs)
 		if err != nil {
 			return false, err
@@ -220,7 +168,7 @@ func (d *Demo) waitRoomMade(ctx context.Context, jobs []string, before map[strin
 		if shrunk && made == "" {
 			made = d.lastDecision(jobs, func(from, to int) bool { return to < from })
 		}
-		running, err := d.waitRunningNow(newcomer, elasticWorker)
+		running, err := d.waitRunningNow(ctx, newcomer, elasticWorker)
 		return shrunk && running, err
 	})
 	return made, err
@@ -230,7 +178,7 @@ func (d *Demo) waitRoomMade(ctx context.Context, jobs []string, before map[strin
 func (d *Demo) workerCounts(jobs []string) (map[string]int, error) {
 	out := map[string]int{}
 	for _, job := range jobs {
-		j, _, err := d.nomad.Jobs().Info(job, nil)
+		j, _, err := d.c.Nomad.Jobs().Info(job, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -244,8 +192,8 @@ func (d *Demo) workerCounts(jobs []string) (map[string]int, error) {
 }
 
 // waitRunningNow reports whether a group of job has a running allocation.
-func (d *Demo) waitRunningNow(job, group string) (bool, error) {
-	as, err := d.allocs(job)
+func (d *Demo) waitRunningNow(ctx context.Context, job, group string) (bool, error) {
+	as, err := d.c.Allocs(ctx, job)
 	if err != nil {
 		return false, err
 	}
@@ -259,7 +207,7 @@ func (d *Demo) waitRunningNow(job, group string) (bool, error) {
 
 // plannerEvents returns the planner's scaling events of a job, oldest first.
 func (d *Demo) plannerEvents(job string) ([]string, error) {
-	st, _, err := d.nomad.Jobs().ScaleStatus(job, nil)
+	st, _, err := d.c.Nomad.Jobs().ScaleStatus(job, nil)
 	if err != nil {
 		return nil, err
 	}

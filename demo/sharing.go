@@ -34,17 +34,17 @@ func (d *Demo) sharing(ctx context.Context) (SharingResult, error) {
 	res := SharingResult{Jobs: map[string]Placement{}}
 	names := []string{"share-a", "share-b"}
 	for _, name := range names {
-		if err := d.submit(ctx, "jobspecs/gpu-fraction.nomad.hcl", name,
+		if _, err := d.c.Submit(ctx, "jobspecs/gpu-fraction.nomad.hcl",
 			"job_name="+name, "shares=2", "node=client1"); err != nil {
 			return res, err
 		}
 	}
 	for _, name := range names {
-		running, err := d.waitRunning(ctx, name, 1, 2*time.Minute)
+		running, err := d.c.WaitRunning(ctx, name, 1, 2*time.Minute)
 		if err != nil {
 			return res, err
 		}
-		alloc, _, err := d.nomad.Allocations().Info(running[0].ID, nil)
+		alloc, _, err := d.c.Nomad.Allocations().Info(running[0].ID, nil)
 		if err != nil {
 			return res, err
 		}
@@ -71,7 +71,7 @@ func (d *Demo) sharing(ctx context.Context) (SharingResult, error) {
 	} else {
 		d.say("share-a and share-b landed on different GPUs")
 	}
-	env, err := d.logs(ctx, res.Jobs["share-a"].AllocID, "worker")
+	env, err := d.c.Logs(ctx, res.Jobs["share-a"].AllocID, "worker", false)
 	if err == nil {
 		for _, line := range strings.Split(env, "\n") {
 			if strings.HasPrefix(line, "CUDA_VISIBLE_DEVICES=") || strings.HasPrefix(line, "CUDA_MPS_") {
@@ -80,7 +80,7 @@ func (d *Demo) sharing(ctx context.Context) (SharingResult, error) {
 		}
 	}
 	for _, name := range names {
-		if _, _, err := d.nomad.Jobs().Deregister(name, true, nil); err != nil {
+		if _, _, err := d.c.Nomad.Jobs().Deregister(name, true, nil); err != nil {
 			return res, err
 		}
 	}

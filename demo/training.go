@@ -8,6 +8,8 @@ import (
 	"time"
 
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/cluster"
 )
 
 const (
@@ -51,11 +53,11 @@ var (
 // group to 0 and resumes it by scaling back to 1.
 func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 	res := TrainingResult{}
-	if err := d.submit(ctx, "jobspecs/train-checkpointed.nomad.hcl", trainJob,
+	if _, err := d.c.Submit(ctx, "jobspecs/train-checkpointed.nomad.hcl",
 		"caravan_bin="+d.cfg.CaravanBin, "steps="+strconv.Itoa(d.cfg.Steps), "step_delay=5ms"); err != nil {
 		return res, err
 	}
-	first, err := d.waitRunning(ctx, trainJob, 1, 2*time.Minute)
+	first, err := d.c.WaitRunning(ctx, trainJob, 1, 2*time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -65,14 +67,14 @@ func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 	}
 
 	d.say("suspend: nomad job scale %s %s 0", trainJob, trainGroup)
-	if err := d.scale(trainJob, trainGroup, 0, "caravan demo: suspend"); err != nil {
+	if err := d.scale(ctx, trainJob, trainGroup, 0, "caravan demo: suspend"); err != nil {
 		return res, err
 	}
-	stopped, err := d.waitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	stopped, err := d.c.WaitAllocStatus(ctx, first[0].ID, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
 	if err != nil {
 		return res, err
 	}
-	saved := events(stopped, trainTask, "Checkpoint saved")
+	saved := cluster.Events(stopped, trainTask, "Checkpoint saved")
 	if len(saved) == 0 {
 		return res, fmt.Errorf("the suspended allocation %s shows no checkpoint event", stopped.ID[:8])
 	}
@@ -81,7 +83,7 @@ func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 	d.say("%s: %s", trainJob, saved[len(saved)-1].DisplayMessage)
 
 	d.say("resume: nomad job scale %s %s 1", trainJob, trainGroup)
-	if err := d.scale(trainJob, trainGroup, 1, "caravan demo: resume"); err != nil {
+	if err := d.scale(ctx, trainJob, trainGroup, 1, "caravan demo: resume"); err != nil {
 		return res, err
 	}
 	alloc, err := d.waitNewAlloc(ctx, first[0].ID)
@@ -105,7 +107,7 @@ func (d *Demo) training(ctx context.Context) (TrainingResult, error) {
 // replacement resume from the checkpoint on the other client.
 func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 	current := res.Allocs[len(res.Allocs)-1]
-	alloc, _, err := d.nomad.Allocations().Info(current, nil)
+	alloc, _, err := d.c.Nomad.Allocations().Info(current, nil)
 	if err != nil {
 		return err
 	}
@@ -114,7 +116,7 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 	}
 	// Stopping an allocation that has finished would start a new one from
 	// the last checkpoint: not a migration.
-	if alloc, _, err = d.nomad.Allocations().Info(current, nil); err != nil {
+	if alloc, _, err = d.c.Nomad.Allocations().Info(current, nil); err != nil {
 		return err
 	}
 	if alloc.ClientStatus != nomadapi.AllocClientStatusRunning {
@@ -122,22 +124,22 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 			"could move it (more -steps give it longer)", current[:8], alloc.ClientStatus)
 	}
 	d.say("nomad node eligibility -disable %s; nomad alloc stop %s  (job %s)", alloc.NodeName, current[:8], trainJob)
-	if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, false, nil); err != nil {
+	if _, err := d.c.Nomad.Nodes().ToggleEligibility(alloc.NodeID, false, nil); err != nil {
 		return err
 	}
 	defer func() {
-		if _, err := d.nomad.Nodes().ToggleEligibility(alloc.NodeID, true, nil); err == nil {
+		if _, err := d.c.Nomad.Nodes().ToggleEligibility(alloc.NodeID, true, nil); err == nil {
 			d.say("nomad node eligibility -enable %s", alloc.NodeName)
 		}
 	}()
-	if _, err := d.cli(ctx, "alloc", "stop", "-detach", current); err != nil {
+	if _, err := d.c.CLI(ctx, "alloc", "stop", "-detach", current); err != nil {
 		return err
 	}
-	stopped, err := d.waitAllocStatus(ctx, current, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	stopped, err := d.c.WaitAllocStatus(ctx, current, 2*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
 	if err != nil {
 		return err
 	}
-	if saved := events(stopped, trainTask, "Checkpoint saved"); len(saved) > 0 {
+	if saved := cluster.Events(stopped, trainTask, "Checkpoint saved"); len(saved) > 0 {
 		res.Saved = append(res.Saved, saved[len(saved)-1].DisplayMessage)
 		d.say("%s: %s", trainJob, saved[len(saved)-1].DisplayMessage)
 	}
@@ -160,7 +162,7 @@ func (d *Demo) migrate(ctx context.Context, res *TrainingResult) error {
 // finishTraining waits for the trainer's last allocation to complete.
 func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 	last := res.Allocs[len(res.Allocs)-1]
-	alloc, err := d.waitAllocStatus(ctx, last, 10*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
+	alloc, err := d.c.WaitAllocStatus(ctx, last, 10*time.Minute, nomadapi.AllocClientStatusComplete, nomadapi.AllocClientStatusFailed)
 	if err != nil {
 		return err
 	}
@@ -170,7 +172,7 @@ func (d *Demo) finishTraining(ctx context.Context, res *TrainingResult) error {
 	if res.JCT, err = d.jct(trainJob); err != nil {
 		return err
 	}
-	out, err := d.logs(ctx, last, trainTask)
+	out, err := d.c.Logs(ctx, last, trainTask, false)
 	if err != nil {
 		return err
 	}
@@ -197,9 +199,8 @@ func (r *TrainingResult) note(allocID, node string) {
 	r.Nodes = append(r.Nodes, node)
 }
 
-func (d *Demo) scale(job, group string, count int, reason string) error {
-	_, _, err := d.nomad.Jobs().Scale(job, group, &count, reason, false, map[string]any{"source": "caravan demo"}, nil)
-	return err
+func (d *Demo) scale(ctx context.Context, job, group string, count int, reason string) error {
+	return d.c.Scale(ctx, job, group, count, reason, map[string]any{"source": "caravan demo"})
 }
 
 // waitStep waits until the allocation's trainer reports at least step.
@@ -217,17 +218,17 @@ func (d *Demo) waitNewAlloc(ctx context.Context, old string) (*nomadapi.Allocati
 func (d *Demo) restored(ctx context.Context, allocID string) (string, uint64, error) {
 	var msg string
 	var step uint64
-	err := d.poll(ctx, "the restore event", time.Minute, func() (bool, error) {
-		alloc, _, err := d.nomad.Allocations().Info(allocID, nil)
+	err := d.c.Wait(ctx, "the restore event", time.Minute, func() (bool, error) {
+		alloc, _, err := d.c.Nomad.Allocations().Info(allocID, nil)
 		if err != nil {
 			return false, err
 		}
-		evs := events(alloc, trainTask, "Checkpoint restored")
+		evs := cluster.Events(alloc, trainTask, "Checkpoint restored")
 		if len(evs) == 0 {
 			return false, nil
 		}
 		msg = evs[len(evs)-1].DisplayMessage
-		out, err := d.logs(ctx, allocID, trainTask)
+		out, err := d.c.Logs(ctx, allocID, trainTask, false)
 		if err != nil {
 			return false, err
 		}

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/planner/simulator/pollux"
 	"github.com/caravan-nomad/caravan/planner/simulator/steps"
 	"github.com/caravan-nomad/caravan/planner/workload"
@@ -83,7 +82,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	wd, _ := os.Getwd()
-	d := &o.cfg.Demo
+	d := &o.cfg.Target
 	fs.StringVar(&d.Root, "root", wd, "repository root (holds jobspecs/)")
 	fs.StringVar(&d.NomadBin, "nomad-bin", filepath.Join(wd, "build", "bin", "nomad"), "Nomad CLI")
 	fs.StringVar(&d.CaravanBin, "caravan-bin", "", "caravan binary as the clients run it (required unless --dry-run)")
@@ -159,7 +158,7 @@ func (o *options) validate() error {
 		return errors.New("--policies: name at least one policy or \"static\"")
 	case c.Nodes < 1 || c.GPUsPerNode < 1 || c.SharesPerGPU < 1 || c.WorkerShares < 1:
 		return errors.New("--clients, --gpus-per-node, --shares-per-gpu, --worker-shares: must be at least 1")
-	case !o.dryRun && o.from == "" && o.cfg.Demo.CaravanBin == "":
+	case !o.dryRun && o.from == "" && o.cfg.Target.CaravanBin == "":
 		return errors.New("--caravan-bin: required (the caravan binary the clients run)")
 	case o.cfg.Interval <= 0 || o.cfg.Poll <= 0 || o.cfg.Timeout <= 0 || o.cfg.Progress <= 0:
 		return errors.New("--interval, --poll, --progress, --timeout: must be positive")
@@ -251,11 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	d, err := demo.New(o.cfg.Demo, stdout)
-	if err == nil {
-		err = Purge(ctx, d, o.cfg.Prefix)
-	}
-	if err != nil {
+	if err := Purge(ctx, o.cfg, stdout); err != nil {
 		return fmt.Errorf("purging the last run: %w", err)
 	}
 	report(stdout, o, res)

@@ -11,8 +11,8 @@ import (
 
 	nomadapi "github.com/hashicorp/nomad/api"
 
-	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/internal/allocs"
+	"github.com/caravan-nomad/caravan/internal/cluster"
 	"github.com/caravan-nomad/caravan/internal/jobtime"
 )
 
@@ -24,7 +24,7 @@ const elasticSpec = "jobspecs/train-elastic.nomad.hcl"
 
 // Config is how the testbed drives the cluster.
 type Config struct {
-	Demo    demo.Config // the cluster, the Nomad CLI and the caravan binary
+	Target  cluster.Config // the cluster, the Nomad CLI and the caravan binary
 	Cluster Cluster
 	// Interval and Cooldown are the planner's (jobspecs/planner.nomad.hcl).
 	Interval, Cooldown time.Duration
@@ -61,7 +61,7 @@ type Run struct {
 // runner runs one policy.
 type runner struct {
 	cfg    Config
-	d      *demo.Demo
+	c      *cluster.Cluster
 	nomad  *nomadapi.Client
 	out    io.Writer
 	policy string
@@ -76,21 +76,21 @@ type runner struct {
 // with the policy (none for Static), submits the workload at its arrival
 // times and reads Nomad until every job has finished.
 func RunPolicy(ctx context.Context, cfg Config, pol string, jobs []Job, out io.Writer) (*Run, error) {
-	d, err := demo.New(cfg.Demo, out)
+	c, err := dial(cfg, out)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, d: d, nomad: d.Nomad(), out: out, policy: pol, jobs: jobs, recs: map[string]*JobRecord{}}
-	if err := Purge(ctx, d, cfg.Prefix); err != nil {
+	r := &runner{cfg: cfg, c: c, nomad: c.Nomad, out: out, policy: pol, jobs: jobs, recs: map[string]*JobRecord{}}
+	if err := purge(ctx, c, cfg.Prefix); err != nil {
 		return nil, fmt.Errorf("purging the previous run: %w", err)
 	}
 	if pol != Static {
-		addr, err := d.StartPlanner(ctx, "policy="+pol, "count=1",
+		addr, err := c.StartPlanner(ctx, "policy="+pol, "count=1",
 			"interval="+cfg.Interval.String(), "cooldown="+cfg.Cooldown.String(), "suspend_quantum="+cfg.Quantum.String())
 		if err != nil {
 			return nil, fmt.Errorf("starting the planner with policy %s: %w", pol, err)
 		}
-		d.Say("planner (policy %s) at http://%s", pol, addr)
+		c.Say("planner (policy %s) at http://%s", pol, addr)
 	}
 	r.start = time.Now()
 	run := &Run{Policy: pol, Start: r.start}
@@ -149,7 +149,7 @@ func (r *runner) submitDue(ctx context.Context) error {
 	for r.submitted < len(r.jobs) && time.Since(r.start) >= r.jobs[r.submitted].Arrival {
 		j := r.jobs[r.submitted]
 		at := time.Now()
-		err := r.d.Submit(ctx, elasticSpec, j.Name, "name="+j.Name, "caravan_bin="+r.cfg.Demo.CaravanBin,
+		_, err := r.c.Submit(ctx, elasticSpec, "name="+j.Name, "caravan_bin="+r.cfg.Target.CaravanBin,
 			"workers="+strconv.Itoa(j.Workers), "ps=1", "shares="+strconv.Itoa(r.cfg.Cluster.WorkerShares),
 			"steps="+strconv.Itoa(j.Steps), "compute_per_sample="+j.ComputePerSample.String(),
 			"checkpoint_interval="+r.cfg.CheckpointInterval, "resize_cost="+r.cfg.ResizeCost.String(),
@@ -302,22 +302,38 @@ func (r *runner) progress() {
 		line.Finished, line.Workers, 100*line.Util)
 }
 
-// Purge stops and purges every job whose ID starts with prefix, and the
-// planner, so each policy run starts on an idle cluster.
-func Purge(ctx context.Context, d *demo.Demo, prefix string) error {
-	stubs, _, err := d.Nomad().Jobs().PrefixList(prefix)
+// dial connects to cfg.Target; progress lines go to out, indented.
+func dial(cfg Config, out io.Writer) (*cluster.Cluster, error) {
+	t := cfg.Target
+	t.Say = func(format string, args ...any) { fmt.Fprintf(out, "    "+format+"\n", args...) }
+	return cluster.Dial(t)
+}
+
+// Purge stops and purges every job whose ID starts with cfg.Prefix, and
+// the planner, so each policy run starts on an idle cluster; what it did
+// is said on out.
+func Purge(ctx context.Context, cfg Config, out io.Writer) error {
+	c, err := dial(cfg, out)
 	if err != nil {
 		return err
 	}
-	ids := []string{demo.PlannerJob}
+	return purge(ctx, c, cfg.Prefix)
+}
+
+func purge(ctx context.Context, c *cluster.Cluster, prefix string) error {
+	stubs, _, err := c.Nomad.Jobs().PrefixList(prefix)
+	if err != nil {
+		return err
+	}
+	ids := []string{cluster.PlannerJob}
 	for _, s := range stubs {
 		if strings.HasPrefix(s.ID, prefix) {
 			ids = append(ids, s.ID)
 		}
 	}
-	purged, err := d.Purge(ctx, ids...)
+	purged, err := c.Purge(ctx, ids...)
 	if len(purged) > 0 {
-		d.Say("purged %d jobs of an earlier run (and the planner)", len(purged))
+		c.Say("purged %d jobs of an earlier run (and the planner)", len(purged))
 	}
 	return err
 }
@@ -326,11 +342,11 @@ func Purge(ctx context.Context, d *demo.Demo, prefix string) error {
 // the run is planned for (cfg.Cluster.Nodes): a testbed measured on another
 // shape than the one it reports and simulates would compare nothing.
 func CheckClients(ctx context.Context, cfg Config) error {
-	d, err := demo.New(cfg.Demo, io.Discard)
+	c, err := cluster.Dial(cfg.Target)
 	if err != nil {
 		return err
 	}
-	nodes, _, err := d.Nomad().Nodes().List((&nomadapi.QueryOptions{}).WithContext(ctx))
+	nodes, _, err := c.Nomad.Nodes().List((&nomadapi.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("listing Nomad's clients: %w", err)
 	}

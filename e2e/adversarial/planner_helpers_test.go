@@ -9,8 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,20 +25,11 @@ import (
 	"github.com/caravan-nomad/caravan/progress"
 )
 
-// plProc is one planner process started by a test.
+// plProc is one planner process started by a test (harness.Planner).
 type plProc struct {
-	name, url, log, config string
-	port                   int
-	cmd                    *exec.Cmd
-	logFile                *os.File
-}
-
-func plFreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	p    *harness.Planner
+	url  string
+	port int
 }
 
 // plOpts adjust a planner's config.
@@ -60,165 +49,44 @@ func plStart(t *testing.T, c *harness.C, name string) *plProc {
 
 func plStartWith(t *testing.T, c *harness.C, name string, o plOpts) *plProc {
 	t.Helper()
-	port := o.port
-	if port == 0 {
-		port = plFreePort(t)
-	}
-	dir := t.TempDir()
-	cfg := fmt.Sprintf(`
-log_level = "debug"
-bind_addr = "127.0.0.1"
-port      = %d
-nomad {
-  address       = %q
-  blocking_wait = "30s"
-}
-consul {
-  address        = %q
-  service_id     = "caravan-planner-adv-%s"
-  check_interval = "1s"
-  session_ttl    = "%s"
-}
-policy {
-  name            = "optimus"
-  interval        = "3s"
-  cooldown        = "10s"
-  restart_cost    = "5s"
-  suspend_quantum = "30s"
-  %s
-}
-capacity {
-  device = "caravan/gpushare"
-}
-%s
-`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, plSessionTTL, o.policy, o.extra)
-	path := filepath.Join(dir, "planner.hcl")
-	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	p := &plProc{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, config: path,
-		log: filepath.Join(dir, "planner.log")}
-	var err error
-	p.logFile, err = os.Create(p.log)
-	must.NoError(t, err)
-	p.cmd = exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
-	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
-	p.cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr), o.env...)
-	must.NoError(t, p.cmd.Start())
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("planner %s log (tail):\n%s", name, harness.Tail(string(b), 60))
-		}
-	})
-	return p
+	p := c.StartPlanner(t, name, harness.PlannerOptions{Port: o.port, ServiceID: "caravan-planner-adv-" + name,
+		Policy: o.policy, Extra: o.extra, Env: o.env})
+	return &plProc{p: p, url: p.URL, port: p.Port}
 }
 
 // plSessionTTL is the planners' Consul session TTL in these tests.
-const plSessionTTL = 10 * time.Second
-
-// stop ends the process (SIGTERM, then SIGKILL after 10 s); idempotent.
-func (p *plProc) stop() {
-	harness.StopProcess(p.cmd, syscall.SIGTERM, 10*time.Second)
-	p.logFile.Close()
-}
+const plSessionTTL = harness.PlannerSessionTTL
 
 // kill9 kills the process at once, as a crash does.
-func (p *plProc) kill9() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-}
-
-type plHealth struct {
-	Leader bool `json:"leader"`
-	Synced bool `json:"nomad_synced"`
-}
-
-func (p *plProc) health() (plHealth, error) {
-	var h plHealth
-	err := harness.GetJSON(p.url+"/v1/health", &h)
-	return h, err
-}
+func (p *plProc) kill9() { p.p.Kill9() }
 
 // waitLeading waits until the planner says it leads (want) or not.
 func (p *plProc) waitLeading(t *testing.T, want bool, timeout time.Duration) {
 	t.Helper()
-	harness.Eventually(t, timeout, func() error {
-		h, err := p.health()
-		if err != nil {
-			return err
-		}
-		if h.Leader != want || !h.Synced {
-			return fmt.Errorf("planner %s: leader=%v synced=%v, want leader=%v", p.name, h.Leader, h.Synced, want)
-		}
-		return nil
-	})
+	p.p.WaitLeading(t, want, timeout)
 }
 
-type plJob struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Model struct {
-		Step int64   `json:"step"`
-		Loss float64 `json:"loss"`
-	} `json:"model"`
-	RenderError string `json:"render_error"`
-}
+type plJob = harness.PlannerJob
 
-func (p *plProc) jobs() (map[string]plJob, error) {
-	var resp struct {
-		Jobs []plJob `json:"jobs"`
-	}
-	if err := harness.GetJSON(p.url+"/v1/jobs", &resp); err != nil {
-		return nil, err
-	}
-	out := map[string]plJob{}
-	for _, j := range resp.Jobs {
-		out[j.ID] = j
-	}
-	return out, nil
-}
+func (p *plProc) jobs() (map[string]plJob, error) { return p.p.Jobs() }
 
 // post sends a progress body with a bearer token; it returns the status
 // and the planner's error body.
 func (p *plProc) post(token, body string) (int, progress.ErrorBody, error) {
-	req, err := http.NewRequest(http.MethodPost, p.url+progress.Path, strings.NewReader(body))
-	if err != nil {
-		return 0, progress.ErrorBody{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return 0, progress.ErrorBody{}, err
-	}
-	defer resp.Body.Close()
-	var eb progress.ErrorBody
-	_ = json.NewDecoder(resp.Body).Decode(&eb)
-	return resp.StatusCode, eb, nil
+	return p.p.PostProgress(token, body)
 }
 
 // plPlannerEvents returns the planner's scaling events on a job's worker group.
 func plPlannerEvents(t *testing.T, c *harness.C, job string) []nomadapi.ScalingEvent {
 	t.Helper()
-	st, _, err := c.Nomad.Jobs().ScaleStatus(job, nil)
-	must.NoError(t, err)
-	var out []nomadapi.ScalingEvent
-	for _, ev := range st.TaskGroups["worker"].Events {
-		if strings.HasPrefix(ev.Message, "caravan planner:") {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return c.PlannerEvents(t, job)
 }
 
 // plRunSim submits a managed job of simulated workers that report progress
 // (jobspecs/planner-train-sim.nomad.hcl).
 func plRunSim(t *testing.T, c *harness.C, name string, vars ...string) string {
 	t.Helper()
-	bin := filepath.Join(c.Root, "build", "caravan")
-	base := []string{"name=" + name, "caravan_bin=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
-	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default-"+name))
-	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
+	return c.RunSim(t, name, vars...)
 }
 
 // plSecretsToken reads the token a task reports with from its secrets

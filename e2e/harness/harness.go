@@ -18,6 +18,8 @@ import (
 
 	consulapi "github.com/hashicorp/consul/api"
 	nomadapi "github.com/hashicorp/nomad/api"
+
+	"github.com/caravan-nomad/caravan/internal/cluster"
 )
 
 // EnvEnable is the variable that turns e2e tests on.
@@ -143,15 +145,11 @@ func agentBin(env, def string) string {
 }
 
 func (c *C) connect() error {
-	var err error
-	c.Nomad, err = nomadapi.NewClient(&nomadapi.Config{Address: c.NomadAddr})
+	d, err := cluster.Dial(cluster.Config{NomadAddr: c.NomadAddr, ConsulAddr: c.ConsulAddr})
 	if err != nil {
-		return fmt.Errorf("nomad client: %w", err)
+		return err
 	}
-	c.Consul, err = consulapi.NewClient(&consulapi.Config{Address: strings.TrimPrefix(c.ConsulAddr, "http://")})
-	if err != nil {
-		return fmt.Errorf("consul client: %w", err)
-	}
+	c.Nomad, c.Consul = d.Nomad, d.Consul
 	nodes, _, err := c.Nomad.Nodes().List(nil)
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)

@@ -10,7 +10,6 @@ package planner
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,149 +27,45 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
-// instance is one planner process started by the test.
+// instance is one planner process started by the test (harness.Planner),
+// under the short names the package's tests use.
 type instance struct {
-	name   string
-	url    string
-	cmd    *exec.Cmd
-	log    string
-	config string
+	p                      *harness.Planner
+	name, url, log, config string
+	cmd                    *exec.Cmd
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+func wrap(p *harness.Planner) *instance {
+	return &instance{p: p, name: p.Name, url: p.URL, log: p.Log, config: p.Config, cmd: p.Cmd}
 }
+
+func freePort(t *testing.T) int { return harness.FreePort(t) }
 
 // startPlanner runs `caravan planner` as a host process (so the test can
-// kill -9 it) against the cluster.
+// kill -9 it) against the cluster, with extra blocks in its config.
 func startPlanner(t *testing.T, c *harness.C, name string, extra string) *instance {
 	t.Helper()
-	port := freePort(t)
-	cfg := fmt.Sprintf(`
-log_level = "debug"
-bind_addr = "127.0.0.1"
-port      = %d
-nomad {
-  address       = %q
-  blocking_wait = "30s"
-}
-consul {
-  address        = %q
-  service_id     = "caravan-planner-%s"
-  check_interval = "1s"
-  session_ttl    = "10s"
-}
-policy {
-  name            = "optimus"
-  interval        = "3s"
-  cooldown        = "10s"
-  restart_cost    = "5s"
-  suspend_quantum = "30s"
-}
-capacity {
-  device = "caravan/gpushare"
-}
-%s
-`, port, c.NomadAddr, strings.TrimPrefix(c.ConsulAddr, "http://"), name, extra)
-	return runPlanner(t, c, name, port, cfg)
+	return wrap(c.StartPlanner(t, name, harness.PlannerOptions{Extra: extra}))
 }
 
 // runPlanner runs `caravan planner` with config cfg, serving on port.
 func runPlanner(t *testing.T, c *harness.C, name string, port int, cfg string, env ...string) *instance {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "planner.hcl")
-	must.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
-	logPath := filepath.Join(dir, "planner.log")
-	logFile, err := os.Create(logPath)
-	must.NoError(t, err)
-	cmd := exec.Command(filepath.Join(c.Root, "build", "caravan"), "planner", "-config", path)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(append(os.Environ(), "NOMAD_ADDR="+c.NomadAddr), env...)
-	must.NoError(t, cmd.Start())
-	in := &instance{name: name, url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logPath, config: path}
-	t.Cleanup(func() {
-		if in.cmd.ProcessState == nil {
-			_ = in.cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = in.cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = in.cmd.Process.Kill()
-				<-done
-			}
-		}
-		logFile.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("planner %s log:\n%s", name, harness.Tail(string(b), 80))
-		}
-	})
-	return in
+	return wrap(c.RunPlanner(t, name, port, cfg, env...))
 }
 
-type health struct {
-	Status string `json:"status"`
-	Leader bool   `json:"leader"`
-	Synced bool   `json:"nomad_synced"`
-}
+type (
+	health  = harness.PlannerHealth
+	jobView = harness.PlannerJob
+)
 
-func (in *instance) health() (health, error) {
-	var h health
-	err := harness.GetJSON(in.url+"/v1/health", &h)
-	return h, err
-}
-
-type jobView struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Workers int    `json:"workers"`
-	Model   struct {
-		Step           int64   `json:"step"`
-		Loss           float64 `json:"loss"`
-		StepsPerSec    float64 `json:"steps_per_sec"`
-		RemainingSteps float64 `json:"remaining_steps"`
-		Source         string  `json:"remaining_source"`
-		GradSqr        float64 `json:"grad_sqr"`
-		GradVar        float64 `json:"grad_var"`
-	} `json:"model"`
-	History *struct {
-		Attained float64 `json:"attained_gpu_seconds"`
-		Restarts int     `json:"restarts"`
-	} `json:"history"`
-}
-
-func (in *instance) jobs() (map[string]jobView, error) {
-	var resp struct {
-		Jobs []jobView `json:"jobs"`
-	}
-	if err := harness.GetJSON(in.url+"/v1/jobs", &resp); err != nil {
-		return nil, err
-	}
-	out := map[string]jobView{}
-	for _, j := range resp.Jobs {
-		out[j.ID] = j
-	}
-	return out, nil
-}
+func (in *instance) health() (health, error)           { return in.p.Health() }
+func (in *instance) jobs() (map[string]jobView, error) { return in.p.Jobs() }
 
 // events returns the planner's scaling events of a job's worker group.
 func events(t *testing.T, c *harness.C, job string) []nomadapi.ScalingEvent {
 	t.Helper()
-	st, _, err := c.Nomad.Jobs().ScaleStatus(job, nil)
-	must.NoError(t, err)
-	var out []nomadapi.ScalingEvent
-	for _, ev := range st.TaskGroups["worker"].Events {
-		if strings.HasPrefix(ev.Message, "caravan planner:") {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return c.PlannerEvents(t, job)
 }
 
 // eventCount is the count a planner scaling event set, -1 for none: its
@@ -190,10 +85,7 @@ func action(ev nomadapi.ScalingEvent) string {
 
 func runSim(t *testing.T, c *harness.C, name string, vars ...string) string {
 	t.Helper()
-	bin := filepath.Join(c.Root, "build", "caravan")
-	base := []string{"name=" + name, "caravan_bin=" + bin, "state_dir=" + c.CheckpointDir, "shares=4"}
-	_ = os.RemoveAll(filepath.Join(c.CheckpointDir, "default-"+name))
-	return c.RunJob(t, "jobspecs/planner-train-sim.nomad.hcl", append(base, vars...)...)
+	return c.RunSim(t, name, vars...)
 }
 
 func TestPlanner(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/e2e/harness"
+	"github.com/caravan-nomad/caravan/internal/cluster"
 	"github.com/caravan-nomad/caravan/testbed"
 )
 
@@ -46,7 +46,7 @@ func calibrationWorkload() []testbed.Job {
 func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 	c := harness.Cluster(t)
 	cfg := testbed.DefaultConfig()
-	cfg.Demo = demo.Config{Root: c.Root, NomadBin: c.NomadBin, CaravanBin: c.Bin, NomadAddr: c.NomadAddr,
+	cfg.Target = cluster.Config{Root: c.Root, NomadBin: c.NomadBin, CaravanBin: c.Bin, NomadAddr: c.NomadAddr,
 		ConsulAddr: strings.TrimPrefix(c.ConsulAddr, "http://")}
 	cfg.Prefix, cfg.Timeout = "e2e-tb-", 6*time.Minute
 	cfg.Progress = time.Minute
@@ -55,11 +55,7 @@ func TestPlannerBeatsStaticAndSimulatorAgrees(t *testing.T) {
 		out = os.Stdout
 	}
 	ctx := context.Background()
-	t.Cleanup(func() {
-		if d, err := demo.New(cfg.Demo, io.Discard); err == nil {
-			_ = testbed.Purge(context.Background(), d, cfg.Prefix)
-		}
-	})
+	t.Cleanup(func() { _ = testbed.Purge(context.Background(), cfg, io.Discard) })
 	calJobs := calibrationWorkload()
 	calRun, err := testbed.RunPolicy(ctx, cfg, testbed.Static, calJobs, out)
 	must.NoError(t, err, must.Sprint("calibration run"))
