@@ -86,6 +86,13 @@ job "packing-train" {
         }
       }
 
+      # The device plugin's occupancy file records each holder's GPU use
+      # from this variable, so that the neighbour's modelled compute knows
+      # this trainer's profile (device/README.md, "Simulated GPU occupancy").
+      env {
+        CARAVAN_SIMULATED_GPU_SM_PERCENT = "${var.gpu_use_percent}"
+      }
+
       kill_timeout = "30s"
 
       resources {
