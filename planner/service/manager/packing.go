@@ -214,6 +214,10 @@ func (b *roundBuilder) unpack(d packing.Decision, in packing.Input, i int, gpu s
 	case why != "":
 		pd.Status, pd.Reason = PackSkipped, d.Reason+"; not steered: "+why
 		return nil
+	case in.Jobs[i].Never:
+		// Only when every job on the GPU opted out: none is moved.
+		pd.Status, pd.Reason = PackSkipped, d.Reason+`; not moved: caravan_pack = "never"`
+		return nil
 	case avoids(j.Job, j.Spec.WorkerGroup, dev, gpu):
 		pd.Status = PackWaiting
 		pd.Reason += "; the constraint is written, Nomad has not moved the job yet"

@@ -70,9 +70,8 @@ type packScenario struct {
 	gpus           int
 	soloA, soloB   float64
 	packA, packB   float64
-	metaB          map[string]string
+	metaA, metaB   map[string]string
 	disabled       bool
-	extraRoundsFor int
 }
 
 func (sc packScenario) run(t *testing.T) (*harness, *Round) {
@@ -82,6 +81,9 @@ func (sc packScenario) run(t *testing.T) (*harness, *Round) {
 	h := newHarness(t, s, 0)
 	packNodes(h, sc.gpus)
 	meta := map[string]string{"caravan_max_workers": "1"}
+	for k, v := range sc.metaA {
+		meta[k] = v
+	}
 	h.nomad.PutJob(gpuJob("a", 1, 2, meta))
 	a := onGPU("a", 0, 0, 1)
 	h.nomad.SetAllocs([]*nomadapi.AllocationListStub{a})
@@ -285,6 +287,15 @@ func TestManager_PackNeverIsHonoured(t *testing.T) {
 		}
 	}
 	must.True(t, never.Never)
+
+	// Both opted out: neither is moved, and the page says why.
+	never2 := map[string]string{"caravan_pack": "never"}
+	h, r = packScenario{gpus: 2, soloA: 100, soloB: 100, packA: 45, packB: 46, metaA: never2, metaB: never2}.run(t)
+	must.SliceEmpty(t, unpackEvents(h, "a"))
+	must.SliceEmpty(t, unpackEvents(h, "b"))
+	g = gpuView(t, r, "GPU-0")
+	must.Eq(t, PackSkipped, g.Last.Status)
+	must.StrContains(t, g.Last.Reason, `not moved: caravan_pack = "never"`)
 }
 
 // TestManager_PackingBoundsALyingRate: b claims a packed throughput far
