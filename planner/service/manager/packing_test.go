@@ -67,11 +67,11 @@ func packSettings() Settings {
 // 0), and both report their packed rates; it returns the round that judges
 // the pair.
 type packScenario struct {
-	gpus           int
-	soloA, soloB   float64
-	packA, packB   float64
-	metaA, metaB   map[string]string
-	disabled       bool
+	gpus         int
+	soloA, soloB float64
+	packA, packB float64
+	metaA, metaB map[string]string
+	disabled     bool
 }
 
 func (sc packScenario) run(t *testing.T) (*harness, *Round) {
