@@ -69,7 +69,7 @@ job "packing-train" {
     reschedule {
       attempts       = 0
       unlimited      = true
-      delay          = "2s"
+      delay          = "5s"
       delay_function = "constant"
     }
 
