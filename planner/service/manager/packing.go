@@ -36,6 +36,7 @@ const (
 	metaPackSolo       = "caravan_pack_solo_samples_per_sec"
 	metaPackPacked     = "caravan_pack_packed_samples_per_sec"
 	metaPackMode       = "caravan_pack_gpu_mode"
+	metaPackMeasured   = "caravan_pack_measured"
 )
 
 // Unpack is a job moved off a shared GPU this round.
@@ -259,6 +260,17 @@ func unpackMeta(d packing.Decision, in packing.Input, i int, gpu string) map[str
 		if j.Solo > 0 {
 			m[metaPackRatio] = fmt.Sprintf("%.3g", j.Packed/j.Solo)
 		}
+	}
+	// Every measured job on the GPU: the numbers the decision rests on
+	// (the moved job may be unmeasured when a neighbour's loss moves it).
+	var measured []string
+	for _, o := range in.Jobs {
+		if o.Solo > 0 && o.Packed > 0 && slices.ContainsFunc(o.GPUs, func(g int) bool { return in.GPUs[g].ID == gpu }) {
+			measured = append(measured, fmt.Sprintf("%s %.4g of %.4g/s solo", o.ID, o.Packed, o.Solo))
+		}
+	}
+	if len(measured) > 0 {
+		m[metaPackMeasured] = strings.Join(measured, "; ")
 	}
 	return m
 }

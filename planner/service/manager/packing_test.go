@@ -174,6 +174,7 @@ func TestManager_UnpacksABadPair(t *testing.T) {
 	must.Eq[any](t, "default/a", evs[0].Meta[metaPackNeighbours])
 	must.Eq[any](t, "time-sliced", evs[0].Meta[metaPackMode])
 	must.Eq[any](t, "46", evs[0].Meta[metaPackPacked])
+	must.Eq[any](t, "default/a 45 of 100/s solo", evs[0].Meta[metaPackMeasured])
 
 	g := gpuView(t, r, "GPU-0")
 	must.SliceLen(t, 2, g.Jobs)
