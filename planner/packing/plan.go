@@ -154,10 +154,19 @@ func (s *state) unpack(p *Plan) []int {
 }
 
 // judge decides one packed GPU: a Keep decision, or the unpack decision
-// and the job to move (the latest placed), or -1.
+// and the job to move (the latest placed that is not caravan_pack =
+// "never", if any), or -1.
 func (s *state) judge(g int) (Decision, int) {
 	res := append([]int(nil), s.res[g]...)
-	sort.SliceStable(res, func(a, b int) bool { return s.in.Jobs[res[a]].Placed > s.in.Jobs[res[b]].Placed })
+	// The latest placed moves; a caravan_pack = "never" job is moved last
+	// (a GPU it shares with a losing pair is freed by its neighbour moving).
+	sort.SliceStable(res, func(a, b int) bool {
+		ja, jb := &s.in.Jobs[res[a]], &s.in.Jobs[res[b]]
+		if ja.Never != jb.Never {
+			return !ja.Never
+		}
+		return ja.Placed > jb.Placed
+	})
 	var parts, unknown, below []string
 	gain, all := 0.0, true
 	for _, i := range res {

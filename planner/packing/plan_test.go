@@ -80,6 +80,9 @@ func TestPlan(t *testing.T) {
 		{"one job below 0.7 of solo unpacks a winning pair", gpus(2, false), []Job{
 			with(running("a", 0, 2, 1), packed(100)), with(running("b", 0, 2, 2), packed(60))},
 			"b", Migrate, BasisOnline, "b below 0.70 of solo rate", 1.6},
+		{"a never job is not the one moved: its earlier neighbour moves", gpus(2, false), []Job{
+			with(running("a", 0, 2, 1), packed(45)), with(running("b", 0, 2, 2), func(j *Job) { packed(46)(j); j.Never = true })},
+			"a", Migrate, BasisOnline, "unpack a from GPU A (time-sliced)", 0.91},
 		{"a good pair stays", gpus(1, false), []Job{
 			with(running("a", 0, 2, 1), packed(99)), with(running("b", 0, 2, 2), packed(98))},
 			"A", Keep, BasisOnline, "measured combined gain 1.97 >= 1.00", 1.97},

@@ -175,7 +175,7 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 
 func settings(cfg *config.Config) manager.Settings {
 	return manager.Settings{Policy: cfg.Policy, Capacity: cfg.Capacity, DryRun: cfg.DryRun, Queues: cfg.Queues,
-		QueueRightsize: cfg.QueueRightsize}
+		QueueRightsize: cfg.QueueRightsize, Packing: cfg.Packing}
 }
 
 // authorizeProgress lets a verified workload report only for a managed job,

@@ -40,6 +40,8 @@ type Config struct {
 	// right-sizing to the queue's jobs that do not say otherwise in their
 	// caravan_rightsize meta.
 	QueueRightsize map[string]string
+	// Packing is live introspective packing (off by default).
+	Packing Packing
 }
 
 // Nomad is how the planner reaches Nomad. Empty fields keep the value from
@@ -191,6 +193,7 @@ func Default() *Config {
 		Capacity: Capacity{Device: "gpu"},
 		Progress: Progress{Audience: "caravan-planner", MaxSamples: 2000, JWKSMaxAge: MaxJWKSMaxAge},
 		UI:       UI{Enabled: true, StatsInterval: 10 * time.Second},
+		Packing:  DefaultPacking(),
 	}
 }
 
@@ -292,6 +295,7 @@ func (c *Config) Validate() error {
 		bad("progress.max_samples", "must be in 10..%d, got %d", MaxSamples, c.Progress.MaxSamples)
 	}
 	validateUI(c.UI, bad)
+	validatePacking(c.Packing, bad)
 	if c.Queues.Enabled() || c.Queues.Default != "" {
 		// Only what is wrong at any cluster size: each round scales
 		// guarantees above the live cluster (queue.EffectiveGuarantees).

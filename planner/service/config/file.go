@@ -27,6 +27,7 @@ type fileConfig struct {
 	UI       *fileUI       `hcl:"ui,block"`
 	Queue    []fileQueue   `hcl:"queue,block"`
 	Queues   *fileQueues   `hcl:"queues,block"`
+	Packing  *filePacking  `hcl:"packing,block"`
 }
 
 type fileUI struct {
@@ -196,6 +197,7 @@ func (fc *fileConfig) apply(c *Config, filename string) error {
 		set(p.Token, &c.UI.Token)
 		dur("ui.stats_interval", p.StatsInterval, &c.UI.StatsInterval)
 	}
+	fc.Packing.apply(&c.Packing)
 	errs = append(errs, applyQueues(c, filename, fc.Queue, fc.Queues))
 	return errors.Join(errs...)
 }

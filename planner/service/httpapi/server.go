@@ -58,6 +58,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/jobs", s.get(s.jobs))
 	mux.HandleFunc("/v1/jobs/", s.get(s.job))
 	mux.HandleFunc("/v1/plan", s.get(s.plan))
+	mux.HandleFunc("/v1/gpus", s.get(s.gpus))
 	reg := metrics.NewRegistry(plannerCollector{s})
 	mux.HandleFunc("/v1/metrics", s.get(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP))
 	mux.Handle("/v1/progress", s.countProgress(s.Progress))

@@ -52,6 +52,7 @@ func TestServer(t *testing.T) {
 	}{
 		{"GET", "/v1/health", 200, `"leader": false`},
 		{"GET", "/v1/plan", 503, "no decision round yet"},
+		{"GET", "/v1/gpus", 503, "no decision round with a packing view yet"},
 		{"GET", "/v1/jobs", 200, `"jobs": []`},
 		{"GET", "/v1/jobs/default", 400, "want /v1/jobs/<namespace>/<job id>"},
 		{"GET", "/v1/jobs/default/x", 404, "not managed"},

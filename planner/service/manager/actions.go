@@ -74,6 +74,8 @@ type Action struct {
 	// Resize, when set, changes the shares per worker in the same
 	// registration.
 	Resize *Resize `json:"resize,omitempty"`
+	// Unpack, when set, moves the job off a shared GPU (packing.go).
+	Unpack *Unpack `json:"unpack,omitempty"`
 }
 
 // registers reports whether write applies a as one registration: workers
@@ -170,6 +172,9 @@ func (a Action) eventMeta(policyName string) map[string]any {
 func scaleMessage(a Action) string {
 	if a.Resize != nil {
 		return resizeMessage(a)
+	}
+	if a.Unpack != nil {
+		return unpackMessage(a)
 	}
 	switch a.Kind {
 	case KindSuspend:

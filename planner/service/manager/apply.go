@@ -243,6 +243,9 @@ func (m *Manager) write(ctx context.Context, r *Round, a *Action, job *source.Jo
 		a.EvalID = res.EvalID
 		return err
 	}
+	if a.Unpack != nil {
+		return m.writeUnpack(ctx, a, c)
+	}
 	if a.Resize != nil {
 		return m.writeResize(ctx, a, c)
 	}

@@ -55,6 +55,8 @@ type Settings struct {
 	// QueueRightsize is each queue's rightsize setting ("apply" or
 	// "recommend"), by queue name, for jobs without caravan_rightsize.
 	QueueRightsize map[string]string
+	// Packing is live introspective packing (packing.go).
+	Packing config.Packing
 }
 
 // Config wires a Manager.
@@ -92,6 +94,8 @@ type Manager struct {
 	// lastDecided is the newest round that decided (not skipped or
 	// failed): logGuarantees compares with it.
 	lastDecided *Round
+	// packLast is the newest unpack decided on each GPU, by uuid.
+	packLast map[string]*PackDecision
 }
 
 // Metrics are cumulative counters for /v1/metrics.
@@ -167,6 +171,7 @@ func New(cfg Config) (*Manager, error) {
 		priors:   priors{},
 		metrics:  Metrics{Applied: map[Kind]uint64{}, RoundSeconds: Histogram{Bounds: RoundBuckets}},
 		kick:     make(chan struct{}, 1),
+		packLast: map[string]*PackDecision{},
 	}, nil
 }
 

@@ -48,6 +48,9 @@ type JobView struct {
 	// or pending this round (right-sizing applied, or a regrowth after the
 	// job ran out of GPU memory).
 	Resize *Resize `json:"resize,omitempty"`
+	// Packing is the job's live packing measurements (planner/POLICY.md,
+	// "Live packing"), while it holds GPUs.
+	Packing *JobPacking `json:"packing,omitempty"`
 }
 
 // Round is the outcome of one decision round.
@@ -73,6 +76,8 @@ type Round struct {
 	// Reclaims are the newest reclaims this planner applied (at most
 	// keptReclaims, oldest first, this round's included).
 	Reclaims []Reclaim `json:"reclaims,omitempty"`
+	// Packing is live packing's view of every GPU (packing.go).
+	Packing *PackingView `json:"packing,omitempty"`
 
 	// notes are the refused and waiting resizes whose events apply writes.
 	notes []sizeNote
@@ -116,6 +121,7 @@ func (m *Manager) decide(ctx context.Context, s Settings, pol policy.Policy) (*R
 		return r, errors.Join(append(b.errs, err)...)
 	}
 	b.act(plan, pins)
+	b.pack()
 	return r, errors.Join(b.errs...)
 }
 

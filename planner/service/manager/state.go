@@ -31,6 +31,7 @@ type memory struct {
 	speed map[shape]float64 // newest observed steps/s per shape, this job's own (never pooled)
 	grads gradStats         // newest reported gradient statistics
 	size  sizeMemory        // right-sizing's evidence (rightsize.go)
+	pack  packMemory        // live packing's measurements (packing_inputs.go)
 
 	lastChange   time.Time // last planner write to the job
 	refusedUntil time.Time // Nomad refused a write: do not retry before this

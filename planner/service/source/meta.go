@@ -81,8 +81,9 @@ const (
 	// the worker group's GPU device count to it, a checkpointed resize).
 	// Without the key, the job's team queue's rightsize setting decides.
 	MetaRightsize = "caravan_rightsize"
-	// MetaPack is "auto" (the default) or "never". It is parsed and
-	// validated only: the planner does not pack jobs yet.
+	// MetaPack is "auto" (the default) or "never": a "never" job is not
+	// packed by the packing policy, and live packing (when on) leaves a
+	// GPU it shares to the job's own choice (planner/POLICY.md).
 	MetaPack = "caravan_pack"
 )
 

@@ -54,6 +54,22 @@ type Node struct {
 	// MemoryPerShareMiB is the least GPU memory one share of those GPUs
 	// holds (their memory_per_share attribute; 0 when none says).
 	MemoryPerShareMiB int64
+	// GPUList is every device group of the configured device (healthy or
+	// not), one per physical GPU, for live packing.
+	GPUList []GPU
+}
+
+// GPU is one device group of the configured device: one physical GPU.
+type GPU struct {
+	// ID is its uuid attribute (else the group's name).
+	ID string
+	// Shares counts its instances; Healthy is true when all are healthy.
+	Shares  int
+	Healthy bool
+	// MPS is its mps attribute: MPS (true) or time-slicing.
+	MPS bool
+	// Instances are its share instance IDs (what allocations hold).
+	Instances []string
 }
 
 // Snapshot is a consistent copy of what the source has seen.
@@ -104,11 +120,18 @@ func nodeFromStub(n *nomadapi.NodeListStub, device string) Node {
 				continue
 			}
 			healthy := 0
+			g := GPU{ID: d.Name, Shares: len(d.Instances), MPS: boolAttr(d, attrMPS)}
+			if a := d.Attributes[attrUUID]; a != nil && a.StringVal != nil && *a.StringVal != "" {
+				g.ID = *a.StringVal
+			}
 			for _, inst := range d.Instances {
 				if inst.Healthy {
 					healthy++
 				}
+				g.Instances = append(g.Instances, inst.ID)
 			}
+			g.Healthy = healthy > 0 && healthy == len(d.Instances)
+			node.GPUList = append(node.GPUList, g)
 			// A GPU with an unhealthy share (an Xid error) is not offered:
 			// the policy allocates whole GPUs' worth of shares.
 			if healthy > 0 && healthy == len(d.Instances) {
@@ -120,6 +143,19 @@ func nodeFromStub(n *nomadapi.NodeListStub, device string) Node {
 		}
 	}
 	return node
+}
+
+// Device plugin attributes live packing reads (device.AttrUUID and
+// device.AttrMPS).
+const (
+	attrUUID = "uuid"
+	attrMPS  = "mps"
+)
+
+// boolAttr reads a device group's boolean attribute (false when absent).
+func boolAttr(d *nomadapi.NodeDeviceResource, name string) bool {
+	a := d.Attributes[name]
+	return a != nil && a.BoolVal != nil && *a.BoolVal
 }
 
 // attrMemoryPerShare is the device plugin's attribute of a share's memory

@@ -231,7 +231,10 @@ func (s *Source) pollJobs(ctx context.Context, index uint64) (uint64, error) {
 }
 
 func (s *Source) pollAllocs(ctx context.Context, index uint64) (uint64, error) {
-	stubs, qm, err := s.cfg.Client.Allocations().List(s.query(ctx, index))
+	q := s.query(ctx, index)
+	// The allocated device IDs tell live packing which GPU each worker holds.
+	q.Params = map[string]string{"resources": "true"}
+	stubs, qm, err := s.cfg.Client.Allocations().List(q)
 	if err != nil {
 		return 0, err
 	}

@@ -110,10 +110,20 @@ func TestNodeCapacity(t *testing.T) {
 			{Vendor: "nvidia", Type: "gpu", Name: "A100", Instances: []*nomadapi.NodeDevice{{Healthy: true}}},
 		}}}
 	n := nodeFromStub(stub, "caravan/gpushare")
-	must.Eq(t, Node{ID: "n", Ready: true, Shares: 4, GPUs: 1, SharesPerGPU: 4}, n)
+	must.Eq(t, Node{ID: "n", Ready: true, Shares: 4, GPUs: 1, SharesPerGPU: 4, GPUList: []GPU{
+		{ID: "GPU-1", Shares: 4, Healthy: true, Instances: []string{"", "", "", ""}},
+		{ID: "GPU-2", Shares: 4, Instances: []string{"", "", "", ""}},
+	}}, n)
 	must.Eq(t, 2, nodeFromStub(stub, "gpushare").GPUs+nodeFromStub(stub, "gpu").GPUs)
 	stub.Drain = true
 	must.False(t, nodeFromStub(stub, "caravan/gpushare").Ready)
+
+	// Live packing reads each GPU's uuid and mps attributes.
+	uuid, mps := "GPU-aaaa", true
+	stub.NodeResources.Devices[0].Attributes = map[string]*nomadapi.Attribute{"uuid": {StringVal: &uuid}, "mps": {BoolVal: &mps}}
+	g := nodeFromStub(stub, "caravan/gpushare").GPUList[0]
+	must.Eq(t, "GPU-aaaa", g.ID)
+	must.True(t, g.MPS)
 }
 
 // TestNodeMemoryPerShare reads the least memory_per_share of a node's

@@ -31,6 +31,13 @@ var funcs = template.FuncMap{
 		return a * 100 / b
 	},
 	"lower": strings.ToLower,
+	// opt prints a measured number that may be absent ("–" then).
+	"opt": func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return fmtNum(*v)
+	},
 }
 
 // fmtSeconds prints a duration in seconds compactly; negative means never.
