@@ -98,3 +98,9 @@ type TraceRound struct {
 
 // Epoch is simulated time zero, as a wall-clock time for the policies.
 var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// At is sec simulated seconds as a wall-clock time.
+func At(sec float64) time.Time { return Epoch.Add(Seconds(sec)) }
+
+// Seconds is sec seconds as a duration.
+func Seconds(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
