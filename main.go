@@ -14,11 +14,11 @@ import (
 	"github.com/caravan-nomad/caravan/driver"
 	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
 	"github.com/caravan-nomad/caravan/internal/cli"
-	"github.com/caravan-nomad/caravan/internal/validate"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner"
 	"github.com/caravan-nomad/caravan/testbed"
 	"github.com/caravan-nomad/caravan/trainer"
+	"github.com/caravan-nomad/caravan/validate"
 )
 
 // subcommand is one entry of the binary's command table.
