@@ -3,8 +3,10 @@
 // artifact's RestartPenalty, and the planning round every engine runs with
 // or without team queues (PlanWithQueues, the live planner's code). The
 // engines are pollux (Simulate: the Pollux workloads, speed from measured
-// traces), steps (SimulateSteps: the testbed's step-time model) and philly
-// (ReplayPhilly, ReplayPhillyQueues: the Philly trace's 82k jobs).
+// traces), steps (SimulateSteps: the testbed's step-time model), philly
+// (ReplayPhilly, ReplayPhillyQueues: the Philly trace's 82k jobs) and
+// packsim (Run: GPU sharing). Each builds its policy jobs from a
+// history.Record (Record.PolicyJob), as the live manager does.
 package engine
 
 import (
