@@ -76,7 +76,7 @@ func TestREADMECommandsRunAsWritten(t *testing.T) {
 func checkCommands(t *testing.T, doc string, cmds []string, withPaths bool) int {
 	t.Helper()
 	targets := makeTargets(t)
-	repoPath := regexp.MustCompile(`^\.?/?((jobspecs|scripts|docs|device|driver|planner|trainer|progress|python|e2e|demo|testbed|internal)(/[A-Za-z0-9_.*-]+)*/?)$`)
+	repoPath := regexp.MustCompile(`^\.?/?((jobspecs|scripts|docs|device|driver|planner|trainer|progress|python|e2e|demo|testbed|internal|validate)(/[A-Za-z0-9_.*-]+)*/?)$`)
 	checked := 0
 	for _, cmd := range cmds {
 		f := shellFields(cmd)

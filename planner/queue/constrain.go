@@ -1,6 +1,10 @@
 package queue
 
-import "github.com/caravan-nomad/caravan/planner/policy"
+import (
+	"time"
+
+	"github.com/caravan-nomad/caravan/planner/policy"
+)
 
 // Demand is a policy job's GPU demand in milli-GPUs: its gang minimum
 // (minimum workers and parameter servers), the most it can use, and what
@@ -16,12 +20,24 @@ func Demand(j *policy.Job) (lo, hi, held int) {
 }
 
 // FromPolicy is the queue view of a policy job in namespace with MetaKey
-// value requested; the caller adds NoPreempt, SinceResume and, when it
+// value requested; View adds SinceResume, the caller NoPreempt and, when it
 // knows the job's last checkpoint, SinceCheckpoint and CheckpointKnown.
 func FromPolicy(j *policy.Job, namespace, requested string) Job {
 	lo, hi, held := Demand(j)
 	return Job{ID: j.ID, Namespace: namespace, Requested: requested, Priority: j.Priority,
 		Submitted: j.Submitted, Min: lo, Max: hi, Held: held}
+}
+
+// View is the queue view every caller builds (the live manager and the
+// simulator's engines): FromPolicy, and for a job that runs (Current
+// workers) since resumed (zero: not known) how long it has run, the
+// progress a suspension loses when no checkpoint of it is known.
+func View(j *policy.Job, namespace, requested string, now, resumed time.Time) Job {
+	qj := FromPolicy(j, namespace, requested)
+	if j.Current.Workers > 0 && !resumed.IsZero() {
+		qj.SinceResume = max(now.Sub(resumed), 0)
+	}
+	return qj
 }
 
 // Constrain applies a round to a policy input: only admitted jobs remain,

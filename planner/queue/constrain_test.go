@@ -2,6 +2,7 @@ package queue
 
 import (
 	"testing"
+	"time"
 
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/shoenig/test/must"
@@ -39,4 +40,34 @@ func TestDemand(t *testing.T) {
 	must.Eq(t, 3250, held)
 	qj := FromPolicy(&j, "ns", "meta")
 	must.Eq(t, Job{Namespace: "ns", Requested: "meta", Min: 2250, Max: 4500, Held: 3250}, qj)
+}
+
+// TestView: a running job's view counts the time since it resumed (never
+// below zero); a waiting job's, or one whose resumption is not known,
+// counts none.
+func TestView(t *testing.T) {
+	gpu := policy.Demand{GPUMilli: policy.MilliGPU}
+	running := policy.Job{ID: "r", Min: 2, Max: 4, Worker: gpu, Current: policy.Allocation{Workers: 3}}
+	waiting := policy.Job{ID: "w", Min: 2, Max: 4, Worker: gpu}
+	now := t0.Add(time.Hour)
+	cases := []struct {
+		name    string
+		j       policy.Job
+		resumed time.Time
+		want    time.Duration
+	}{
+		{"running", running, t0.Add(20 * time.Minute), 40 * time.Minute},
+		{"resumed after now", running, now.Add(time.Minute), 0},
+		{"resumption unknown", running, time.Time{}, 0},
+		{"waiting", waiting, t0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			qj := View(&tc.j, "ns", "team", now, tc.resumed)
+			must.Eq(t, tc.want, qj.SinceResume)
+			base := FromPolicy(&tc.j, "ns", "team")
+			base.SinceResume = tc.want
+			must.Eq(t, base, qj)
+		})
+	}
 }

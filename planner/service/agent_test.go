@@ -16,8 +16,8 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakeconsul"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakeconsul"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 func get(t *testing.T, url string) (int, string) {

@@ -18,21 +18,12 @@ import (
 
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/planner/service/config"
-	"github.com/caravan-nomad/caravan/progress/relay"
-	"github.com/caravan-nomad/caravan/progress/report"
 )
 
-// Main runs `caravan planner [-config planner.hcl] [flags]`, or
-// `caravan planner report ...` (one progress report from a task), or
-// `caravan planner relay ...` (a sidecar reporting a task's progress lines). SIGHUP reloads
-// the config files; SIGINT and SIGTERM stop cleanly.
+// Main runs `caravan planner [-config planner.hcl] [flags]` (the binary's
+// command table, main.go, runs `caravan planner`'s other commands). SIGHUP
+// reloads the config files; SIGINT and SIGTERM stop cleanly.
 func Main(args []string) int {
-	if len(args) > 0 && args[0] == "report" {
-		return report.Main(args[1:], os.Getenv, os.Stderr)
-	}
-	if len(args) > 0 && args[0] == "relay" {
-		return relay.Main(args[1:], os.Getenv, os.Stderr)
-	}
 	flags, err := config.ParseFlags(args, os.Stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -35,7 +35,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/clock"
 	"github.com/caravan-nomad/caravan/planner/service/config"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 var b64 = base64.RawURLEncoding

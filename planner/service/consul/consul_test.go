@@ -11,7 +11,7 @@ import (
 	"github.com/shoenig/test/wait"
 
 	"github.com/caravan-nomad/caravan/planner/service/clock"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakeconsul"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakeconsul"
 )
 
 func elector(f *fakeconsul.Server, id string) *Elector {

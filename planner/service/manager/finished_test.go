@@ -8,7 +8,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 // TestManager_FinishedJobIsNeverGrown: live, a worker the planner added as

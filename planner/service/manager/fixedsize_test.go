@@ -5,7 +5,7 @@ import (
 
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 // Under a FixedSize policy (fifo, tiresias) the live planner runs a job at

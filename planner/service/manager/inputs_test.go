@@ -10,7 +10,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/model"
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 // allocAt is a worker allocation of job id whose task started at start and,

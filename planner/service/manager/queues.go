@@ -17,15 +17,13 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 	if !b.s.Queues.Enabled() {
 		return nil, nil
 	}
-	capacity := 0
-	for _, n := range b.r.Capacity.Nodes {
-		capacity += n.GPUs * policy.MilliGPU
-	}
 	jobs := make([]queue.Job, len(b.cands))
 	pjs := make([]policy.Job, len(b.cands))
 	for i, c := range b.cands {
 		pjs[i] = c.pj
-		qj := queue.FromPolicy(&c.pj, c.job.Key.Namespace, c.job.Job.Meta[queue.MetaKey])
+		// The view the simulator's engines build too; lastResume is
+		// zero while the job holds nothing.
+		qj := queue.View(&c.pj, c.job.Key.Namespace, c.job.Job.Meta[queue.MetaKey], b.now, c.mm.lastResume)
 		qj.Priority = nomadPriority(c)
 		qj.NoPreempt = !c.job.Spec.Suspendable
 		if unplacedNewcomer(c) {
@@ -34,9 +32,6 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 			// borrowed GPUs for it) or hold it, instead of counting
 			// it as running ahead of jobs that do run.
 			qj.Held = 0
-		}
-		if !c.mm.lastResume.IsZero() {
-			qj.SinceResume = b.now.Sub(c.mm.lastResume)
 		}
 		if at := durableSince(c.job, time.Time{}); !at.IsZero() {
 			qj.SinceCheckpoint, qj.CheckpointKnown = max(b.now.Sub(at), 0), true
@@ -47,7 +42,7 @@ func (b *roundBuilder) queueRound() (*queue.Round, error) {
 		jobs[i] = qj
 	}
 	queue.SetRanks(b.pol, policy.Input{Now: b.now, Cluster: b.r.Capacity, Jobs: pjs}, jobs)
-	r, err := queue.Decide(b.s.Queues, capacity, jobs)
+	r, err := queue.Decide(b.s.Queues, queue.Capacity(b.r.Capacity), jobs)
 	if err != nil {
 		return nil, fmt.Errorf("queues: %w", err)
 	}

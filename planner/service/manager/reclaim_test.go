@@ -8,7 +8,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/planner/queue"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/queue"
 	"github.com/caravan-nomad/caravan/planner/rightsize"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/planner/rightsize"
 	"github.com/caravan-nomad/caravan/planner/service/ingest"
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 // gpuNodes gives the harness n nodes with one 40 GiB GPU in 4 shares of

@@ -40,38 +40,26 @@ func (m *Manager) policyJob(now time.Time, j *source.Job, mm *memory, v *JobView
 	}
 
 	// Time-slicing (Gandiva): the policy admits in Submitted order, so the
-	// queue key decides who runs under overload. A job inside its quantum
-	// (or one that may not be suspended) is protected; a job past its
-	// quantum queues from the end of its slice; a waiting job from when it
-	// started waiting. Suspended jobs thus resume once a runner's slice ends.
-	// Restarts and attained service do not enter the queue key: a job
-	// suspended many times still resumes in its turn.
+	// queue key (history.TimeSlice.QueueKey) decides who runs under
+	// overload. Here the manager keeps the slice's clock in its memory.
 	submitted := now
 	if !rec.Submitted.IsZero() {
 		submitted = rec.Submitted
 	}
-	protected := submitted.AddDate(-100, 0, 0)
-	if v.Workers > 0 {
+	ts := history.TimeSlice{Running: v.Workers > 0, Pinned: !spec.Suspendable, Quantum: s.SuspendQuantum}
+	if ts.Running {
 		if mm.lastResume.IsZero() {
 			mm.lastResume = maxTime(submitted, eventTime(mm.lastOurs))
 		}
 		mm.waitingSince = time.Time{}
-		end := mm.lastResume.Add(s.SuspendQuantum)
-		if now.Before(end) || !spec.Suspendable {
-			pj.Submitted = protected
-		} else {
-			// Re-queued at the start of its current slice, so a job that
-			// has run for many slices does not keep its place forever.
-			slices := now.Sub(mm.lastResume) / s.SuspendQuantum
-			pj.Submitted = mm.lastResume.Add(slices * s.SuspendQuantum)
-		}
 	} else {
 		if mm.waitingSince.IsZero() {
 			mm.waitingSince = maxTime(submitted, eventTime(mm.lastOurs))
 		}
 		mm.lastResume = time.Time{}
-		pj.Submitted = mm.waitingSince
 	}
+	ts.Resumed, ts.Waiting = mm.lastResume, mm.waitingSince
+	pj.Submitted = ts.QueueKey(submitted, now)
 
 	// Pollux's exploration rule: no more than twice the largest worker
 	// count the job's speed was measured at, so a job never measured is

@@ -5,7 +5,7 @@ import (
 
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 func candidate(t *testing.T, r *Round, job string) Candidate {

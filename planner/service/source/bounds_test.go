@@ -6,7 +6,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 func scaled(job *nomadapi.Job, group string, lo, hi int64) *nomadapi.Job {

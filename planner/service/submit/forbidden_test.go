@@ -12,7 +12,7 @@ import (
 	nomadapi "github.com/hashicorp/nomad/api"
 	"github.com/shoenig/test/must"
 
-	"github.com/caravan-nomad/caravan/planner/service/internal/fakenomad"
+	"github.com/caravan-nomad/caravan/planner/service/servicetest/fakenomad"
 )
 
 // TestWriter_ForbiddenNamesCapability: a 403 from Nomad (the token's ACL

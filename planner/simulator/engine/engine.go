@@ -3,8 +3,10 @@
 // artifact's RestartPenalty, and the planning round every engine runs with
 // or without team queues (PlanWithQueues, the live planner's code). The
 // engines are pollux (Simulate: the Pollux workloads, speed from measured
-// traces), steps (SimulateSteps: the testbed's step-time model) and philly
-// (ReplayPhilly, ReplayPhillyQueues: the Philly trace's 82k jobs).
+// traces), steps (SimulateSteps: the testbed's step-time model), philly
+// (ReplayPhilly, ReplayPhillyQueues: the Philly trace's 82k jobs) and
+// packsim (Run: GPU sharing). Each builds its policy jobs from a
+// history.Record (Record.PolicyJob), as the live manager does.
 package engine
 
 import (
@@ -98,3 +100,9 @@ type TraceRound struct {
 
 // Epoch is simulated time zero, as a wall-clock time for the policies.
 var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// At is sec simulated seconds as a wall-clock time.
+func At(sec float64) time.Time { return Epoch.Add(Seconds(sec)) }
+
+// Seconds is sec seconds as a duration.
+func Seconds(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"time"
-
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/queue"
 )
@@ -26,14 +24,10 @@ func PlanWithQueues(pol policy.Policy, qc queue.Config, in policy.Input, qjobs [
 	return plan, &r, nil
 }
 
-// QueueView is a simulated job as the queues see it: in namespace ns,
-// running since resumed seconds (the progress a suspension loses: the
-// engines model no checkpoint but the one a suspension commits, which the
-// job resumed from).
+// QueueView is a simulated job as the queues see it (queue.View): in
+// namespace ns, running since resumed seconds (the progress a suspension
+// loses: the engines model no checkpoint but the one a suspension commits,
+// which the job resumed from).
 func QueueView(pj *policy.Job, ns string, now, resumed float64) queue.Job {
-	qj := queue.FromPolicy(pj, ns, "")
-	if qj.Held > 0 {
-		qj.SinceResume = time.Duration(max(now-resumed, 0) * float64(time.Second))
-	}
-	return qj
+	return queue.View(pj, ns, "", At(now), At(resumed))
 }

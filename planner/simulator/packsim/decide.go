@@ -2,7 +2,6 @@ package packsim
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/packing"
@@ -46,17 +45,7 @@ func (s *sim) decide(now float64) (bool, error) {
 // history.Record.PolicyJob like every policy job, then what the packing
 // policy reads besides (declared shares, measured rates).
 func (s *sim) view(j *job, now float64) packing.Job {
-	w := j.spec.Workers
-	cur := 0
-	if len(j.gpus) > 0 {
-		cur = w
-	}
-	rec := history.Record{ID: j.spec.ID, Kind: j.spec.Kind, Submitted: simTime(j.spec.Submit), Now: simTime(now),
-		Attained: j.attained, Restarts: j.restarts, Current: policy.Allocation{Workers: cur},
-		RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second))}
-	pj := rec.PolicyJob(fixedSize, history.Request{Requested: w, Min: w, Max: w, Gang: true,
-		Worker: policy.Demand{GPUMilli: j.shares * policy.MilliGPU / s.cfg.Shares}})
-	v := packing.FromPolicy(pj, s.cfg.Shares)
+	v := packing.FromPolicy(s.policyJob(j, now), s.cfg.Shares)
 	v.Shares = j.shares // exact: GPUMilli rounds for share counts that do not divide 1000
 	v.Declared, v.Never = j.spec.Profile.Declared, j.spec.Never
 	if s.pol == WholeGPU {
@@ -73,8 +62,19 @@ func (s *sim) view(j *job, now float64) packing.Job {
 	return v
 }
 
-func simTime(sec float64) time.Time {
-	return engine.Epoch.Add(time.Duration(sec * float64(time.Second)))
+// policyJob is job j's history (history.Record) at its declared size, all
+// or nothing, one worker's demand its GPU shares.
+func (s *sim) policyJob(j *job, now float64) policy.Job {
+	w := j.spec.Workers
+	cur := 0
+	if len(j.gpus) > 0 {
+		cur = w
+	}
+	rec := history.Record{ID: j.spec.ID, Kind: j.spec.Kind, Submitted: engine.At(j.spec.Submit), Now: engine.At(now),
+		Attained: j.attained, Restarts: j.restarts, Current: policy.Allocation{Workers: cur},
+		RestartCost: engine.Seconds(engine.RestartPenalty)}
+	return rec.PolicyJob(fixedSize, history.Request{Requested: w, Min: w, Max: w, Gang: true,
+		Worker: policy.Demand{GPUMilli: j.shares * policy.MilliGPU / s.cfg.Shares}})
 }
 
 // decidePacking runs planner/packing over the running jobs and the first

@@ -3,25 +3,22 @@ package philly
 import (
 	"testing"
 
-	"github.com/shoenig/test/must"
-
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/enginetest"
 )
 
-// TestFixedSizeJobIsAllOrNothing: under FixedSize (fifo, tiresias) the
-// Philly replay sizes a job of 4 GPUs at exactly 4 workers, all or nothing,
-// as the live planner and the step engine do
-// (steps.TestLiveAndSimulatorBuildTheSamePolicyJob).
-func TestFixedSizeJobIsAllOrNothing(t *testing.T) {
-	const requested = 4
+// TestPolicyJobMatchesTheLivePlanner: for every registered policy, the
+// Philly replay's job (phillyPolicyJob, which ReplayPhillyQueues builds
+// its fifo jobs with too) for enginetest's history agrees with the live
+// manager's (enginetest.Check): under FixedSize (fifo, tiresias) exactly
+// its requested 4 GPUs, all or nothing.
+func TestPolicyJobMatchesTheLivePlanner(t *testing.T) {
+	const workers = 3
 	for _, info := range policy.Infos() {
-		if !info.Traits.FixedSize {
-			continue
-		}
 		t.Run(info.Name, func(t *testing.T) {
-			pj := policy.Job{Worker: policy.Demand{GPUMilli: policy.MilliGPU}}
-			phillyLimits(info, &phillyJob{gpus: requested}, &pj, &residualWork{})
-			must.Eq(t, [3]any{requested, requested, true}, [3]any{pj.Min, pj.Max, pj.Gang})
+			j := &phillyJob{id: "job-1", gpus: enginetest.Requested, submit: enginetest.Submitted,
+				attained: enginetest.Attained(workers), restarts: enginetest.Restarts, w: workers}
+			enginetest.Check(t, info, workers, phillyPolicyJob(info, j, enginetest.Now, &residualWork{}))
 		})
 	}
 }

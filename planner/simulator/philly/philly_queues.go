@@ -186,6 +186,7 @@ func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.Phill
 	}
 	qc := queueConfig(mode, vcs, quota, capacity)
 	pol := policy.NewFIFO()
+	info := pol.Info()
 	cluster := policy.Cluster{}
 	for n := 0; n < cfg.Nodes; n++ {
 		cluster.Nodes = append(cluster.Nodes, policy.Node{ID: fmt.Sprintf("node-%05d", n), GPUs: cfg.GPUsPerNode})
@@ -216,21 +217,20 @@ func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.Phill
 			next++
 		}
 		qjobs = qjobs[:0]
-		in.Now = engine.Epoch.Add(time.Duration(now * float64(time.Second)))
+		in.Now = engine.At(now)
 		in.Jobs = in.Jobs[:0]
 		for _, j := range active {
-			qj := queue.Job{ID: j.id, Namespace: j.vc, Submitted: engine.Epoch.Add(time.Duration(j.submit * float64(time.Second))),
-				Min: j.gpus * policy.MilliGPU, Max: j.gpus * policy.MilliGPU,
-				SinceResume: time.Duration((now - j.started) * float64(time.Second))}
+			// As ReplayPhilly builds it: fifo runs the job at its
+			// requested GPUs, all or nothing, and needs no estimate of
+			// its remaining work (no finished jobs' history).
+			pj := phillyPolicyJob(info, &j.phillyJob, now, nil)
+			qj := queue.FromPolicy(&pj, j.vc, "")
+			qj.SinceResume = engine.Seconds(now - j.started)
 			if mode == ModeStrict && j.gpus > quota[j.vc] {
 				qj.Min, qj.Max = quota[j.vc]*policy.MilliGPU, quota[j.vc]*policy.MilliGPU // runs alone in its VC
 			}
-			if j.w > 0 {
-				qj.Held = j.gpus * policy.MilliGPU
-			}
 			qjobs = append(qjobs, qj)
-			in.Jobs = append(in.Jobs, policy.Job{ID: j.id, Submitted: qj.Submitted, Min: j.gpus, Max: j.gpus, Gang: true,
-				Worker: policy.Demand{GPUMilli: policy.MilliGPU}, Current: policy.Allocation{Workers: j.w, Placement: j.alloc}})
+			in.Jobs = append(in.Jobs, pj)
 		}
 		t0 := time.Now()
 		round, err := queue.Decide(qc, capacity*policy.MilliGPU, qjobs)

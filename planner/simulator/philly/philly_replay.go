@@ -140,16 +140,10 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 			next++
 		}
 		// Decide.
-		in.Now = engine.Epoch.Add(time.Duration(now * float64(time.Second)))
+		in.Now = engine.At(now)
 		in.Jobs = in.Jobs[:0]
 		for _, j := range active {
-			pj := policy.Job{ID: j.id, Submitted: engine.Epoch.Add(time.Duration(j.submit * float64(time.Second))),
-				Worker: policy.Demand{GPUMilli: policy.MilliGPU}, AttainedService: j.attained,
-				Current: policy.Allocation{Workers: j.w, Placement: j.alloc},
-				Age:     time.Duration((now - j.submit) * float64(time.Second)), Restarts: j.restarts,
-				RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second))}
-			phillyLimits(info, j, &pj, &hist)
-			in.Jobs = append(in.Jobs, pj)
+			in.Jobs = append(in.Jobs, phillyPolicyJob(info, j, now, &hist))
 		}
 		qjobs = qjobs[:0]
 		if cfg.Queues.Enabled() {
@@ -222,14 +216,37 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 	return rep, nil
 }
 
-// phillyLimits sets a Philly job's size limits, speed and remaining work as
-// the policy's traits and class allow. The trace records only each job's
+// record is the job's history at now, as the live planner reads one
+// (history.Live.Record).
+func (j *phillyJob) record(now float64) history.Record {
+	return history.Record{ID: j.id, Submitted: engine.At(j.submit), Now: engine.At(now), Attained: j.attained,
+		Restarts: j.restarts, Current: policy.Allocation{Workers: j.w, Placement: j.alloc},
+		RestartCost: engine.Seconds(engine.RestartPenalty)}
+}
+
+// request is what the job asks: its trace row's GPUs, one whole GPU per
+// worker, any size from one GPU up to them for a policy that may choose.
+func (j *phillyJob) request() history.Request {
+	return history.Request{Requested: j.gpus, Min: 1, Max: j.gpus, Worker: policy.Demand{GPUMilli: policy.MilliGPU}}
+}
+
+// phillyPolicyJob is the job as the policy sees it at now: its record,
+// sized by the policy's traits (history.Record.PolicyJob), with the speed
+// and remaining work the policy's class allows (phillyLimits; hist may be
+// nil for a policy that fixes job sizes, which reads neither).
+func phillyPolicyJob(info policy.Info, j *phillyJob, now float64, hist *residualWork) policy.Job {
+	pj := j.record(now).PolicyJob(info.Traits, j.request())
+	phillyLimits(info, j, &pj, hist)
+	return pj
+}
+
+// phillyLimits sets a Philly job's speed and remaining work as the
+// policy's traits and class allow. The trace records only each job's
 // duration at its requested GPUs, so the speed is linear up to the request
 // (an assumption, the same for every policy). Oracle policies get the exact
 // remaining work; the others the mean residual work of finished jobs that
 // ran at least as long as this one has (1 s before any finished).
 func phillyLimits(info policy.Info, j *phillyJob, pj *policy.Job, hist *residualWork) {
-	history.Request{Requested: j.gpus, Min: 1, Max: j.gpus, Worker: pj.Worker}.Apply(info.Traits, pj)
 	if !history.Explores(info.Traits) {
 		return // at its requested size: no speed model needed
 	}

@@ -3,25 +3,25 @@ package pollux
 import (
 	"testing"
 
-	"github.com/shoenig/test/must"
-
 	"github.com/caravan-nomad/caravan/planner/policy"
+	"github.com/caravan-nomad/caravan/planner/simulator/enginetest"
 )
 
-// TestFixedSizeJobIsAllOrNothing: under FixedSize (fifo, tiresias) the
-// Pollux replay's declared view of a job asking for 4 workers is exactly 4,
-// all or nothing, as the live planner's and the step engine's are
-// (steps.TestLiveAndSimulatorBuildTheSamePolicyJob).
-func TestFixedSizeJobIsAllOrNothing(t *testing.T) {
-	const requested = 4
+// TestPolicyJobMatchesTheLivePlanner: for every registered policy, the
+// Pollux replay's declared view of enginetest's history (a job asking for
+// 4 workers, batch 128 over a smallest per-GPU batch of 32) agrees with the
+// live manager's (enginetest.Check): under FixedSize (fifo, tiresias)
+// exactly 4, all or nothing. (TestLiveAndSimulatorHandThePolicyTheSameHistory
+// plays a history through the replay's own accounting.)
+func TestPolicyJobMatchesTheLivePlanner(t *testing.T) {
+	const workers = 3
 	for _, info := range policy.Infos() {
-		if !info.Traits.FixedSize {
-			continue
-		}
 		t.Run(info.Name, func(t *testing.T) {
-			d := declared{replicas: requested, batch: 128, observed: observed{limits: batchLimits{MinLocalBsz: 32}}}
-			pj := declaredJob(info.Traits, &d)
-			must.Eq(t, [3]any{requested, requested, true}, [3]any{pj.Min, pj.Max, pj.Gang})
+			d := declared{replicas: enginetest.Requested, batch: 128, observed: observed{
+				name: "job-1", kind: "job-1", submitted: enginetest.Submitted, now: enginetest.Now,
+				attained: enginetest.Attained(workers), restarts: enginetest.Restarts,
+				current: policy.Allocation{Workers: workers}, limits: batchLimits{MinLocalBsz: 32}}}
+			enginetest.Check(t, info, workers, declaredJob(info.Traits, &d))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package pollux
 
 import (
 	"math"
-	"time"
 
 	"github.com/caravan-nomad/caravan/planner/history"
 	"github.com/caravan-nomad/caravan/planner/model"
@@ -67,14 +66,10 @@ func (j *simJob) declared(now float64) declared {
 // record is the job's history as the live service also describes it.
 func (o *observed) record() history.Record {
 	return history.Record{
-		ID: o.name, Kind: o.kind, Submitted: simTime(o.submitted), Now: simTime(o.now),
+		ID: o.name, Kind: o.kind, Submitted: engine.At(o.submitted), Now: engine.At(o.now),
 		Attained: o.attained, Restarts: o.restarts, Current: o.current,
-		RestartCost: time.Duration(engine.RestartPenalty * float64(time.Second)),
+		RestartCost: engine.Seconds(engine.RestartPenalty),
 	}
-}
-
-func simTime(seconds float64) time.Time {
-	return engine.Epoch.Add(time.Duration(seconds * float64(time.Second)))
 }
 
 // baseJob is the part of a policy.Job every class may see: the history

@@ -11,6 +11,7 @@ import (
 	"github.com/caravan-nomad/caravan/planner/policy"
 	"github.com/caravan-nomad/caravan/planner/service/source"
 	"github.com/caravan-nomad/caravan/planner/simulator/engine"
+	"github.com/caravan-nomad/caravan/planner/simulator/enginetest"
 )
 
 // TestLiveAndSimulatorBuildTheSamePolicyJob: one job, asking for 4 workers
@@ -20,9 +21,8 @@ import (
 // meta through source.Spec.Request, as manager.policyJob does) and to the
 // step engine's (stepState.policyJob). For every registered policy, the
 // policy.Job they build agree on the job's size: under FixedSize (fifo,
-// tiresias) exactly the requested 4, all or nothing (as the Pollux and
-// Philly replays build it: TestFixedSizeJobIsAllOrNothing in pollux and
-// philly); otherwise the live job and the step engine (which models the
+// tiresias) exactly the requested 4, all or nothing (as every engine
+// builds it: TestPolicyJobMatchesTheLivePlanner in each); otherwise the live job and the step engine (which models the
 // live planner) agree on bounds, gang, demand and resize cost, and the
 // history fields agree too. Before, the live builder ignored FixedSize.
 func TestLiveAndSimulatorBuildTheSamePolicyJob(t *testing.T) {
@@ -74,3 +74,20 @@ func TestLiveAndSimulatorBuildTheSamePolicyJob(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPolicyJobMatchesTheLivePlanner: for every registered policy, the
+// step engine's job for enginetest's history agrees with the live
+// manager's (enginetest.Check), except in attained service, which the step
+// engine does not hand the policy (stepState.record).
+func TestPolicyJobMatchesTheLivePlanner(t *testing.T) {
+	const workers = 3
+	cfg := StepConfig{WorkerMilliGPU: policy.MilliGPU, MaxWorkers: enginetest.Requested, RestartCost: engine.RestartPenalty}
+	for _, info := range policy.Infos() {
+		t.Run(info.Name, func(t *testing.T) {
+			st := &stepState{spec: StepJob{Name: "job-1", Submitted: enginetest.Submitted, Requested: enginetest.Requested},
+				desired: workers, workers: workers, restarts: enginetest.Restarts,
+				measured: map[int]bool{enginetest.Requested: true}}
+			enginetest.Check(t, info, workers, st.policyJob(cfg, info, enginetest.Now), enginetest.NoAttained)
+		})
+	}
+}

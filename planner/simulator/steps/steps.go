@@ -355,13 +355,7 @@ func pinGrowth(jobs []policy.Job, plan policy.Plan, pinned map[int]bool) bool {
 // policyJob is the job as the live planner describes it: its current
 // allocation is its desired count, placed when every worker runs.
 func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) policy.Job {
-	pj := policy.Job{
-		ID: s.spec.Name, Kind: s.spec.Name,
-		RestartCost: time.Duration(cfg.RestartCost * float64(time.Second)),
-		Age:         time.Duration((now - s.spec.Submitted) * float64(time.Second)), Restarts: s.restarts,
-		Current: policy.Allocation{Workers: s.desired},
-	}
-	s.request(cfg).Apply(info.Traits, &pj)
+	pj := s.record(cfg, now).PolicyJob(info.Traits, s.request(cfg))
 	if s.workers > 0 && s.workers == s.desired {
 		pj.Current.Placement = []policy.NodeAlloc{{Node: "node-00", Workers: s.workers}}
 	}
@@ -377,6 +371,16 @@ func (s *stepState) policyJob(cfg StepConfig, info policy.Info, now float64) pol
 		pj.Max = policy.ExploreMax(pj, measured)
 	}
 	return pj
+}
+
+// record is the job's history as the live planner reads it
+// (history.Live.Record): submitted at its arrival, restarted s.restarts
+// times, its current allocation its desired count. It carries no attained
+// service: the step engine has handed the policy none since it began, and
+// giving it the GPU-seconds held would move the testbed's figures.
+func (s *stepState) record(cfg StepConfig, now float64) history.Record {
+	return history.Record{ID: s.spec.Name, Kind: s.spec.Name, Submitted: engine.At(s.spec.Submitted), Now: engine.At(now),
+		Restarts: s.restarts, Current: policy.Allocation{Workers: s.desired}, RestartCost: engine.Seconds(cfg.RestartCost)}
 }
 
 // request is what the job asks of the policy, as a live job's meta says
@@ -430,19 +434,15 @@ func (s *stepState) speed(overhead float64) policy.SpeedModel {
 }
 
 // queueKey is the time the policy admits the job by, as the live
-// planner's time-slicing sets it: a job inside its quantum first, one past
-// it from the start of its current slice, a waiting one from when it began
-// to wait.
+// planner's time-slicing sets it (history.TimeSlice.QueueKey). Every
+// protected job gets one key, a century before engine.Epoch, so protected
+// jobs tie and the policy orders them by ID (the live planner anchors the
+// century at each job's submission; kept so as not to move the testbed's
+// fidelity figures).
 func (s *stepState) queueKey(cfg StepConfig, now float64) time.Time {
-	at := func(sec float64) time.Time { return engine.Epoch.Add(time.Duration(sec * float64(time.Second))) }
-	switch {
-	case s.workers == 0:
-		return at(s.waitingSince)
-	case cfg.SuspendQuantum <= 0 || now < s.lastResume+cfg.SuspendQuantum:
-		return engine.Epoch.AddDate(-100, 0, 0)
-	}
-	slices := math.Floor((now - s.lastResume) / cfg.SuspendQuantum)
-	return at(s.lastResume + slices*cfg.SuspendQuantum)
+	ts := history.TimeSlice{Running: s.workers > 0, Quantum: engine.Seconds(cfg.SuspendQuantum),
+		Resumed: engine.At(s.lastResume), Waiting: engine.At(s.waitingSince)}
+	return ts.QueueKey(engine.Epoch, engine.At(now))
 }
 
 // setWorkers changes the placed workers, charging the delay the change

@@ -71,7 +71,7 @@ Examples, from the repository root:
   caravan validate jobspecs/train-checkpointed.nomad.hcl jobspecs/gpu-fraction.nomad.hcl
   caravan validate -var caravan_bin=$PWD/build/caravan jobspecs/planner.nomad.hcl
   caravan validate -var caravan_bin=$PWD/build/caravan -var state_dir=/tmp/caravan-sim jobspecs/planner-train-sim.nomad.hcl
-  caravan validate -planner-config internal/validate/testdata/planner-queues.hcl
+  caravan validate -planner-config validate/testdata/planner-queues.hcl
 
 Flags:
 `

@@ -13,7 +13,7 @@ import (
 // repoRoot is the repository root, where the help's examples run.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs("..")
 	must.NoError(t, err)
 	return root
 }
