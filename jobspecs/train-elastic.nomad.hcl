@@ -153,6 +153,10 @@ locals {
   # The task's directory: the working directory of a host process, /local
   # in a container.
   peers_file = local.host ? "local/ps" : "/local/ps"
+  # A container saves into the allocation's shared directory on its kill
+  # signal (the lifecycle tasks restore and commit it there); the caravan
+  # driver checkpoints a host process itself.
+  container_checkpoint_args = local.host ? [] : ["-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"]
   ps_args = concat([
     "trainer", "ps",
     "-listen", "${NOMAD_ADDR_ps}",
@@ -160,7 +164,7 @@ locals {
     "-steps", "${var.steps}",
     "-compute-per-sample", var.compute_per_sample,
     "-log-every", "50",
-  ], local.host ? [] : ["-checkpoint-dir", "/alloc/checkpoint", "-checkpoint-signal", "SIGTERM"], var.trainer_args)
+  ], local.container_checkpoint_args, var.trainer_args)
 }
 
 job "train-elastic" {
@@ -214,7 +218,7 @@ job "train-elastic" {
 
     task "ps" {
       driver      = var.driver
-      kill_signal = local.host ? "" : "SIGTERM"
+      kill_signal = local.host ? "" : "SIGTERM" # "": the driver's default
 
       # The checkpoint on stop (the coordinator gathers the shards) and a
       # shard server's hand-off both take well under a second.

@@ -336,7 +336,7 @@ job "train-pytorch-elastic" {
       # on SIGTERM the launcher stops its workers (they leave at the next
       # step boundary with a live snapshot) and commits that snapshot to
       # /alloc/checkpoint.
-      kill_signal  = local.host ? "" : "SIGTERM"
+      kill_signal  = local.host ? "" : "SIGTERM" # "": the driver's default
       kill_timeout = "90s"
 
       dynamic "config" {

@@ -1,13 +1,14 @@
 // Package jobspecs checks that every jobspec under jobspecs/ is accepted by
-// the cluster's Nomad (`nomad job validate`, under each value of a
-// jobspec's driver variable), so none rots. Each is also run
-// end to end by the e2e package of its area (cluster, device, driver,
-// planner, ui).
+// the cluster's Nomad (`nomad job validate`) and by `caravan validate`,
+// under each value of a jobspec's driver variable, so none rots. Each is
+// also run end to end by the e2e package of its area (cluster, device,
+// driver, planner, ui).
 package jobspecs
 
 import (
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -48,6 +49,11 @@ func TestJobspecs_Validate(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				out, err := c.CLI(t, append(runs[name], f)...)
 				must.NoError(t, err, must.Sprint(out))
+				// caravan's own checks (role tasks against their group
+				// among them), which internal/validate runs on the
+				// default variables only.
+				vout, err := exec.Command(c.Bin, append(append([]string{"validate"}, runs[name][2:]...), f)...).CombinedOutput()
+				must.NoError(t, err, must.Sprintf("caravan validate: %s", vout))
 			})
 		}
 	}
