@@ -14,11 +14,11 @@ import (
 // The container job: the reference trainer as the image
 // localhost/caravan-trainer:local (built here, never pulled:
 // scripts/build-images.sh) under Nomad's own docker driver, checkpointed by
-// caravan's restore and commit lifecycle tasks (jobspecs/train-docker.nomad.hcl),
+// caravan's restore and commit lifecycle tasks (jobspecs/train-container.nomad.hcl),
 // running beside the host-process jobs.
 const (
 	containerJob     = "train-container"
-	containerJobspec = "jobspecs/train-docker.nomad.hcl"
+	containerJobspec = "jobspecs/train-container.nomad.hcl"
 	containerGroup   = "train"
 	containerTask    = "trainer"
 	// containerNode runs dockerd on the local cluster (scripts/cluster.sh).

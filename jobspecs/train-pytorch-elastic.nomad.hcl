@@ -1,9 +1,12 @@
 # Elastic data-parallel PyTorch training (torch.distributed.elastic, c10d
 # rendezvous, DistributedDataParallel: gloo on CPU, NCCL where
-# torch.cuda.is_available()), run by the caravan task driver. Change the
-# number of workers while it trains, suspend it, resume it:
+# torch.cuda.is_available()), run by the caravan task driver (variable
+# driver, default "caravan") or as containers (driver "docker" or "podman",
+# below). Change the number of workers while it trains, suspend it, resume
+# it:
 #
 #   nomad job run -var caravan_python=$PWD/python jobspecs/train-pytorch-elastic.nomad.hcl
+#   nomad job run -var driver=docker jobspecs/train-pytorch-elastic.nomad.hcl
 #   nomad job scale train-pytorch-elastic worker 2    # the workers re-rendezvous as 2 and go on
 #   nomad job scale train-pytorch-elastic worker 1
 #   nomad job scale train-pytorch-elastic worker 0    # suspend: rank 0 checkpoints, the others answer "skip"
@@ -62,11 +65,64 @@
 # opt), call el.boundary(step) before every step, and train on this rank's
 # shard of a fixed global batch; put your script in the template below (or
 # point args at a file on the clients).
+#
+# Containers (driver "docker": Nomad's docker driver; "podman": Nomad's
+# podman driver plugin, which you install: it is not built or run here,
+# README.md). The image (variable image) needs python3 with torch and
+# caravan's Python helper: localhost/caravan-pytorch:local is built here
+# from Debian's python3-torch, never pulled (scripts/build-images.sh; for
+# the podman driver, `podman load -i build/images/caravan-pytorch.tar`);
+# python/README.md, "Bring your own container", has the lines to add to your
+# own image. What differs from the host processes:
+# - network_mode = "host": the runtimes run without a bridge here, and
+#   torch's stores and gloo pick their own ports (python/README.md, "Known
+#   limits"), which only a shared network reaches.
+# - caravan checkpoints each worker by two lifecycle tasks beside it
+#   (driver/README.md, "Containers"): a prestart "restore" task restores the
+#   slot's newest checkpoint into the allocation's shared directory (/alloc
+#   in the container), and a poststop "commit" task commits what the
+#   launcher saved there on its kill signal.
+# - The trigger is the kill signal: a container cannot be sent the caravan
+#   driver's SIGUSR1 request. On SIGTERM (scale-down, suspend, stop, alloc
+#   stop, drains) `caravan.launch --checkpoint-on-stop` stops its workers,
+#   which leave at a step boundary the group agrees on with a live snapshot
+#   (as on any membership change), and commits that snapshot to
+#   /alloc/checkpoint; the poststop task commits it to caravan's store. No
+#   periodic or on-demand checkpoints (the caravan driver's interval). The
+#   podman driver stops a container with the image's stop signal (SIGTERM;
+#   the caravan-pytorch image sets none), not kill_signal.
+# - The checkpoint key is per worker index, not the group's, with scope
+#   "replica": every worker's snapshot holds the whole (replicated) model,
+#   so each stopped worker checkpoints to its own index's key, and a new
+#   worker restores the newest checkpoint of ANY index (the highest step;
+#   after a scale-down the highest indexes stop first, so the newest state
+#   is often another index's), waiting for the commits of workers Nomad is
+#   stopping; el.restore() continues from the highest step any rank holds.
+#   A group-scoped restore would wait for the running workers to finish
+#   before a scale-up could start.
+# - One worker process per container (nproc_per_node is not used).
 
 variable "name" {
   description = "Job ID and name (also the rendezvous service's prefix and run ID)."
   type        = string
   default     = "train-pytorch-elastic"
+}
+
+variable "driver" {
+  description = "Nomad task driver of the tasks: \"caravan\" (host processes, checkpointed by the driver), \"docker\" or \"podman\" (containers, checkpointed by caravan lifecycle tasks; \"podman\" is Nomad's podman driver plugin, which you install)."
+  type        = string
+  default     = "caravan"
+
+  validation {
+    condition     = contains(["caravan", "docker", "podman"], var.driver)
+    error_message = "The driver must be \"caravan\", \"docker\" or \"podman\"."
+  }
+}
+
+variable "image" {
+  description = "Image with python3, torch and caravan's Python helper, present on the clients (built here: scripts/build-images.sh; drivers \"docker\" and \"podman\")."
+  type        = string
+  default     = "localhost/caravan-pytorch:local"
 }
 
 variable "nodes" {
@@ -88,13 +144,13 @@ variable "max_workers" {
 }
 
 variable "nproc_per_node" {
-  description = "Worker processes per allocation (GPUs per allocation with NCCL; 1 on CPU)."
+  description = "Worker processes per allocation (GPUs per allocation with NCCL; 1 on CPU). Runtime \"host\": a container runs one."
   type        = number
   default     = 1
 }
 
 variable "gpu_shares" {
-  description = "Shares of one caravan GPU per worker allocation (0: CPU and gloo; > 0: NCCL, with nproc_per_node = 1). Not run on this project's GPU-less machine."
+  description = "Shares of one caravan GPU per worker allocation (0: CPU and gloo; > 0: NCCL, with nproc_per_node = 1). The planner counts a worker's GPUs from this request. Not run on this project's GPU-less machine; the image built here holds Debian's CPU-only torch, so its workers train with gloo whatever they are given."
   type        = number
   default     = 0
 }
@@ -130,19 +186,19 @@ variable "planner" {
 }
 
 variable "python" {
-  description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch)."
+  description = "Python interpreter with torch on the clients (Debian: /usr/bin/python3 with python3-torch; driver \"caravan\")."
   type        = string
   default     = "python3"
 }
 
 variable "caravan_python" {
-  description = "Directory on the clients holding the caravan Python helper (the repository's python/ folder), put on PYTHONPATH; \"\" when it is installed with `pip install ./python`."
+  description = "Directory on the clients holding the caravan Python helper (the repository's python/ folder), put on PYTHONPATH; \"\" when it is installed with `pip install ./python` (driver \"caravan\")."
   type        = string
   default     = ""
 }
 
 variable "checkpoint_interval" {
-  description = "Periodic checkpoint interval (\"\" for none: only on stop and on demand)."
+  description = "Periodic checkpoint interval (\"\" for none: only on stop and on demand; driver \"caravan\")."
   type        = string
   default     = "10m"
 }
@@ -151,6 +207,28 @@ variable "gloo_socket_ifname" {
   description = "Network interface gloo uses between workers (GLOO_SOCKET_IFNAME; \"\": the one the host name resolves to)."
   type        = string
   default     = ""
+}
+
+locals {
+  host = var.driver == "caravan"
+  # for_each of the blocks only the caravan driver, or only a container
+  # driver, has.
+  if_host      = local.host ? [true] : []
+  if_container = local.host ? [] : [true]
+
+  # The launcher's arguments, after the interpreter (the image's entrypoint
+  # in a container). A container checkpoints on its kill signal.
+  launch_args = concat(["-u", "-m", "caravan.launch"], local.host ? [] : ["--checkpoint-on-stop"], [
+    "--nnodes", "1:${var.max_workers}", "--nproc-per-node", local.host ? "${var.nproc_per_node}" : "1",
+    "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
+    "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
+    "--compute-per-sample", "${var.compute_per_sample}",
+  ])
+  store_args = ["-u", "-m", "caravan.rendezvous", "--host", "${NOMAD_IP_rdzv}", "--port", "${NOMAD_PORT_rdzv}"]
+  # Host: the helper's folder on PYTHONPATH. Container: the image sets its
+  # own PYTHONPATH, and the launcher saves on stop where the restore task
+  # restored.
+  train_env = local.host ? { PYTHONPATH = var.caravan_python } : { CARAVAN_CHECKPOINT_DIR = "${NOMAD_ALLOC_DIR}/checkpoint" }
 }
 
 job "train-pytorch-elastic" {
@@ -193,15 +271,31 @@ job "train-pytorch-elastic" {
     }
 
     task "store" {
-      driver = "caravan"
+      driver = var.driver
 
-      config {
-        command = "/usr/bin/env"
-        args    = [var.python, "-u", "-m", "caravan.rendezvous", "--host", "${NOMAD_IP_rdzv}", "--port", "${NOMAD_PORT_rdzv}"]
+      dynamic "config" {
+        for_each = local.if_host
+        content {
+          command = "/usr/bin/env"
+          args    = concat([var.python], local.store_args)
+        }
       }
 
-      env {
-        PYTHONPATH = var.caravan_python
+      dynamic "config" {
+        for_each = local.if_container
+        content {
+          image        = var.image
+          network_mode = "host"
+          args         = local.store_args
+        }
+      }
+
+      # The image sets its own PYTHONPATH.
+      dynamic "env" {
+        for_each = local.if_host
+        content {
+          PYTHONPATH = var.caravan_python
+        }
       }
 
       resources {
@@ -236,27 +330,39 @@ job "train-pytorch-elastic" {
     }
 
     task "train" {
-      driver = "caravan"
-      # Bounds the stop: the checkpoint (4/5 of it), then the agent stops
-      # its workers (they leave at the next step boundary).
+      driver = var.driver
+      # Bounds the stop. Host: the checkpoint (4/5 of it), then the agent
+      # stops its workers (they leave at the next step boundary). Container:
+      # on SIGTERM the launcher stops its workers (they leave at the next
+      # step boundary with a live snapshot) and commits that snapshot to
+      # /alloc/checkpoint.
+      kill_signal  = local.host ? "" : "SIGTERM" # "": the driver's default
       kill_timeout = "90s"
 
-      config {
-        # env execs python, so the checkpoint signal reaches the launcher,
-        # which forwards it to the local rank 0 worker.
-        command = "/usr/bin/env"
-        args = [var.python, "-u", "-m", "caravan.launch",
-          "--nnodes", "1:${var.max_workers}", "--nproc-per-node", "${var.nproc_per_node}",
-          "--rdzv-endpoint-file", "${NOMAD_TASK_DIR}/rendezvous", "--run-id", "${NOMAD_JOB_ID}",
-          "${NOMAD_TASK_DIR}/train.py", "--steps", "${var.steps}", "--batch", "${var.batch}", "--min-step-time", "${var.min_step_time}",
-        "--compute-per-sample", "${var.compute_per_sample}"]
+      dynamic "config" {
+        for_each = local.if_host
+        content {
+          # env execs python, so the checkpoint signal reaches the launcher,
+          # which forwards it to the local rank 0 worker.
+          command = "/usr/bin/env"
+          args    = concat([var.python], local.launch_args)
 
-        checkpoint {
-          scope            = "group"
-          signal           = "SIGUSR1"
-          interval         = var.checkpoint_interval
-          timeout          = "5m"
-          on_restore_error = "fail"
+          checkpoint {
+            scope            = "group"
+            signal           = "SIGUSR1"
+            interval         = var.checkpoint_interval
+            timeout          = "5m"
+            on_restore_error = "fail"
+          }
+        }
+      }
+
+      dynamic "config" {
+        for_each = local.if_container
+        content {
+          image        = var.image
+          network_mode = "host"
+          args         = local.launch_args
         }
       }
 
@@ -294,12 +400,11 @@ job "train-pytorch-elastic" {
         }
       }
 
-      env {
+      env = merge(local.train_env, {
         CARAVAN_PLANNER_URLS_FILE = "${NOMAD_TASK_DIR}/planners"
-        PYTHONPATH                = var.caravan_python
         CARAVAN_ADVERTISE_ADDR    = "${attr.unique.network.ip-address}"
         GLOO_SOCKET_IFNAME        = var.gloo_socket_ifname
-      }
+      })
 
       template {
         destination     = "local/train.py"
@@ -398,6 +503,37 @@ job "train-pytorch-elastic" {
           content {
             count = var.gpu_shares
           }
+        }
+      }
+    }
+
+    # Containers: caravan's checkpointing of "train", restore before it
+    # starts, commit after it stops (a key per worker index; a restore takes
+    # the newest of any index: scope "replica").
+    dynamic "task" {
+      for_each = local.if_container
+      labels   = ["restore"]
+      content {
+        driver = "caravan"
+        lifecycle { hook = "prestart" }
+        config { checkpoint = { role = "restore", task = "train", dir = "checkpoint", scope = "replica" } }
+        resources {
+          cpu    = 20
+          memory = 32
+        }
+      }
+    }
+
+    dynamic "task" {
+      for_each = local.if_container
+      labels   = ["commit"]
+      content {
+        driver = "caravan"
+        lifecycle { hook = "poststop" }
+        config { checkpoint = { role = "commit", task = "train", dir = "checkpoint", scope = "replica" } }
+        resources {
+          cpu    = 20
+          memory = 32
         }
       }
     }

@@ -22,15 +22,15 @@ const (
 
 // trainJob is the shipped checkpointed trainer jobspec of Nomad's docker
 // driver, which runs under either runtime: the client it is pinned to
-// (variable node) decides which. jobspecs/train-podman.nomad.hcl, for
-// Nomad's podman driver plugin, is not run here (README.md).
-const trainJob = "jobspecs/train-docker.nomad.hcl"
+// (variable node) decides which. Its driver=podman variant, for Nomad's
+// podman driver plugin, is not run here (README.md).
+const trainJob = "jobspecs/train-container.nomad.hcl"
 
 var progressLine = regexp.MustCompile(`(?m)^step=\d+ `)
 
 // TestContainers_SuspendResume: the FROM scratch trainer under Nomad's
 // docker driver under dockerd and under podman, checkpointed by caravan's
-// lifecycle tasks (jobspecs/train-docker.nomad.hcl), is suspended
+// lifecycle tasks (jobspecs/train-container.nomad.hcl), is suspended
 // mid-training (scale 0: SIGTERM, the trainer saves and exits, the poststop
 // task commits) and resumed (scale 1: the prestart task restores), and ends
 // with parameters bit for bit equal to an uninterrupted host process's.
@@ -89,7 +89,7 @@ func TestContainers_SuspendResume(t *testing.T) {
 
 // TestContainers_SidecarAndSlowFinalCommit: the trainer under Nomad's docker
 // driver under dockerd and under podman with the three caravan checkpoint
-// tasks of the shipped jobspec (jobspecs/train-docker.nomad.hcl, with a
+// tasks of the shipped jobspec (jobspecs/train-container.nomad.hcl, with a
 // larger model). The sidecar takes an on-demand checkpoint (`nomad alloc signal` to the
 // sidecar; it writes the request file the trainer polls). Then the job is
 // scaled 1 -> 0 and, as soon as Nomad has marked the old allocation for

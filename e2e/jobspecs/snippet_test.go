@@ -143,8 +143,8 @@ func TestJobspecs_RunOnSnippetClient(t *testing.T) {
 		id := ac.RunJob(t, "jobspecs/gpu-fraction.nomad.hcl", "node=snippet", "shares=2")
 		ac.WaitAllocs(t, id, 2*time.Minute, allIn(nomadapi.AllocClientStatusRunning))
 	})
-	t.Run("run train-docker", func(t *testing.T) {
-		id := ac.RunJob(t, "jobspecs/train-docker.nomad.hcl", "job_name=snippet-train-docker", "node=snippet",
+	t.Run("run train-container", func(t *testing.T) {
+		id := ac.RunJob(t, "jobspecs/train-container.nomad.hcl", "job_name=snippet-train-docker", "node=snippet",
 			"steps=300", "step_delay=1ms")
 		allocs := ac.WaitAllocs(t, id, 2*time.Minute, allIn(nomadapi.AllocClientStatusRunning))
 		harness.Eventually(t, 2*time.Minute, func() error {

@@ -14,7 +14,7 @@ import (
 
 // TestPlanner_ContainerJob: the planner manages a container job as it does
 // a host job. Team B's elastic job runs as containers under Nomad's docker
-// driver (jobspecs/train-elastic-docker.nomad.hcl); past 2 workers (one GPU
+// driver (jobspecs/train-elastic.nomad.hcl, driver=docker); past 2 workers (one GPU
 // each) it spans both clients, so both runtimes at once: dockerd on
 // client1, podman's Docker-compatible API on client2
 // (TestPlanner_PyTorchContainerJob runs the PyTorch container job). It
@@ -33,7 +33,7 @@ func TestPlanner_ContainerJob(t *testing.T) {
 
 	const stepsB = 5000
 	want := harness.ElasticReference(t, stepsB)
-	b := submitSpec(t, c, "train-elastic-docker.nomad.hcl", "team-b", fmt.Sprintf("ctr-b-%d", run), stepsB, 1, 4)
+	b := submitSpec(t, c, "train-elastic.nomad.hcl", "team-b", fmt.Sprintf("ctr-b-%d", run), stepsB, 1, 4, "driver=docker")
 	coB := b.coordinator(2 * time.Minute)
 	grown := b.waitWorkers("more than its 2-GPU guarantee", 3*time.Minute, func(n int) bool { return n > 2 })
 	t.Logf("team B's container job grew to %d workers (GPUs), past its guarantee of 2", grown)

@@ -43,7 +43,7 @@ const pytorchCompute = "compute_per_sample=0.001"
 const pytorchSteps = 3000
 
 // TestPlanner_PyTorchContainerJob: the planner manages the elastic PyTorch
-// job as containers (jobspecs/train-pytorch-elastic-docker.nomad.hcl, the
+// job as containers (jobspecs/train-pytorch-elastic.nomad.hcl, driver=docker, the
 // image built from Debian's python3-torch, under the docker driver) as it does a
 // host job. Team B's job (1 to 2 workers of one whole SIMULATED GPU each,
 // gloo on CPU: the GPUs are simulated and the image's torch is CPU-only;
@@ -76,8 +76,8 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 	ref := c.RunJob(t, harness.PyTorchHostJobspec, refVars...)
 
 	tB := time.Now()
-	b := registerSpec(t, c, "train-pytorch-elastic-docker.nomad.hcl", "team-b", fmt.Sprintf("ptc-b-%d", run),
-		pytorchSteps, 1, 2, "max_workers=2", "planner=true", "gpu_shares=4",
+	b := registerSpec(t, c, "train-pytorch-elastic.nomad.hcl", "team-b", fmt.Sprintf("ptc-b-%d", run),
+		pytorchSteps, 1, 2, "driver=docker", "max_workers=2", "planner=true", "gpu_shares=4",
 		"min_step_time=0", pytorchCompute)
 	grow1 := b.scaleUpToFirstStep(uint64(tB.UnixNano()), nil, 2)
 	t.Logf("the planner grew team B's PyTorch container job to 2 workers: %s", grow1)

@@ -54,9 +54,9 @@ func submitElastic(t *testing.T, c *harness.C, ns, id string, steps, lo, hi int,
 	return submitSpec(t, c, "train-elastic.nomad.hcl", ns, id, steps, lo, hi, vars...)
 }
 
-// submitSpec is submitElastic for another train-elastic jobspec of
-// jobspecs/ (train-elastic-docker.nomad.hcl), with only the variables all
-// of them declare.
+// submitSpec is submitElastic for a train-elastic jobspec of jobspecs/
+// with other variables (driver=docker), with only the variables all of
+// them declare.
 func submitSpec(t *testing.T, c *harness.C, spec, ns, id string, steps, lo, hi int, vars ...string) *nsJob {
 	t.Helper()
 	return registerSpec(t, c, spec, ns, id, steps, lo, hi, append([]string{"compute_per_sample=1ms", "shares=4"}, vars...)...)

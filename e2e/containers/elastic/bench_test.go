@@ -33,7 +33,7 @@ type elasticTimes struct {
 // scale worker 2` to the coordinator's first step with the new worker, and
 // a suspend/resume cycle (both groups to 0, then to 1) with the driver's own
 // share of it (its commit and restore durations), for the container job
-// (jobspecs/train-elastic-docker.nomad.hcl) on client1 (dockerd) and on
+// (jobspecs/train-elastic.nomad.hcl, driver=docker) on client1 (dockerd) and on
 // client2 (podman), and the host-process job
 // (jobspecs/train-elastic.nomad.hcl) on client1. Times are polled from the
 // logs every 250 ms. Compute is MODELLED (1 ms per sample). Not run by bench-smoke
@@ -55,8 +55,8 @@ func BenchmarkContainers_Elastic(b *testing.B) {
 	})
 	common := []string{"workers=1", "ps=1", "steps=1000000", "compute_per_sample=1ms", `trainer_args=["-log-every","1"]`}
 	variants := []benchVariant{
-		{"docker", "jobspecs/train-elastic-docker.nomad.hcl", "client1", common, "commit", "restore"},
-		{"podman", "jobspecs/train-elastic-docker.nomad.hcl", "client2", common, "commit", "restore"},
+		{"docker", "jobspecs/train-elastic.nomad.hcl", "client1", append([]string{"driver=docker"}, common...), "commit", "restore"},
+		{"podman", "jobspecs/train-elastic.nomad.hcl", "client2", append([]string{"driver=docker"}, common...), "commit", "restore"},
 		{"host", "jobspecs/train-elastic.nomad.hcl", "client1",
 			append([]string{"caravan_bin=" + c.Bin, "checkpoint_interval="}, common...), "ps", "ps"},
 	}

@@ -1,9 +1,9 @@
 // Package elastic_test runs the distributed container jobs on the real
 // local cluster, under Nomad's docker driver against dockerd (client1) and
 // against podman's Docker-compatible API (client2): the Go trainer's
-// parameter servers and workers (jobspecs/train-elastic-docker.nomad.hcl)
+// parameter servers and workers (jobspecs/train-elastic.nomad.hcl, driver=docker)
 // and the elastic PyTorch job in the image built from Debian's
-// python3-torch (jobspecs/train-pytorch-elastic-docker.nomad.hcl), scaled,
+// python3-torch (jobspecs/train-pytorch-elastic.nomad.hcl, driver=docker), scaled,
 // suspended, resumed and migrated (from one runtime to the other); and
 // BenchmarkContainers_Elastic, containers against host processes. The
 // single-task container tests are e2e/containers'. A missing runtime fails
@@ -25,12 +25,12 @@ import (
 
 const elasticSteps = 2500
 
-// elasticJob is the shipped elastic trainer jobspec of Nomad's docker
-// driver; the clients it may run on decide the runtime.
-const elasticJob = "jobspecs/train-elastic-docker.nomad.hcl"
+// elasticJob is the shipped elastic trainer jobspec, run with driver=docker
+// (Nomad's docker driver); the clients it may run on decide the runtime.
+const elasticJob = "jobspecs/train-elastic.nomad.hcl"
 
 // TestContainers_Elastic: the distributed trainer as containers under
-// Nomad's docker driver (jobspecs/train-elastic-docker.nomad.hcl), started
+// Nomad's docker driver (jobspecs/train-elastic.nomad.hcl, driver=docker), started
 // on one client (client1: dockerd; client2: podman): an on-demand checkpoint
 // through the servers' sidecar, workers 1->3->2, servers
 // 1->2, a suspension (both groups to 0: the coordinator saves on SIGTERM,
@@ -65,7 +65,7 @@ func elasticRun(t *testing.T, c *harness.C, runtime, from, to string) {
 		c.Eligible(t, to, true)
 	})
 	j := &harness.Elastic{T: t, C: c, ID: jobID}
-	c.RunJob(t, elasticJob, "name="+jobID, "workers=1", "ps=1",
+	c.RunJob(t, elasticJob, "driver=docker", "name="+jobID, "workers=1", "ps=1",
 		fmt.Sprintf("steps=%d", elasticSteps), "compute_per_sample=1ms")
 
 	co := j.Coordinator(nil)

@@ -14,7 +14,7 @@ import (
 
 // TestContainers_PyTorchElastic runs the elastic PyTorch job as containers
 // of the image built from Debian's python3-torch, under Nomad's docker
-// driver (jobspecs/train-pytorch-elastic-docker.nomad.hcl) against dockerd
+// driver (jobspecs/train-pytorch-elastic.nomad.hcl, driver=docker) against dockerd
 // (client1) and against podman (client2), on one client,
 // through 1 -> 2 -> 1 workers, a suspend (scale 0: the launcher commits the
 // workers' live snapshot on SIGTERM, the poststop task commits it to the
@@ -43,7 +43,7 @@ func pytorchElastic(t *testing.T, c *harness.C, ref, runtime, client string) {
 	c.RequireRuntime(t, client, runtime)
 	job := "ctr-pte-" + runtime
 	c.StopJob(t, job)
-	c.RunJob(t, "jobspecs/train-pytorch-elastic-docker.nomad.hcl", "name="+job, "nodes="+client,
+	c.RunJob(t, "jobspecs/train-pytorch-elastic.nomad.hcl", "driver=docker", "name="+job, "nodes="+client,
 		"steps="+strconv.Itoa(harness.PyTorchSteps), harness.PyTorchPace)
 	j := c.PyTorch(t, job)
 

@@ -1,11 +1,12 @@
-# The reference trainer as a container image under Nomad's docker driver,
-# checkpointed by caravan lifecycle tasks (driver/README.md, "Containers"):
+# The reference trainer as a container image under Nomad's docker driver
+# (or, with -var driver=podman, Nomad's podman driver plugin), checkpointed
+# by caravan lifecycle tasks (driver/README.md, "Containers"):
 # a prestart "restore" task restores the newest checkpoint into the
 # allocation's shared directory (mounted at /alloc in the container), the
 # container trains with -checkpoint-dir /alloc/checkpoint and, on its kill
 # signal (SIGTERM, sent on job stop, scale-down, alloc stop and drains),
 # saves and exits; a poststop "commit" task commits that checkpoint to
-# caravan's store. Suspend with `nomad job scale train-docker train 0`,
+# caravan's store. Suspend with `nomad job scale train-container train 0`,
 # resume with `... 1`: training continues from the saved step.
 #
 # A third, optional caravan task, the poststart sidecar "checkpoint", takes
@@ -23,11 +24,33 @@
 # checkpoint-dir argument and the two caravan tasks below (README.md shows
 # the diff).
 #
-#   nomad job run -var node=client1 jobspecs/train-docker.nomad.hcl
+#   nomad job run -var node=client1 jobspecs/train-container.nomad.hcl
+#
+# Nomad's podman driver (-var driver=podman) is the external
+# nomad-driver-podman plugin, which you install: it is not built, run or
+# tested here (no build of it free of BUSL-1.1 code exists: the Go module
+# proxy serves only v0.6.5, which links Nomad v1.11.3; README.md); the local
+# cluster runs the docker driver against podman instead, through podman's
+# Docker-compatible API (client2). Its image must be in the podman service's
+# local store (podman load -i build/images/caravan-trainer.tar); nothing is
+# pulled. It stops a container with the image's stop signal (SIGTERM unless
+# the image sets STOPSIGNAL), not kill_signal, so the trainer saves on
+# SIGTERM either way.
 
 variable "job_name" {
   type    = string
-  default = "train-docker"
+  default = "train-container"
+}
+
+variable "driver" {
+  description = "Nomad task driver of the trainer: \"docker\" or \"podman\" (Nomad's podman driver plugin, which you install)."
+  type        = string
+  default     = "docker"
+
+  validation {
+    condition     = contains(["docker", "podman"], var.driver)
+    error_message = "The driver must be \"docker\" or \"podman\"."
+  }
 }
 
 variable "node" {
@@ -87,7 +110,7 @@ variable "checkpoint_interval" {
   default     = "10m"
 }
 
-job "train-docker" {
+job "train-container" {
   id          = var.job_name
   name        = var.job_name
   type        = "service"
@@ -126,7 +149,7 @@ job "train-docker" {
     }
 
     task "trainer" {
-      driver       = "docker"
+      driver       = var.driver
       user         = var.user
       kill_signal  = "SIGTERM"
       kill_timeout = var.kill_timeout
