@@ -15,6 +15,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // Why a checkpoint was taken (event annotation and manifest meta).
@@ -303,7 +304,7 @@ func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats stor
 		at = " at step " + step
 	}
 	c.events.emit(ann, "Checkpoint saved (%s): generation %d%s, %s (%s new) in %s",
-		reason, man.Generation, at, store.HumanBytes(stats.Bytes), store.HumanBytes(stats.NewBytes),
+		reason, man.Generation, at, bytesize.Human(stats.Bytes), bytesize.Human(stats.NewBytes),
 		stats.Duration.Round(time.Millisecond))
 }
 
