@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/consul-template/signals"
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins/drivers"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
@@ -405,4 +408,45 @@ func (c *checkpointer) periodic(ctx context.Context) {
 			c.release()
 		}
 	}
+}
+
+func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, cs *CheckpointState, h *taskHandle, logger hclog.Logger) *checkpointer {
+	cdir, err := newCkptDir(cfg.TaskDir().Dir, cs.Dir)
+	if err != nil {
+		logger.Warn("checkpoint dir outside the task dir; anchoring at its parent", "error", err)
+		cdir = ckptDir{taskDir: filepath.Dir(cs.Dir), rel: filepath.Base(cs.Dir)}
+	}
+	return &checkpointer{
+		logger:  logger.Named("checkpoint"),
+		store:   d.checkpointStore,
+		key:     cs.Key,
+		dir:     cs.Dir,
+		cdir:    cdir,
+		node:    nodeName(cfg),
+		allocID: cfg.AllocID,
+		cfg:     cc,
+		sig:     signals.SignalLookup[cc.Signal],
+		signal:  h.exec.Signal,
+		exited:  h.doneCh,
+		events:  newTaskEmitter(d.eventer, cfg),
+		metrics: d.metrics,
+		onSaved: d.noteCommit,
+		sem:     make(chan struct{}, 1),
+	}
+}
+
+// nodeName names the node in manifests and "restored from" events: the
+// Nomad node name, or the host name outside a Nomad client.
+func nodeName(cfg *drivers.TaskConfig) string {
+	if cfg.NodeName != "" {
+		return cfg.NodeName
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// parseSeq reads the marker sequence the driver stores in manifest meta.
+func parseSeq(meta map[string]string) (uint64, bool) {
+	n, err := strconv.ParseUint(meta[store.MetaSequence], 10, 64)
+	return n, err == nil
 }
