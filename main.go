@@ -12,7 +12,7 @@ import (
 	"github.com/caravan-nomad/caravan/demo"
 	"github.com/caravan-nomad/caravan/device"
 	"github.com/caravan-nomad/caravan/driver"
-	checkpointcli "github.com/caravan-nomad/caravan/driver/store/cli"
+	"github.com/caravan-nomad/caravan/driver/store/ckptcmd"
 	"github.com/caravan-nomad/caravan/internal/cli"
 	"github.com/caravan-nomad/caravan/internal/version"
 	"github.com/caravan-nomad/caravan/planner/service"
@@ -33,7 +33,7 @@ type subcommand struct {
 var subcommands = map[string]subcommand{
 	"device":     {"serve the fractional-GPU device plugin (started by a Nomad client)", device.Main},
 	"driver":     {"serve the checkpointing task driver (started by a Nomad client)", driver.Main},
-	"checkpoint": {"list, show, delete or GC checkpoints, or migrate a directory store to S3 (operators)", checkpointcli.Main},
+	"checkpoint": {"list, show, delete or GC checkpoints, or migrate a directory store to S3 (operators)", ckptcmd.Main},
 	"validate":   {"check a jobspec's caravan task config, GPU share requests and caravan_* meta before `nomad job run`, or a planner config file", validate.Main},
 	"planner":    {"run the planner service, or `planner simulate` to replay a workload", plannerMain},
 	"trainer":    {"run the deterministic example trainer (checkpoint protocol reference)", trainer.Main},

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/consul-template/signals"
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins/drivers"
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // Why a checkpoint was taken (event annotation and manifest meta).
@@ -303,7 +307,7 @@ func (c *checkpointer) saved(m *protocol.Marker, man *store.Manifest, stats stor
 		at = " at step " + step
 	}
 	c.events.emit(ann, "Checkpoint saved (%s): generation %d%s, %s (%s new) in %s",
-		reason, man.Generation, at, store.HumanBytes(stats.Bytes), store.HumanBytes(stats.NewBytes),
+		reason, man.Generation, at, bytesize.Human(stats.Bytes), bytesize.Human(stats.NewBytes),
 		stats.Duration.Round(time.Millisecond))
 }
 
@@ -404,4 +408,45 @@ func (c *checkpointer) periodic(ctx context.Context) {
 			c.release()
 		}
 	}
+}
+
+func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, cs *CheckpointState, h *taskHandle, logger hclog.Logger) *checkpointer {
+	cdir, err := newCkptDir(cfg.TaskDir().Dir, cs.Dir)
+	if err != nil {
+		logger.Warn("checkpoint dir outside the task dir; anchoring at its parent", "error", err)
+		cdir = ckptDir{taskDir: filepath.Dir(cs.Dir), rel: filepath.Base(cs.Dir)}
+	}
+	return &checkpointer{
+		logger:  logger.Named("checkpoint"),
+		store:   d.checkpointStore,
+		key:     cs.Key,
+		dir:     cs.Dir,
+		cdir:    cdir,
+		node:    nodeName(cfg),
+		allocID: cfg.AllocID,
+		cfg:     cc,
+		sig:     signals.SignalLookup[cc.Signal],
+		signal:  h.exec.Signal,
+		exited:  h.doneCh,
+		events:  newTaskEmitter(d.eventer, cfg),
+		metrics: d.metrics,
+		onSaved: d.noteCommit,
+		sem:     make(chan struct{}, 1),
+	}
+}
+
+// nodeName names the node in manifests and "restored from" events: the
+// Nomad node name, or the host name outside a Nomad client.
+func nodeName(cfg *drivers.TaskConfig) string {
+	if cfg.NodeName != "" {
+		return cfg.NodeName
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// parseSeq reads the marker sequence the driver stores in manifest meta.
+func parseSeq(meta map[string]string) (uint64, bool) {
+	n, err := strconv.ParseUint(meta[store.MetaSequence], 10, 64)
+	return n, err == nil
 }

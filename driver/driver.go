@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -25,7 +24,6 @@ import (
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
 
 	"github.com/caravan-nomad/caravan/driver/store"
-	"github.com/caravan-nomad/caravan/driver/store/s3store"
 	"github.com/caravan-nomad/caravan/internal/metrics"
 	"github.com/caravan-nomad/caravan/internal/version"
 )
@@ -260,95 +258,6 @@ func (d *Driver) getConfig() (*Config, *base.ClientDriverConfig) {
 	return d.config, d.nomadConfig
 }
 
-// checkpointStore opens the store on first use and keeps it; an unreachable
-// store is retried on the next call.
-func (d *Driver) checkpointStore() (*store.Store, error) {
-	config, _ := d.getConfig()
-	d.storeLock.Lock()
-	defer d.storeLock.Unlock()
-	if d.store != nil {
-		return d.store, nil
-	}
-	if config.Store != nil {
-		s, err := d.openS3Store(config)
-		if err != nil {
-			return nil, err
-		}
-		d.store = s
-		return s, nil
-	}
-	if config.CheckpointStore == "" {
-		return nil, errNoStore
-	}
-	s, err := store.Open(config.CheckpointStore, storeOptions(config, d.logger))
-	if err != nil {
-		return nil, fmt.Errorf("open checkpoint store %s: %w", config.CheckpointStore, err)
-	}
-	d.store = s
-	return s, nil
-}
-
-func storeOptions(config *Config, logger hclog.Logger) store.Options {
-	return store.Options{
-		Retain:    config.CheckpointRetain,
-		ChunkSize: config.CheckpointChunkSize,
-		Logger:    logger,
-	}
-}
-
-// openS3Store opens the store block's bucket, checking the endpoint, the
-// bucket and the credentials (s3store.New).
-func (d *Driver) openS3Store(config *Config) (*store.Store, error) {
-	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
-	defer cancel()
-	b, err := s3store.New(ctx, config.Store.s3Config())
-	if err != nil {
-		return nil, fmt.Errorf("open checkpoint store: %w", err)
-	}
-	s, err := store.OpenBackend(b, storeOptions(config, d.logger))
-	if err != nil {
-		return nil, fmt.Errorf("open checkpoint store %s: %w", b, err)
-	}
-	d.logger.Info("checkpoint store opened", "store", b.String())
-	return s, nil
-}
-
-// gcLoop sweeps unreferenced chunks every interval, if anything was
-// committed since the last sweep.
-func (d *Driver) gcLoop(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var pending *store.Key
-	for {
-		select {
-		case <-d.ctx.Done():
-			return
-		case k := <-d.gcKeys:
-			pending = &k
-		case <-t.C:
-			if pending == nil {
-				continue
-			}
-			st, err := d.checkpointStore()
-			if err == nil {
-				err = st.GC(*pending)
-			}
-			if err != nil {
-				d.logger.Warn("checkpoint store garbage collection failed", "error", err)
-				continue
-			}
-			pending = nil
-		}
-	}
-}
-
-func (d *Driver) noteCommit(k store.Key) {
-	select {
-	case d.gcKeys <- k:
-	default:
-	}
-}
-
 func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, error) {
 	ch := make(chan *drivers.Fingerprint)
 	go d.handleFingerprint(ctx, ch)
@@ -390,19 +299,7 @@ func (d *Driver) buildFingerprint() *drivers.Fingerprint {
 		"driver.caravan.version": pstructs.NewStringAttribute(version.Version),
 	}
 	desc := drivers.DriverHealthy
-	st, err := d.checkpointStore()
-	if err == nil {
-		// The store stays open once opened; check its root is still there
-		// (an unmounted share).
-		if st.Backend() != nil {
-			ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-			err = st.Ping(ctx) // the bucket's marker object
-			cancel()
-		} else if _, serr := os.Stat(st.Root()); serr != nil {
-			err = fmt.Errorf("%w: %w", store.ErrUnavailable, serr)
-		}
-	}
-	if err != nil {
+	if err := d.storeHealth(); err != nil {
 		attrs["driver.caravan.checkpoint_store"] = pstructs.NewBoolAttribute(false)
 		desc = fmt.Sprintf("%s (checkpoints unavailable: %v)", drivers.DriverHealthy, err)
 	} else {
@@ -507,41 +404,6 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		go h.ckpt.periodic(d.ctx)
 	}
 	return nil
-}
-
-func (d *Driver) newCheckpointer(cfg *drivers.TaskConfig, cc *CheckpointConfig, cs *CheckpointState, h *taskHandle, logger hclog.Logger) *checkpointer {
-	cdir, err := newCkptDir(cfg.TaskDir().Dir, cs.Dir)
-	if err != nil {
-		logger.Warn("checkpoint dir outside the task dir; anchoring at its parent", "error", err)
-		cdir = ckptDir{taskDir: filepath.Dir(cs.Dir), rel: filepath.Base(cs.Dir)}
-	}
-	return &checkpointer{
-		logger:  logger.Named("checkpoint"),
-		store:   d.checkpointStore,
-		key:     cs.Key,
-		dir:     cs.Dir,
-		cdir:    cdir,
-		node:    nodeName(cfg),
-		allocID: cfg.AllocID,
-		cfg:     cc,
-		sig:     signals.SignalLookup[cc.Signal],
-		signal:  h.exec.Signal,
-		exited:  h.doneCh,
-		events:  newTaskEmitter(d.eventer, cfg),
-		metrics: d.metrics,
-		onSaved: d.noteCommit,
-		sem:     make(chan struct{}, 1),
-	}
-}
-
-// nodeName names the node in manifests and "restored from" events: the
-// Nomad node name, or the host name outside a Nomad client.
-func nodeName(cfg *drivers.TaskConfig) string {
-	if cfg.NodeName != "" {
-		return cfg.NodeName
-	}
-	h, _ := os.Hostname()
-	return h
 }
 
 func (d *Driver) buildEnvList(cfg *drivers.TaskConfig, extra map[string]string) []string {
@@ -907,10 +769,4 @@ func (d *Driver) ExecTaskStreamingRaw(ctx context.Context, taskID string, comman
 		return errRoleExited
 	}
 	return h.exec.ExecStreaming(ctx, command, tty, stream)
-}
-
-// parseSeq reads the marker sequence the driver stores in manifest meta.
-func parseSeq(meta map[string]string) (uint64, bool) {
-	n, err := strconv.ParseUint(meta[store.MetaSequence], 10, 64)
-	return n, err == nil
 }

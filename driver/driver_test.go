@@ -463,9 +463,3 @@ func TestDriver_SIGTERMStyleCheckpoint(t *testing.T) {
 	must.Eq(t, 128+int(syscall.SIGTERM), res.ExitCode)
 	waitStdout(t, cfg, "checkpoint step=")
 }
-
-func TestHumanBytes(t *testing.T) {
-	must.Eq(t, "512 B", store.HumanBytes(512))
-	must.Eq(t, "1.5 KiB", store.HumanBytes(1536))
-	must.Eq(t, "1.0 GiB", store.HumanBytes(1<<30))
-}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 	"github.com/caravan-nomad/caravan/internal/passwd"
 	"github.com/hashicorp/nomad/plugins/drivers"
 
@@ -148,7 +149,7 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	age := time.Since(man.Created).Round(time.Second)
 	ann[annotationAge] = age.String()
 	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
-		man.Generation, at, man.Node, age, store.HumanBytes(man.TotalBytes), res.Duration.Round(time.Millisecond))
+		man.Generation, at, man.Node, age, bytesize.Human(man.TotalBytes), res.Duration.Round(time.Millisecond))
 	return r, nil
 }
 

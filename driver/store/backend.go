@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
-
-	hclog "github.com/hashicorp/go-hclog"
 )
 
 // Backend is an object store the checkpoint store can keep its chunks,
@@ -128,9 +125,10 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.backend = b
 	s.root = b.String()
-	s.swapper, s.toucher = capabilities(b)
+	e := &objectEngine{Store: s, backend: b}
+	s.eng = e
+	e.swapper, e.toucher = capabilities(b)
 	if s.workers < 16 {
 		// Object I/O waits on the network, not the CPU.
 		s.workers = 16
@@ -138,19 +136,19 @@ func OpenBackend(b Backend, opts Options) (*Store, error) {
 	if opts.Workers > 0 {
 		s.workers = opts.Workers
 	}
-	s.leaseTTL = opts.LeaseTTL
-	if s.leaseTTL <= 0 {
-		s.leaseTTL = DefaultLeaseTTL
+	e.leaseTTL = opts.LeaseTTL
+	if e.leaseTTL <= 0 {
+		e.leaseTTL = DefaultLeaseTTL
 	}
-	s.gcGrace = opts.GCGrace
-	if s.gcGrace == 0 {
-		s.gcGrace = DefaultGCGrace
+	e.gcGrace = opts.GCGrace
+	if e.gcGrace == 0 {
+		e.gcGrace = DefaultGCGrace
 	}
-	s.settle = opts.Settle
-	if s.settle == 0 {
-		s.settle = DefaultSettle
+	e.settle = opts.Settle
+	if e.settle == 0 {
+		e.settle = DefaultSettle
 	}
-	s.pollEvery = min(time.Second, s.leaseTTL/4)
+	e.pollEvery = min(time.Second, e.leaseTTL/4)
 	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
 	defer cancel()
 	if err := b.Put(ctx, objMarker, []byte(`{"caravan_store":1}`), true); err != nil && !errors.Is(err, ErrObjectExists) {
@@ -179,66 +177,6 @@ func capabilities(b Backend) (Swapper, Toucher) {
 	}
 	return sw, t
 }
-
-// Ping reports whether the store is reachable now: the root directory of a
-// directory store, the marker object of an object store (ErrUnavailable
-// when not).
-func (s *Store) Ping(ctx context.Context) error {
-	if s.backend == nil {
-		return s.statRoot()
-	}
-	return s.checkMarker(ctx)
-}
-
-// checkMarker fails with ErrUnavailable when the store's marker object,
-// written by OpenBackend, is gone: the bucket or prefix was deleted or
-// replaced under a running store. Without it a wiped bucket would look like
-// a store without checkpoints, and tasks would silently start over (some
-// servers even recreate a deleted bucket on the next PUT).
-func (s *Store) checkMarker(ctx context.Context) error {
-	_, err := s.backend.Stat(ctx, objMarker)
-	if errors.Is(err, ErrObjectNotFound) {
-		return fmt.Errorf("%w: %s: the store's marker object %q is gone: the bucket or prefix was deleted or replaced since the store was opened",
-			ErrUnavailable, s.backend, objMarker)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return nil
-}
-
-// newStore applies the defaults of opts common to both kinds of store.
-func newStore(opts Options) (*Store, error) {
-	if opts.Retain < 0 {
-		return nil, fmt.Errorf("%w: retain must be >= 1, got %d", ErrInvalid, opts.Retain)
-	}
-	if opts.Retain == 0 {
-		opts.Retain = DefaultRetain
-	}
-	if opts.ChunkSize == 0 {
-		opts.ChunkSize = DefaultChunkSize
-	}
-	if opts.ChunkSize < minChunkSize || opts.ChunkSize > maxChunkSize {
-		return nil, fmt.Errorf("%w: chunk_size must be within [%d, %d], got %d",
-			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = min(max(4*runtime.GOMAXPROCS(0), 4), 16)
-	}
-	if opts.Logger == nil {
-		opts.Logger = hclog.NewNullLogger()
-	}
-	return &Store{
-		retain:    opts.Retain,
-		chunkSize: opts.ChunkSize,
-		workers:   opts.Workers,
-		logger:    opts.Logger.Named("store"),
-		now:       time.Now,
-	}, nil
-}
-
-// Backend returns the object store backend, nil for a directory store.
-func (s *Store) Backend() Backend { return s.backend }
 
 // Object names, relative to the backend's prefix.
 const (

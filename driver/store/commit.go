@@ -47,9 +47,12 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 // through src (os.Root), so a tree whose entries are swapped for symlinks
 // while it is read can never make the store read outside it.
 func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
-	if s.backend != nil {
-		return s.commitObject(ctx, key, src, node, meta)
-	}
+	return s.eng.commit(ctx, key, src, node, meta)
+}
+
+// commit is CommitRoot on a directory store: commitDir, taking back the
+// chunks it published when it fails after that.
+func (s *dirEngine) commit(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
 	m, stats, published, err := s.commitDir(ctx, key, src, node, meta)
 	if err != nil && len(published) > 0 {
 		s.dropFailedChunks(published)
@@ -58,7 +61,7 @@ func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node stri
 }
 
 // commitDir is CommitRoot on a directory store. It also returns the chunks
-// it published, for CommitRoot to take back when it fails after that.
+// it published, for commit to take back when it fails after that.
 func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (
 	_ *Manifest, _ CommitStats, published []string, err error) {
 	start := s.now()

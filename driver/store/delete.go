@@ -21,9 +21,11 @@ var ErrBusy = errors.New("checkpoint key in use")
 // It refuses, deleting nothing, a key with no generation (ErrNoCheckpoint)
 // and a key whose lock is held (ErrBusy): it never waits for a commit.
 func (s *Store) Delete(key Key) (int, error) {
-	if s.backend != nil {
-		return s.deleteObject(key)
-	}
+	return s.eng.deleteKey(key)
+}
+
+// deleteKey is Delete in a directory store.
+func (s *dirEngine) deleteKey(key Key) (int, error) {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return 0, err

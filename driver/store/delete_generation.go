@@ -19,9 +19,11 @@ import (
 // It refuses, deleting nothing, a generation the key does not have
 // (ErrNoCheckpoint) and a key whose lock is held (ErrBusy).
 func (s *Store) DeleteGeneration(key Key, gen uint64) error {
-	if s.backend != nil {
-		return s.deleteGenerationObject(key, gen)
-	}
+	return s.eng.deleteGeneration(key, gen)
+}
+
+// deleteGeneration is DeleteGeneration in a directory store.
+func (s *dirEngine) deleteGeneration(key Key, gen uint64) error {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return err

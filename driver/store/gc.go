@@ -21,9 +21,11 @@ import (
 // write, cannot be deleted before that commit's manifest references it.
 // If any manifest cannot be read, nothing is deleted.
 func (s *Store) GC(key Key) error {
-	if s.backend != nil {
-		return s.gcObject(key)
-	}
+	return s.eng.gc(key)
+}
+
+// gc is GC in a directory store.
+func (s *dirEngine) gc(key Key) error {
 	ctx := context.Background()
 	keyDir, err := key.dir(s.root)
 	if err != nil {
@@ -211,9 +213,11 @@ func addRefs(refs map[string]bool, p string) error {
 // commits' temp files), as GC does after pruning; use it after Delete. It
 // waits, until ctx is done, for commits and restores in flight.
 func (s *Store) Sweep(ctx context.Context) error {
-	if s.backend != nil {
-		return s.sweepObject(ctx)
-	}
+	return s.eng.sweepAll(ctx)
+}
+
+// sweepAll is Sweep in a directory store.
+func (s *dirEngine) sweepAll(ctx context.Context) error {
 	if err := s.statRoot(); err != nil {
 		return err
 	}

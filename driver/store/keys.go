@@ -11,9 +11,11 @@ import (
 // by their String form. Directories that are not keys (foreign files, the
 // store's own dot-directories) are skipped.
 func (s *Store) Keys() ([]Key, error) {
-	if s.backend != nil {
-		return s.keysObject()
-	}
+	return s.eng.keys()
+}
+
+// keys is Keys in a directory store.
+func (s *dirEngine) keys() ([]Key, error) {
 	if err := s.statRoot(); err != nil {
 		return nil, err
 	}

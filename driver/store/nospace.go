@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // A file system can run out of inodes with space to spare (many small
@@ -50,7 +52,7 @@ func explainNoSpace(err error, dir string) error {
 		return err
 	}
 	what := fmt.Sprintf("no free inodes (all %d inodes of the file system of %s are used, %s of space is still free: "+
-		"delete files there or make the file system with more inodes)", u.files, dir, HumanBytes(int64(min(u.freeBytes, 1<<62))))
+		"delete files there or make the file system with more inodes)", u.files, dir, bytesize.Human(int64(min(u.freeBytes, 1<<62))))
 	msg := err.Error()
 	if strings.Contains(msg, syscall.ENOSPC.Error()) {
 		msg = strings.ReplaceAll(msg, syscall.ENOSPC.Error(), what)

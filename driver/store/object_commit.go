@@ -19,13 +19,13 @@ import (
 // concurrent commits of the key take them first.
 const maxPublishTries = 64
 
-// commitObject is CommitRoot for an object store. Chunks are uploaded (those
+// commit is CommitRoot for an object store. Chunks are uploaded (those
 // the store lacks: found by a HEAD of their name, or by a conditional create
 // once the commit's new chunks prove new) and confirmed by the server before
 // the manifest is written; the manifest is written with a
 // conditional create, so two commits can never publish the same generation,
 // and a failed or killed commit leaves only unreferenced chunks for GC.
-func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
+func (s *objectEngine) commit(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
 	start := s.now()
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
@@ -104,7 +104,7 @@ func (s *Store) commitObject(ctx context.Context, key Key, src *os.Root, node st
 // It returns the newest of gens whose manifest parses (nil when none does),
 // whose chunks the commit expects to find in the store. Without ordering
 // meta a failure to read it is no error: the commit then expects nothing.
-func (s *Store) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) (*Manifest, error) {
+func (s *objectEngine) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) (*Manifest, error) {
 	p := positionOf(meta)
 	for _, g := range slices.Backward(gens) {
 		m, err := s.readObjectManifest(ctx, prefix, g)
@@ -142,7 +142,7 @@ func chunkSet(m *Manifest) map[string]bool {
 // publishObject writes m as generation gen with a conditional create; when
 // a concurrent commit took gen, it checks that one for staleness and tries
 // the next number. Then it points the key's latest pointer at it.
-func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, gen uint64, meta map[string]string) error {
+func (s *objectEngine) publishObject(ctx context.Context, prefix string, m *Manifest, gen uint64, meta map[string]string) error {
 	for range maxPublishTries {
 		m.Generation = gen
 		if err := m.check(gen); err != nil {
@@ -186,7 +186,7 @@ func (s *Store) publishObject(ctx context.Context, prefix string, m *Manifest, g
 // newest manifest names (see chunkUploader.upload). It returns the bytes
 // uploaded.
 // Every chunk is confirmed by the server when it returns nil.
-func (s *Store) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, known map[string]bool, touchBefore time.Time) (int64, error) {
+func (s *objectEngine) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, known map[string]bool, touchBefore time.Time) (int64, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -250,7 +250,7 @@ const createAfterMisses = 8
 
 // chunkUploader is one commit's upload state, shared by its workers.
 type chunkUploader struct {
-	s           *Store
+	s           *objectEngine
 	known       map[string]bool // digests the key's newest manifest names
 	touchBefore time.Time
 
@@ -272,7 +272,7 @@ type chunkUploader struct {
 // its file is zeros, not read (zero is true; see sparse.go); others are
 // copied from a map of the chunk alone, or read with pread where it cannot
 // be mapped.
-func (s *Store) copyChunk(job chunkJob, buf *[]byte) (b []byte, zero bool, err error) {
+func (s *objectEngine) copyChunk(job chunkJob, buf *[]byte) (b []byte, zero bool, err error) {
 	if len(*buf) < s.chunkSize {
 		*buf = make([]byte, s.chunkSize)
 	}
@@ -373,7 +373,7 @@ func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (
 
 // putChunk uploads chunk b (only if no object has its name, with ifAbsent:
 // else ErrObjectExists), handing its SHA-256 to a backend that takes it.
-func (s *Store) putChunk(ctx context.Context, name string, b []byte, sum [32]byte, ifAbsent bool) error {
+func (s *objectEngine) putChunk(ctx context.Context, name string, b []byte, sum [32]byte, ifAbsent bool) error {
 	if dp, ok := s.backend.(DigestPutter); ok {
 		return dp.PutSHA256(ctx, name, b, sum, ifAbsent)
 	}

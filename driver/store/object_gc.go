@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// gcObject is GC for an object store: prune the key, then sweep.
-func (s *Store) gcObject(key Key) error {
+// gc is GC for an object store: prune the key, then sweep.
+func (s *objectEngine) gc(key Key) error {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return err
@@ -26,16 +26,16 @@ func (s *Store) gcObject(key Key) error {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 4*objectOpTimeout)
 	defer cancel()
-	return s.sweepObject(ctx)
+	return s.sweepAll(ctx)
 }
 
-// sweepObject deletes the chunks no manifest of any key references, once
+// sweepAll deletes the chunks no manifest of any key references, once
 // they are older than the grace period, and aborts multipart uploads that
 // old. It holds GC's lease throughout, taken only once no commit or restore
 // lease is live (see acquireGCLease), so a chunk a commit found present,
 // and did not upload, cannot go before that commit's manifest names it.
 // If any manifest cannot be read, nothing is deleted.
-func (s *Store) sweepObject(ctx context.Context) error {
+func (s *objectEngine) sweepAll(ctx context.Context) error {
 	l, now, err := s.acquireGCLease(ctx)
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
@@ -100,7 +100,7 @@ func (s *Store) sweepObject(ctx context.Context) error {
 // objectRefs reads every manifest of every key and returns the chunks they
 // name. Manifests that do not parse cannot be restored and are skipped with
 // a warning; read errors abort.
-func (s *Store) objectRefs(ctx context.Context) (map[string]bool, error) {
+func (s *objectEngine) objectRefs(ctx context.Context) (map[string]bool, error) {
 	var names []string
 	err := s.backend.List(ctx, objKeys, func(o ObjectInfo) error {
 		if _, ok := parseManifestName(o.Name[strings.LastIndexByte(o.Name, '/')+1:]); ok {
@@ -141,7 +141,7 @@ func (s *Store) objectRefs(ctx context.Context) (map[string]bool, error) {
 // than the grace period, so a chunk a manifest names is safe from a GC
 // that does not see that manifest in its listing for as long as the commit
 // plus the listing's lag stays under half the grace period.
-func (s *Store) touchBefore(leaseAt time.Time) time.Time {
+func (s *objectEngine) touchBefore(leaseAt time.Time) time.Time {
 	if s.gcGrace <= 0 || leaseAt.IsZero() {
 		return time.Time{}
 	}
@@ -152,7 +152,7 @@ func (s *Store) touchBefore(leaseAt time.Time) time.Time {
 // commit reuses, to the server's present: with the backend's Toucher (a
 // server-side copy onto itself), else by uploading b again. It returns the
 // bytes uploaded.
-func (s *Store) touchChunk(ctx context.Context, name string, b []byte) (int64, error) {
+func (s *objectEngine) touchChunk(ctx context.Context, name string, b []byte) (int64, error) {
 	if s.toucher != nil {
 		err := s.toucher.Touch(ctx, name)
 		if err == nil {

@@ -28,7 +28,7 @@ type latestPointer struct {
 // those listed, the one the latest pointer names, and any found by probing
 // upwards from the newest of those (a generation published after the
 // pointer was read, or whose pointer write was lost).
-func (s *Store) objectGenerations(ctx context.Context, prefix string) ([]uint64, error) {
+func (s *objectEngine) objectGenerations(ctx context.Context, prefix string) ([]uint64, error) {
 	set := map[uint64]bool{}
 	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
 		if g, ok := parseManifestName(strings.TrimPrefix(o.Name, prefix)); ok {
@@ -77,7 +77,7 @@ func parseManifestName(name string) (uint64, bool) {
 
 // readPointer returns the generation the key's latest pointer names, 0
 // when it has none or it does not parse.
-func (s *Store) readPointer(ctx context.Context, prefix string) (uint64, error) {
+func (s *objectEngine) readPointer(ctx context.Context, prefix string) (uint64, error) {
 	b, err := s.getSmall(ctx, prefix+objLatest)
 	if errors.Is(err, ErrObjectNotFound) {
 		return 0, nil
@@ -96,7 +96,7 @@ func (s *Store) readPointer(ctx context.Context, prefix string) (uint64, error) 
 const maxManifestBytes = 1 << 30
 
 // getSmall reads a whole object (manifest, pointer, lease).
-func (s *Store) getSmall(ctx context.Context, name string) ([]byte, error) {
+func (s *objectEngine) getSmall(ctx context.Context, name string) ([]byte, error) {
 	rc, size, err := s.backend.Get(ctx, name)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (s *Store) getSmall(ctx context.Context, name string) ([]byte, error) {
 
 // readObjectManifest reads and checks one generation's manifest: a missing
 // one wraps ErrObjectNotFound, one that does not parse or check ErrCorrupt.
-func (s *Store) readObjectManifest(ctx context.Context, prefix string, gen uint64) (*Manifest, error) {
+func (s *objectEngine) readObjectManifest(ctx context.Context, prefix string, gen uint64) (*Manifest, error) {
 	b, err := s.getSmall(ctx, prefix+manifestName(gen))
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of generation %d: %w", gen, err)
@@ -125,8 +125,8 @@ func (s *Store) readObjectManifest(ctx context.Context, prefix string, gen uint6
 	return &m, nil
 }
 
-// listObject is List for an object store.
-func (s *Store) listObject(key Key) ([]*Manifest, error) {
+// list is List for an object store.
+func (s *objectEngine) list(key Key) ([]*Manifest, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return nil, err
@@ -153,8 +153,8 @@ func (s *Store) listObject(key Key) ([]*Manifest, error) {
 	return out, nil
 }
 
-// keysObject is Keys for an object store.
-func (s *Store) keysObject() ([]Key, error) {
+// keys is Keys for an object store.
+func (s *objectEngine) keys() ([]Key, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
 	defer cancel()
 	seen := map[string]Key{}
@@ -180,9 +180,9 @@ func (s *Store) keysObject() ([]Key, error) {
 	return keys, nil
 }
 
-// deleteObject is Delete for an object store: ErrBusy while a commit or
+// deleteKey is Delete for an object store: ErrBusy while a commit or
 // another deletion holds the key's lock.
-func (s *Store) deleteObject(key Key) (int, error) {
+func (s *objectEngine) deleteKey(key Key) (int, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return 0, err
@@ -206,7 +206,7 @@ func (s *Store) deleteObject(key Key) (int, error) {
 
 // deleteKeyLocked deletes every generation of key, oldest first, then its
 // latest pointer. The caller holds the key's lock.
-func (s *Store) deleteKeyLocked(ctx context.Context, prefix string, key Key) (int, error) {
+func (s *objectEngine) deleteKeyLocked(ctx context.Context, prefix string, key Key) (int, error) {
 	gens, err := s.objectGenerations(ctx, prefix) // again, under the lock
 	if err != nil {
 		return 0, err
@@ -225,8 +225,8 @@ func (s *Store) deleteKeyLocked(ctx context.Context, prefix string, key Key) (in
 	return n, nil
 }
 
-// deleteGenerationObject is DeleteGeneration for an object store.
-func (s *Store) deleteGenerationObject(key Key, gen uint64) error {
+// deleteGeneration is DeleteGeneration for an object store.
+func (s *objectEngine) deleteGeneration(key Key, gen uint64) error {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (s *Store) deleteGenerationObject(key Key, gen uint64) error {
 
 // pruneObject deletes the manifests of gens (ascending) beyond the newest
 // Retain.
-func (s *Store) pruneObject(ctx context.Context, prefix string, gens []uint64) error {
+func (s *objectEngine) pruneObject(ctx context.Context, prefix string, gens []uint64) error {
 	var errs []error
 	if len(gens) > s.retain {
 		for _, g := range gens[:len(gens)-s.retain] {

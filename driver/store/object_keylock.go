@@ -18,7 +18,7 @@ const objKeyLock = "lock"
 // Delete run one at a time, so the generation a commit reads under it is the
 // newest when it publishes (a pruned generation's number, free again, is
 // never reused). Without wait, a held lock is ErrBusy.
-func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait bool) (func(), error) {
+func (s *objectEngine) lockKeyObject(ctx context.Context, prefix string, key Key, wait bool) (func(), error) {
 	l, err := s.keyLock(ctx, prefix, key, wait)
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func (s *Store) lockKeyObject(ctx context.Context, prefix string, key Key, wait 
 
 // keyLock is lockKeyObject returning the held lock (release it with
 // release), for a commit that checks it still holds it before publishing.
-func (s *Store) keyLock(ctx context.Context, prefix string, key Key, wait bool) (*lease, error) {
+func (s *objectEngine) keyLock(ctx context.Context, prefix string, key Key, wait bool) (*lease, error) {
 	l, err := s.takeExclusive(ctx, prefix+objKeyLock, "keylock", key.String(), wait)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)
@@ -39,7 +39,7 @@ func (s *Store) keyLock(ctx context.Context, prefix string, key Key, wait bool) 
 // stillHeld refreshes the key lock l at once: with a Swapper, a lock
 // another client took over (this one paused past LeaseTTL) is ErrBusy, so
 // the commit does not publish what it read under a lock it lost.
-func (s *Store) stillHeld(ctx context.Context, l *lease, key Key) error {
+func (s *objectEngine) stillHeld(ctx context.Context, l *lease, key Key) error {
 	_, err := s.refreshLease(ctx, l)
 	if errors.Is(err, errLeaseLost) {
 		return fmt.Errorf("%w: the lock of %s was taken over by another client while this commit paused; not published", ErrBusy, key)
@@ -61,7 +61,7 @@ func (s *Store) stillHeld(ctx context.Context, l *lease, key Key) error {
 // Without one it is a delete and a new conditional create, and two clients
 // may both win (README.md, "What the store relies on"). Without wait, a
 // live lock is ErrBusy.
-func (s *Store) takeExclusive(ctx context.Context, name, op, key string, wait bool) (*lease, error) {
+func (s *objectEngine) takeExclusive(ctx context.Context, name, op, key string, wait bool) (*lease, error) {
 	host, _ := os.Hostname()
 	for {
 		etag, err := s.createExclusive(ctx, name, leaseBytes(op, key), "")
@@ -107,7 +107,7 @@ func (s *Store) takeExclusive(ctx context.Context, name, op, key string, wait bo
 // createExclusive writes body under name only if etag is the object's ETag
 // or, with etag "", only if there is none, and returns the new ETag (""
 // without a Swapper, where only the create is conditional).
-func (s *Store) createExclusive(ctx context.Context, name string, body []byte, etag string) (string, error) {
+func (s *objectEngine) createExclusive(ctx context.Context, name string, body []byte, etag string) (string, error) {
 	if s.swapper != nil {
 		return s.swapper.PutIfMatch(ctx, name, body, etag)
 	}
@@ -115,7 +115,7 @@ func (s *Store) createExclusive(ctx context.Context, name string, body []byte, e
 }
 
 // takeOver replaces the stale lock name whose ETag was etag.
-func (s *Store) takeOver(ctx context.Context, name string, body []byte, etag string) (string, error) {
+func (s *objectEngine) takeOver(ctx context.Context, name string, body []byte, etag string) (string, error) {
 	if s.swapper != nil && etag != "" {
 		return s.swapper.PutIfMatch(ctx, name, body, etag)
 	}
@@ -126,7 +126,7 @@ func (s *Store) takeOver(ctx context.Context, name string, body []byte, etag str
 }
 
 // holdExclusive starts refreshing the exclusive lease just written.
-func (s *Store) holdExclusive(name, op, key, etag string) *lease {
+func (s *objectEngine) holdExclusive(name, op, key, etag string) *lease {
 	l := &lease{name: name, op: op, key: key, etag: etag}
 	s.keepLease(l)
 	return l
@@ -135,7 +135,7 @@ func (s *Store) holdExclusive(name, op, key, etag string) *lease {
 // holderDead reports whether the lock name was taken by a process of this
 // host that is gone (a plugin killed and restarted: its successor need not
 // wait for the lock to expire, as the kernel frees a dead process's flock).
-func (s *Store) holderDead(ctx context.Context, name, host string) bool {
+func (s *objectEngine) holderDead(ctx context.Context, name, host string) bool {
 	b, err := s.getSmall(ctx, name)
 	if err != nil {
 		return false

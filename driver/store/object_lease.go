@@ -50,7 +50,7 @@ func leaseBytes(op, key string) []byte {
 
 // putLease writes (or refreshes) the lease object name and returns the
 // server's time of the write.
-func (s *Store) putLease(ctx context.Context, name, op, key string) (time.Time, error) {
+func (s *objectEngine) putLease(ctx context.Context, name, op, key string) (time.Time, error) {
 	if err := s.backend.Put(ctx, name, leaseBytes(op, key), false); err != nil {
 		return time.Time{}, fmt.Errorf("write lease: %w", err)
 	}
@@ -58,7 +58,7 @@ func (s *Store) putLease(ctx context.Context, name, op, key string) (time.Time, 
 }
 
 // leaseTime returns the server's modification time of the lease name.
-func (s *Store) leaseTime(ctx context.Context, name string) (time.Time, error) {
+func (s *objectEngine) leaseTime(ctx context.Context, name string) (time.Time, error) {
 	fi, err := s.backend.Stat(ctx, name)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("stat lease: %w", err)
@@ -70,7 +70,7 @@ func (s *Store) leaseTime(ctx context.Context, name string) (time.Time, error) {
 // of the write. An exclusive lease under a Swapper is written only if it is
 // still the one this client wrote last: otherwise it was taken over, and
 // the refresh fails with errLeaseLost (and l is marked lost).
-func (s *Store) refreshLease(ctx context.Context, l *lease) (time.Time, error) {
+func (s *objectEngine) refreshLease(ctx context.Context, l *lease) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost.Load() {
@@ -93,7 +93,7 @@ func (s *Store) refreshLease(ctx context.Context, l *lease) (time.Time, error) {
 
 // live reports whether an object last written at modified is a live lease
 // at the server time now.
-func (s *Store) live(modified, now time.Time) bool {
+func (s *objectEngine) live(modified, now time.Time) bool {
 	return modified.Add(s.leaseTTL).After(now)
 }
 
@@ -105,7 +105,7 @@ func (s *Store) live(modified, now time.Time) bool {
 // other's, on both sides, means that of a commit and a GC starting together
 // at least one sees the other; GC reads the index by key, so this holds
 // whatever a listing shows.
-func (s *Store) acquireLease(ctx context.Context, op string, key Key) (*lease, error) {
+func (s *objectEngine) acquireLease(ctx context.Context, op string, key Key) (*lease, error) {
 	name := objLeases + op + "-" + randomSuffix() + randomSuffix()
 	// Giving up, clean up briefly: the caller's deadline (kill_timeout) may
 	// be spent, and a lease left behind only expires.
@@ -144,7 +144,7 @@ func (s *Store) acquireLease(ctx context.Context, op string, key Key) (*lease, e
 
 // dropLease deletes the shared lease name and its index entry, best
 // effort, within limit (GC drops index entries whose lease is gone).
-func (s *Store) dropLease(name string, limit time.Duration) {
+func (s *objectEngine) dropLease(name string, limit time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := s.backend.Delete(ctx, name); err != nil {
@@ -157,7 +157,7 @@ func (s *Store) dropLease(name string, limit time.Duration) {
 
 // keepLease refreshes the held lease every third of its TTL until release
 // (or, for an exclusive lease, until it is found taken over).
-func (s *Store) keepLease(l *lease) {
+func (s *objectEngine) keepLease(l *lease) {
 	l.stop = make(chan struct{})
 	l.done.Add(1)
 	go func() {
@@ -187,7 +187,7 @@ func (s *Store) keepLease(l *lease) {
 // release stops refreshing the lease and deletes it: an exclusive lease
 // under a Swapper only if it is still this client's, so a holder whose
 // lease was taken over never deletes its successor's.
-func (s *Store) release(l *lease) {
+func (s *objectEngine) release(l *lease) {
 	close(l.stop)
 	l.done.Wait()
 	if l.etag == "" || s.swapper == nil {
@@ -219,7 +219,7 @@ func (s *Store) release(l *lease) {
 // ErrBusy after LeaseTTL, so commits and restores queued behind it wait no
 // longer than that. It returns the lease and the server time the wait
 // ended.
-func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
+func (s *objectEngine) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 	l, err := s.takeExclusive(ctx, objGCLease, "gc", "", false)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -269,7 +269,7 @@ func (s *Store) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 // found by key in the lease index (with a Swapper) and by a listing of
 // leases/ (plugins of older versions write no index entry), and deletes
 // expired ones.
-func (s *Store) liveLeases(ctx context.Context, now time.Time) ([]string, error) {
+func (s *objectEngine) liveLeases(ctx context.Context, now time.Time) ([]string, error) {
 	var busy, expired []string
 	seen := map[string]bool{}
 	err := s.backend.List(ctx, objLeases, func(o ObjectInfo) error {
@@ -302,7 +302,7 @@ func (s *Store) liveLeases(ctx context.Context, now time.Time) ([]string, error)
 }
 
 // serverNow writes a probe lease and returns the server's time.
-func (s *Store) serverNow(ctx context.Context) (time.Time, error) {
+func (s *objectEngine) serverNow(ctx context.Context) (time.Time, error) {
 	name := objLeases + "probe-" + randomSuffix()
 	now, err := s.putLease(ctx, name, "probe", "")
 	_ = s.backend.Delete(ctx, name)

@@ -22,7 +22,7 @@ type leaseIndex struct {
 }
 
 // readLeaseIndex returns the index and its ETag ("" when there is none).
-func (s *Store) readLeaseIndex(ctx context.Context) (leaseIndex, string, error) {
+func (s *objectEngine) readLeaseIndex(ctx context.Context) (leaseIndex, string, error) {
 	fi, err := s.backend.Stat(ctx, objLeaseIndex)
 	if errors.Is(err, ErrObjectNotFound) {
 		return leaseIndex{}, "", nil
@@ -50,7 +50,7 @@ func (s *Store) readLeaseIndex(ctx context.Context) (leaseIndex, string, error) 
 // updateLeaseIndex applies change to the index's names with a
 // compare-and-swap, retrying when another client changed it meanwhile,
 // until ctx ends. Without a Swapper there is no index, and nothing to do.
-func (s *Store) updateLeaseIndex(ctx context.Context, change func([]string) []string) error {
+func (s *objectEngine) updateLeaseIndex(ctx context.Context, change func([]string) []string) error {
 	if s.swapper == nil {
 		return nil
 	}
@@ -82,7 +82,7 @@ func (s *Store) updateLeaseIndex(ctx context.Context, change func([]string) []st
 }
 
 // indexLease adds the lease name to the index (if not there already).
-func (s *Store) indexLease(ctx context.Context, name string) error {
+func (s *objectEngine) indexLease(ctx context.Context, name string) error {
 	return s.updateLeaseIndex(ctx, func(names []string) []string {
 		if slices.Contains(names, name) {
 			return names
@@ -92,7 +92,7 @@ func (s *Store) indexLease(ctx context.Context, name string) error {
 }
 
 // unindexLeases removes names from the index.
-func (s *Store) unindexLeases(ctx context.Context, names []string) error {
+func (s *objectEngine) unindexLeases(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -105,7 +105,7 @@ func (s *Store) unindexLeases(ctx context.Context, names []string) error {
 // already judged) by key and returns the live ones and the expired ones at
 // server time now. Entries whose lease is gone or expired are dropped from
 // the index (best effort: the next GC drops them otherwise).
-func (s *Store) indexedLeases(ctx context.Context, now time.Time, skip map[string]bool) (busy, expired []string, err error) {
+func (s *objectEngine) indexedLeases(ctx context.Context, now time.Time, skip map[string]bool) (busy, expired []string, err error) {
 	if s.swapper == nil {
 		return nil, nil, nil
 	}

@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// restoreObject is RestoreRoot for an object store, under a restore lease
+// restore is RestoreRoot for an object store, under a restore lease
 // (so GC waits for it). Each chunk is read into a worker's buffer and
 // verified before it is written; a missing or bad chunk makes the
 // generation ErrCorrupt and the next older one is tried.
-func (s *Store) restoreObject(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
+func (s *objectEngine) restore(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ func (s *Store) restoreObject(ctx context.Context, key Key, parent *os.Root, bas
 // size or one that fails its SHA-256 is ErrCorrupt; a bad one is deleted,
 // so the next commit uploads it afresh (a HEAD would otherwise find it and
 // keep referencing the bad copy).
-func (s *Store) streamChunk(ctx context.Context, f *os.File, path, d string, off int64, n int, buf []byte) error {
+func (s *objectEngine) streamChunk(ctx context.Context, f *os.File, path, d string, off int64, n int, buf []byte) error {
 	name := chunkObject(d)
 	rc, size, err := s.backend.Get(ctx, name)
 	if errors.Is(err, ErrObjectNotFound) {
@@ -119,7 +119,7 @@ func (s *Store) streamChunk(ctx context.Context, f *os.File, path, d string, off
 }
 
 // dropCorrupt deletes a chunk object that failed verification.
-func (s *Store) dropCorrupt(ctx context.Context, d string) {
+func (s *objectEngine) dropCorrupt(ctx context.Context, d string) {
 	if err := s.backend.Delete(context.WithoutCancel(ctx), chunkObject(d)); err == nil {
 		s.logger.Warn("deleted corrupt chunk", "chunk", d)
 	}

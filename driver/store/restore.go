@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Restore replaces the contents of dstDir with the newest generation of key
@@ -72,8 +73,7 @@ func (s *Store) RestoreRoot(ctx context.Context, key Key, parent *os.Root, base 
 
 func (s *Store) restoreRoot(ctx context.Context, key Key, parent *os.Root, base string) (*RestoreResult, error) {
 	start := s.now()
-	keyDir, err := key.dir(s.root)
-	if err != nil {
+	if err := key.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.statRoot(); err != nil {
@@ -82,8 +82,15 @@ func (s *Store) restoreRoot(ctx context.Context, key Key, parent *os.Root, base 
 	if base == "" || base == "." || base == ".." || strings.ContainsRune(base, '/') {
 		return nil, fmt.Errorf("%w: restore destination name %q", ErrInvalid, base)
 	}
-	if s.backend != nil {
-		return s.restoreObject(ctx, key, parent, base, start)
+	return s.eng.restore(ctx, key, parent, base, start)
+}
+
+// restore is Restore from a directory store: under the store's shared lock,
+// the newest generation that verifies.
+func (s *dirEngine) restore(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
+	keyDir, err := key.dir(s.root)
+	if err != nil {
+		return nil, err
 	}
 	owner := dirOwner(parent, base)
 
@@ -329,9 +336,8 @@ func destErr(path string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrRestoreDest, path, err)
 }
 
-// restoreChunkFrom is restoreChunk reading from the store's backend when it
-// has one (streamed: a worker's buffer is restoreWriteSize, not a chunk).
-// A chunk whose digest is that of its length in zeros is neither read nor
+// restoreChunkFrom writes chunk index of e into f through the engine. A
+// chunk whose digest is that of its length in zeros is neither read nor
 // written: createFile sized the file, so those bytes already read as zeros
 // (a hole), which is what the digest says they are.
 func (s *Store) restoreChunkFrom(ctx context.Context, f *os.File, e *FileEntry, index, chunkSize int, buf *[]byte) error {
@@ -340,13 +346,12 @@ func (s *Store) restoreChunkFrom(ctx context.Context, f *os.File, e *FileEntry, 
 	if e.Chunks[index] == zeroDigest(n) {
 		return nil
 	}
-	if s.backend == nil {
-		return s.restoreChunk(f, e, index, chunkSize, buf)
-	}
-	if len(*buf) < restoreWriteSize {
-		*buf = make([]byte, restoreWriteSize)
-	}
-	return s.streamChunk(ctx, f, e.Path, e.Chunks[index], off, n, *buf)
+	return s.eng.fetchChunk(ctx, f, e, index, chunkSize, off, n, buf)
+}
+
+// fetchChunk copies the chunk from its file below the root.
+func (s *dirEngine) fetchChunk(_ context.Context, f *os.File, e *FileEntry, index, chunkSize int, _ int64, _ int, buf *[]byte) error {
+	return s.restoreChunk(f, e, index, chunkSize, buf)
 }
 
 // restoreChunk verifies chunk index of e against its SHA-256 and writes it at

@@ -7,10 +7,12 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -88,15 +90,9 @@ type Store struct {
 	logger    hclog.Logger
 	now       func() time.Time
 
-	// backend is the object store of a store opened with OpenBackend; nil
-	// for a directory store.
-	backend   Backend
-	swapper   Swapper       // backend's compare-and-swap, nil when it has none
-	toucher   Toucher       // backend's touch, nil when it has none
-	leaseTTL  time.Duration // how long a lease lives unrefreshed
-	gcGrace   time.Duration // how old an unreferenced chunk must be to go
-	settle    time.Duration // how long GC waits for listings to settle
-	pollEvery time.Duration // how often a waiter looks again
+	// eng keeps the chunks, manifests, locks and writer leases: a
+	// *dirEngine (Open) or an *objectEngine (OpenBackend).
+	eng engine
 
 	zeroOnce sync.Once
 	zeros    []byte // zeroChunk
@@ -117,6 +113,7 @@ func Open(root string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.root = abs
+	s.eng = &dirEngine{Store: s}
 	if err := s.checkRoot(); err != nil {
 		return nil, err
 	}
@@ -155,11 +152,26 @@ func (s *Store) checkRoot() error {
 	return nil
 }
 
+// Ping reports whether the store is reachable now: the root directory of a
+// directory store, the marker object of an object store (ErrUnavailable
+// when not).
+func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
+
+// Backend returns the object store backend, nil for a directory store.
+func (s *Store) Backend() Backend { return s.eng.objects() }
+
 // statRoot is the cheap availability check done by every operation.
-func (s *Store) statRoot() error {
-	if s.backend != nil {
-		return nil
-	}
+func (s *Store) statRoot() error { return s.eng.statRoot() }
+
+// classify wraps err with ErrUnavailable when the store has gone away (the
+// engine's classify).
+func (s *Store) classify(err error) error { return s.eng.classify(err) }
+
+func (s *dirEngine) ping(context.Context) error { return s.statRoot() }
+func (s *dirEngine) objects() Backend           { return nil }
+
+// statRoot checks the root directory is still there.
+func (s *dirEngine) statRoot() error {
 	fi, err := os.Stat(s.root)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -174,8 +186,8 @@ func (s *Store) statRoot() error {
 // (an unmounted share, a deleted directory), so callers can tell an
 // unreachable store from other failures, and says "no free inodes" for an
 // ENOSPC that is one (explainNoSpace).
-func (s *Store) classify(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || s.backend != nil {
+func (s *dirEngine) classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
 	if !errors.Is(err, ErrRestoreDest) { // the destination is not the store
@@ -185,4 +197,34 @@ func (s *Store) classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// newStore applies the defaults of opts common to both kinds of store.
+func newStore(opts Options) (*Store, error) {
+	if opts.Retain < 0 {
+		return nil, fmt.Errorf("%w: retain must be >= 1, got %d", ErrInvalid, opts.Retain)
+	}
+	if opts.Retain == 0 {
+		opts.Retain = DefaultRetain
+	}
+	if opts.ChunkSize == 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.ChunkSize < minChunkSize || opts.ChunkSize > maxChunkSize {
+		return nil, fmt.Errorf("%w: chunk_size must be within [%d, %d], got %d",
+			ErrInvalid, minChunkSize, maxChunkSize, opts.ChunkSize)
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = min(max(4*runtime.GOMAXPROCS(0), 4), 16)
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	return &Store{
+		retain:    opts.Retain,
+		chunkSize: opts.ChunkSize,
+		workers:   opts.Workers,
+		logger:    opts.Logger.Named("store"),
+		now:       time.Now,
+	}, nil
 }

@@ -63,18 +63,19 @@ const (
 	maxWriterSize = 4 << 10
 )
 
-// writersOf is the key's folder of writer leases (a path below the root,
-// or an object name prefix).
-func (s *Store) writersOf(k Key) (string, error) {
+// writersHash names the key's folder of writer leases (below the root, or
+// below the prefix): <hash> above.
+func writersHash(k Key) (string, error) {
 	if err := k.Validate(); err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256([]byte(k.String()))
-	h := hex.EncodeToString(sum[:16])
-	if s.backend != nil {
-		return objWriters + h + "/", nil
-	}
-	return filepath.Join(s.root, writersDir, h), nil
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// writersOf is the key's folder of writer leases in a directory store.
+func (s *dirEngine) writersOf(h string) string {
+	return filepath.Join(s.root, writersDir, h)
 }
 
 // checkHolder refuses a holder that is not one plain name component.
@@ -90,7 +91,7 @@ func (s *Store) PutWriterLease(ctx context.Context, k Key, holder, node, state s
 	if err := checkHolder(holder); err != nil {
 		return err
 	}
-	dir, err := s.writersOf(k)
+	h, err := writersHash(k)
 	if err != nil {
 		return err
 	}
@@ -98,12 +99,12 @@ func (s *Store) PutWriterLease(ctx context.Context, k Key, holder, node, state s
 	if err != nil {
 		return err
 	}
-	if s.backend != nil {
-		if err := s.backend.Put(ctx, dir+holder+".json", b, false); err != nil {
-			return fmt.Errorf("writer lease: %w", err)
-		}
-		return nil
-	}
+	return s.eng.putWriter(ctx, h, holder, b)
+}
+
+// putWriter writes the lease by rename below the root.
+func (s *dirEngine) putWriter(_ context.Context, h, holder string, b []byte) error {
+	dir := s.writersOf(h)
 	if err := s.statRoot(); err != nil {
 		return err
 	}
@@ -143,16 +144,16 @@ func (s *Store) DropWriterLease(ctx context.Context, k Key, holder string) error
 	if err := checkHolder(holder); err != nil {
 		return err
 	}
-	dir, err := s.writersOf(k)
+	h, err := writersHash(k)
 	if err != nil {
 		return err
 	}
-	if s.backend != nil {
-		if err := s.backend.Delete(ctx, dir+holder+".json"); err != nil {
-			return fmt.Errorf("writer lease: %w", err)
-		}
-		return nil
-	}
+	return s.eng.dropWriter(ctx, h, holder)
+}
+
+// dropWriter deletes the lease's file.
+func (s *dirEngine) dropWriter(_ context.Context, h, holder string) error {
+	dir := s.writersOf(h)
 	if err := os.Remove(filepath.Join(dir, holder+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("writer lease: %w", s.classify(err))
 	}
@@ -162,16 +163,11 @@ func (s *Store) DropWriterLease(ctx context.Context, k Key, holder string) error
 // WriterLeases returns the leases on k, least recently renewed first.
 // Unreadable records, and records of another key, are skipped.
 func (s *Store) WriterLeases(ctx context.Context, k Key) ([]WriterLease, error) {
-	dir, err := s.writersOf(k)
+	h, err := writersHash(k)
 	if err != nil {
 		return nil, err
 	}
-	var out []WriterLease
-	if s.backend != nil {
-		out, err = s.objectWriters(ctx, k, dir)
-	} else {
-		out, err = s.dirWriters(k, dir)
-	}
+	out, err := s.eng.writers(ctx, k, h)
 	if err != nil {
 		return nil, fmt.Errorf("writer leases: %w", err)
 	}
@@ -188,7 +184,10 @@ func parseWriter(k Key, b []byte) (writerBody, bool) {
 	return w, true
 }
 
-func (s *Store) dirWriters(k Key, dir string) ([]WriterLease, error) {
+// writers reads the key's lease files, measuring their age on this host's
+// clock against the renewal time their writers put in them.
+func (s *dirEngine) writers(_ context.Context, k Key, h string) ([]WriterLease, error) {
+	dir := s.writersOf(h)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, s.statRoot()
@@ -230,44 +229,4 @@ func readSmallFile(path string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	return b[:n], nil
-}
-
-func (s *Store) objectWriters(ctx context.Context, k Key, prefix string) ([]WriterLease, error) {
-	var found []ObjectInfo
-	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
-		rest := strings.TrimPrefix(o.Name, prefix)
-		if strings.HasSuffix(rest, ".json") && !strings.Contains(rest, "/") && o.Size <= maxWriterSize {
-			found = append(found, o)
-		}
-		return nil
-	})
-	if err != nil || len(found) == 0 {
-		return nil, err
-	}
-	now, err := s.serverNow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []WriterLease
-	for _, o := range found {
-		b, err := s.getSmall(ctx, o.Name)
-		if errors.Is(err, ErrObjectNotFound) {
-			continue // dropped since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		w, ok := parseWriter(k, b)
-		if !ok || prefix+w.AllocID+".json" != o.Name {
-			continue
-		}
-		// The listing's time may be older than a renewal since: the
-		// object's own is the latest.
-		mod := o.Modified
-		if fi, err := s.backend.Stat(ctx, o.Name); err == nil {
-			mod = fi.Modified
-		}
-		out = append(out, WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: max(now.Sub(mod), 0)})
-	}
-	return out, nil
 }

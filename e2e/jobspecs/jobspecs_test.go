@@ -50,7 +50,7 @@ func TestJobspecs_Validate(t *testing.T) {
 				out, err := c.CLI(t, append(runs[name], f)...)
 				must.NoError(t, err, must.Sprint(out))
 				// caravan's own checks (role tasks against their group
-				// among them), which internal/validate runs on the
+				// among them), which validate/ runs on the
 				// default variables only.
 				vout, err := exec.Command(c.Bin, append(append([]string{"validate"}, runs[name][2:]...), f)...).CombinedOutput()
 				must.NoError(t, err, must.Sprintf("caravan validate: %s", vout))

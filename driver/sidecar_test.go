@@ -21,7 +21,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
-	"github.com/caravan-nomad/caravan/driver/store/posixstore"
+	"github.com/caravan-nomad/caravan/driver/store/storetest/filebackend"
 )
 
 func sidecarTask(interval, timeout string) *TaskConfig {
@@ -255,7 +255,7 @@ func TestDriver_RoleRestoreWaitsForCommitLease(t *testing.T) {
 			td := newTestDriver(t, storeDir)
 			st := openStore(t, storeDir)
 			if kind == "object" {
-				b, err := posixstore.New(storeDir)
+				b, err := filebackend.New(storeDir)
 				must.NoError(t, err)
 				t.Cleanup(func() { _ = b.Close() })
 				st, err = store.OpenBackend(b, store.Options{ChunkSize: 4096})

@@ -1,4 +1,4 @@
-package cli
+package ckptcmd
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // keyRow is one line of `list`.
@@ -59,7 +60,7 @@ func list(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	fmt.Fprintln(tw, "KEY\tGENERATIONS\tNEWEST STEP\tSIZE\tCREATED\tNODE")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Key, gensText(r.Generations), dash(printable(r.Step)),
-			store.HumanBytes(r.Bytes), r.Created.Format(time.RFC3339), printable(r.Node))
+			bytesize.Human(r.Bytes), r.Created.Format(time.RFC3339), printable(r.Node))
 	}
 	return tw.Flush()
 }
@@ -99,7 +100,7 @@ func show(s *store.Store, args []string, w io.Writer, asJSON bool) error {
 	fmt.Fprintln(tw, "GENERATION\tCREATED\tNODE\tSTEP\tSEQUENCE\tSIZE\tFILES\tMETA")
 	for _, m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", m.Generation, m.Created.Format(time.RFC3339), printable(m.Node),
-			dash(printable(m.Meta[store.MetaStep])), dash(printable(m.Meta[store.MetaSequence])), store.HumanBytes(m.TotalBytes), len(m.Files),
+			dash(printable(m.Meta[store.MetaStep])), dash(printable(m.Meta[store.MetaSequence])), bytesize.Human(m.TotalBytes), len(m.Files),
 			metaText(m.Meta))
 	}
 	return tw.Flush()

@@ -1,4 +1,4 @@
-package cli
+package ckptcmd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
+	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
 
 // storeFile is a -store-config file: the plugin config's store block.
@@ -130,6 +131,6 @@ func migrateKey(src, dst *store.Store, k store.Key, dir string, w io.Writer) err
 		return err
 	}
 	fmt.Fprintf(w, "%s: generation %d -> %d (%s, %s uploaded)\n", k, res.Manifest.Generation, m.Generation,
-		store.HumanBytes(st.Bytes), store.HumanBytes(st.NewBytes))
+		bytesize.Human(st.Bytes), bytesize.Human(st.NewBytes))
 	return nil
 }

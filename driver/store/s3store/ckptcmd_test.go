@@ -13,7 +13,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
-	"github.com/caravan-nomad/caravan/driver/store/cli"
+	"github.com/caravan-nomad/caravan/driver/store/ckptcmd"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
 )
 
@@ -39,7 +39,7 @@ func writeStoreConfig(t *testing.T, c s3store.Config) string {
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Run(args, &out, &errb, func(string) string { return "" })
+	code := ckptcmd.Run(args, &out, &errb, func(string) string { return "" })
 	return out.String() + errb.String(), code
 }
 

@@ -1,4 +1,4 @@
-package posixstore
+package filebackend
 
 import (
 	"context"

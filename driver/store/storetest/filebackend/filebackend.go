@@ -1,12 +1,12 @@
-// Package posixstore is the store.Backend kept in a POSIX directory: each
-// object is a file below the directory. It runs the object store engine
-// (store.OpenBackend: leases, conditional manifest create) on a directory,
-// which proves the Backend interface neutral (driver/store/storetest's suite
-// runs against it in plain `go test`). It is not what a driver's
-// checkpoint_store directory uses: that is store.Open, the directory
-// engine, whose on-disk layout and flock-based locking are unchanged (see
-// driver/store/README.md, "A POSIX Backend").
-package posixstore
+// Package filebackend is a store.Backend kept in a POSIX directory, for
+// tests only: each object is a file below the directory. It runs the object
+// store engine (store.OpenBackend: leases, conditional manifest create) on
+// a directory, which proves the Backend interface neutral (the shared suite
+// in driver/store/storetest runs against it in plain `go test`). It is not
+// what a driver's checkpoint_store directory uses: that is store.Open, the
+// directory engine, whose on-disk layout and flock-based locking are
+// unchanged (see driver/store/README.md, "A POSIX Backend").
+package filebackend
 
 import (
 	"context"

@@ -1,8 +1,8 @@
-// Package cli is `caravan checkpoint`: list, show and delete the
+// Package ckptcmd is `caravan checkpoint`: list, show and delete the
 // checkpoints in a caravan checkpoint store, for operators. It uses the
 // store package only (no Nomad): point it at the store directory the
 // driver's checkpoint_store option names.
-package cli
+package ckptcmd
 
 import (
 	"encoding/json"
