@@ -127,7 +127,7 @@ func TestPlanner_PyTorchContainerJob(t *testing.T) {
 	grow2 := b.scaleUpToFirstStep(shrunkAt+1, before, 2)
 	t.Logf("team A ended; the planner grew team B's PyTorch container job to 2 workers again: %s", grow2)
 
-	got := b.pytorchFinal(8 * time.Minute)
+	got := b.pytorchFinal(6*time.Minute, 15*time.Minute)
 	want := c.PyTorch(t, ref).Final(pytorchSteps)
 	must.Eq(t, strconv.Itoa(pytorchSteps), got[1])
 	gotLoss, wantLoss, diff, same := harness.LossDiff(t, got, want)
@@ -200,11 +200,16 @@ func (j *nsJob) scaleUpToFirstStep(after uint64, old map[string]bool, workers in
 }
 
 // pytorchFinal waits for the final line of a PyTorch job's rank 0 (in
-// whichever worker allocation holds it) and returns its submatches.
-func (j *nsJob) pytorchFinal(timeout time.Duration) []string {
+// whichever worker allocation holds it) and returns its submatches. It
+// waits while the job makes progress: it fails when no rank's logged step
+// has advanced for stall, or after limit in all (on a loaded machine the
+// real torch work of a step takes several times as long as on an idle one).
+func (j *nsJob) pytorchFinal(stall, limit time.Duration) []string {
 	j.t.Helper()
 	var final []string
-	harness.Eventually(j.t, timeout, func() error {
+	best, advanced := int64(-1), time.Now()
+	stepRe := regexp.MustCompile(`(?m)^step=(\d+) `)
+	harness.Eventually(j.t, limit, func() error {
 		var tails []string
 		for _, a := range j.allocs() {
 			if a.TaskGroup != harness.PyTorchWorkerGroup {
@@ -214,9 +219,17 @@ func (j *nsJob) pytorchFinal(timeout time.Duration) []string {
 			if final = harness.PyTorchFinal.FindStringSubmatch(out); final != nil {
 				return nil
 			}
+			for _, m := range stepRe.FindAllStringSubmatch(out, -1) {
+				if n, _ := strconv.ParseInt(m[1], 10, 64); n > best {
+					best, advanced = n, time.Now()
+				}
+			}
 			tails = append(tails, a.ID[:8]+": "+harness.Tail(out, 3))
 		}
-		return fmt.Errorf("%s/%s: no final line yet:\n%s", j.ns, j.id, strings.Join(tails, "\n"))
+		if time.Since(advanced) > stall {
+			j.t.Fatalf("%s/%s: no step past %d for %s, and no final line:\n%s", j.ns, j.id, best, stall, strings.Join(tails, "\n"))
+		}
+		return fmt.Errorf("%s/%s: no final line yet (step %d):\n%s", j.ns, j.id, best, strings.Join(tails, "\n"))
 	})
 	return final
 }
