@@ -321,31 +321,9 @@ func avoids(job *nomadapi.Job, group, device, gpu string) bool {
 // avoidGPU returns a copy of job whose worker tasks' device request keeps
 // off the GPU: a constraint ${device.attr.uuid} != gpu.
 func avoidGPU(job *nomadapi.Job, group, device, gpu string) (*nomadapi.Job, error) {
-	cp, err := submit.CopyJob(job)
-	if err != nil {
-		return nil, err
-	}
-	changed := 0
-	for _, tg := range cp.TaskGroups {
-		if tg.Name == nil || *tg.Name != group {
-			continue
-		}
-		for _, t := range tg.Tasks {
-			if t.Resources == nil {
-				continue
-			}
-			for _, d := range t.Resources.Devices {
-				if d != nil && d.Name == device {
-					d.Constraints = append(d.Constraints, nomadapi.NewConstraint(uuidAttr, "!=", gpu))
-					changed++
-				}
-			}
-		}
-	}
-	if changed == 0 {
-		return nil, fmt.Errorf("keeping %s off GPU %s in %s group %s: no task requests it", device, gpu, *job.ID, group)
-	}
-	return cp, nil
+	return submit.EditDevice(job, group, device, fmt.Sprintf("keeping %s off GPU %s", device, gpu), func(d *nomadapi.RequestedDevice) {
+		d.Constraints = append(d.Constraints, nomadapi.NewConstraint(uuidAttr, "!=", gpu))
+	})
 }
 
 // writeUnpack applies an unpack: one registration (EnforceIndex) of the

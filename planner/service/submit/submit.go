@@ -259,6 +259,16 @@ func SetCounts(job *nomadapi.Job, counts map[string]int) (*nomadapi.Job, error) 
 // instances of the device (e.g. GPU shares per worker): a change a scale
 // cannot express.
 func SetDeviceCount(job *nomadapi.Job, group, device string, count uint64) (*nomadapi.Job, error) {
+	return EditDevice(job, group, device, "setting "+device+" count", func(d *nomadapi.RequestedDevice) {
+		c := count
+		d.Count = &c
+	})
+}
+
+// EditDevice returns a copy of job in which edit has changed every request
+// of the device by a task of group; what names the change in the error
+// when no task there requests the device.
+func EditDevice(job *nomadapi.Job, group, device, what string, edit func(*nomadapi.RequestedDevice)) (*nomadapi.Job, error) {
 	cp, err := CopyJob(job)
 	if err != nil {
 		return nil, err
@@ -274,15 +284,14 @@ func SetDeviceCount(job *nomadapi.Job, group, device string, count uint64) (*nom
 			}
 			for _, d := range t.Resources.Devices {
 				if d != nil && d.Name == device {
-					c := count
-					d.Count = &c
+					edit(d)
 					changed++
 				}
 			}
 		}
 	}
 	if changed == 0 {
-		return nil, fmt.Errorf("setting %s count in %s group %s: no task requests it", device, *job.ID, group)
+		return nil, fmt.Errorf("%s in %s group %s: no task requests it", what, *job.ID, group)
 	}
 	return cp, nil
 }
