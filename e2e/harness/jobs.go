@@ -7,6 +7,10 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,8 +68,42 @@ func (c *C) RunJob(t testing.TB, path string, vars ...string) string {
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
-	t.Cleanup(func() { c.StopJob(t, id) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logJobState(t, id)
+		}
+		c.StopJob(t, id)
+	})
 	return id
+}
+
+// logJobState logs, for a failed test, what Nomad says of each of the
+// job's allocations (every task's state and newest events) and the tail
+// of the container runtimes' logs: what a CI log needs to tell a stuck
+// start from a slow one.
+func (c *C) logJobState(t testing.TB, jobID string) {
+	t.Helper()
+	stubs, err := c.JobAllocs(jobID)
+	if err != nil {
+		t.Logf("harness: %s's allocations: %v", jobID, err)
+		return
+	}
+	for _, s := range stubs {
+		var b strings.Builder
+		fmt.Fprintf(&b, "harness: allocation %s of %s on %s: desired %s, client %s", s.ID[:8], jobID, s.NodeName, s.DesiredStatus, s.ClientStatus)
+		for task, st := range s.TaskStates {
+			fmt.Fprintf(&b, "\n  task %s: %s (failed %v, restarts %d)", task, st.State, st.Failed, st.Restarts)
+			for _, ev := range st.Events[max(0, len(st.Events)-4):] {
+				fmt.Fprintf(&b, "\n    %s %s: %s", time.Unix(0, ev.Time).UTC().Format("15:04:05.000"), ev.Type, ev.DisplayMessage)
+			}
+		}
+		t.Log(b.String())
+	}
+	for _, name := range []string{"podman.log", "dockerd.log"} {
+		if b, err := os.ReadFile(filepath.Join(c.Dir, "logs", name)); err == nil && len(b) > 0 {
+			t.Logf("harness: %s (tail):\n%s", name, Tail(string(b), 15))
+		}
+	}
 }
 
 // StopJob stops a job, waits (bounded) until its allocations have stopped
