@@ -48,7 +48,7 @@ func TestContainers_SuspendResume(t *testing.T) {
 				"steps="+strconv.Itoa(ckptSteps), "step_delay=2ms")
 			a1 := liveAlloc(t, c, jobID, nil)
 			c.WaitDriverEvent(t, a1, "restore", "No checkpoint under")
-			harness.Eventually(t, 2*time.Minute, func() error {
+			harness.Eventually(t, 5*time.Minute, func() error {
 				if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
 					return fmt.Errorf("no training progress in %s yet", a1)
 				}
@@ -72,7 +72,7 @@ func TestContainers_SuspendResume(t *testing.T) {
 			restored := c.WaitDriverEvent(t, a2, "restore", "Checkpoint restored")
 			must.Eq(t, saved.Details["generation"], restored.Details["generation"])
 			var got, log string
-			harness.Eventually(t, 3*time.Minute, func() error {
+			harness.Eventually(t, 6*time.Minute, func() error {
 				log = c.Logs(t, a2, "trainer", "stdout")
 				if got = finalLine.FindString(log); got == "" {
 					return fmt.Errorf("no final line in the %s container's log yet", d.Name)
@@ -114,7 +114,7 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client strin
 		`extra_args=["-features","2048","-hidden","2048","-log-every","1"]`)
 	a1 := liveAlloc(t, c, jobID, nil)
 	c.WaitDriverEvent(t, a1, "checkpoint", `Checkpoint sidecar for task "trainer" started`)
-	harness.Eventually(t, 3*time.Minute, func() error {
+	harness.Eventually(t, 6*time.Minute, func() error {
 		if !progressLine.MatchString(c.Logs(t, a1, "trainer", "stdout")) {
 			return fmt.Errorf("no training progress in %s yet", a1)
 		}
@@ -149,7 +149,7 @@ func sidecarAndSlowFinalCommit(t *testing.T, c *harness.C, runtime, client strin
 	gen, err := strconv.Atoi(saved.Details["generation"])
 	must.NoError(t, err)
 	must.Less(t, gen, odGen, must.Sprint("the final commit is not newer than the sidecar's"))
-	harness.Eventually(t, 3*time.Minute, func() error {
+	harness.Eventually(t, 6*time.Minute, func() error {
 		if log := c.Logs(t, a2, "trainer", "stdout"); !strings.Contains(log, "resumed step="+saved.Details["step"]+" ") {
 			return fmt.Errorf("the resumed trainer did not report step %s yet", saved.Details["step"])
 		}
