@@ -3,7 +3,8 @@
 // its own identity. Like nomad-autoscaler's sdk it is a shared types layer,
 // standard library only, imported by both sides: the task-side clients
 // (caravan trainer, `caravan planner report`, `caravan planner relay`) and
-// the planner's server (planner/service/ingest).
+// the planner's server. A report is received, verified and stored by
+// planner/service/ingest, not here.
 //
 // It holds the Sample type and its validation with plausibility bounds
 // (sample.go), the environment variables and token discovery (env.go), and
