@@ -18,6 +18,7 @@ const (
 // testHook, when set (by tests only), is called at each named step.
 var testHook func(step string)
 
+// Hook calls the test hook at a named step; both engines call it.
 func Hook(step string) {
 	if testHook != nil {
 		testHook(step)

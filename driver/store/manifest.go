@@ -101,6 +101,7 @@ const (
 	manifestSuffix = ".json"
 )
 
+// ManifestName is the file or object name of generation gen's manifest.
 func ManifestName(gen uint64) string {
 	return fmt.Sprintf("%s%020d%s", manifestPrefix, gen, manifestSuffix)
 }
