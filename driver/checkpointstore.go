@@ -8,6 +8,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
 )
 
@@ -61,7 +62,7 @@ func (d *Driver) openS3Store(config *Config) (*store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store: %w", err)
 	}
-	s, err := store.OpenBackend(b, storeOptions(config, d.logger))
+	s, err := objectstore.Open(b, storeOptions(config, d.logger))
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint store %s: %w", b, err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/protocol"
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/storetest/filebackend"
 )
 
@@ -258,7 +259,7 @@ func TestDriver_RoleRestoreWaitsForCommitLease(t *testing.T) {
 				b, err := filebackend.New(storeDir)
 				must.NoError(t, err)
 				t.Cleanup(func() { _ = b.Close() })
-				st, err = store.OpenBackend(b, store.Options{ChunkSize: 4096})
+				st, err = objectstore.Open(b, store.Options{ChunkSize: 4096})
 				must.NoError(t, err)
 				td.d.storeLock.Lock()
 				td.d.store = st

@@ -3,9 +3,7 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
 	"time"
 )
 
@@ -106,100 +104,3 @@ var (
 	// not the one the write or delete was conditional on.
 	ErrObjectChanged = errors.New("object changed")
 )
-
-// Object store defaults (Options fields of the same names).
-const (
-	DefaultLeaseTTL = 30 * time.Second
-	DefaultGCGrace  = 15 * time.Minute
-	DefaultSettle   = 2 * time.Second
-)
-
-// OpenBackend opens a store kept in an object store. It has the same calls
-// and guarantees as a directory store opened with Open; what rests on file
-// locks there rests on leases here (see README.md, "Object stores").
-func OpenBackend(b Backend, opts Options) (*Store, error) {
-	if b == nil {
-		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
-	}
-	s, err := newStore(opts)
-	if err != nil {
-		return nil, err
-	}
-	s.root = b.String()
-	e := &objectEngine{Store: s, backend: b}
-	s.eng = e
-	e.swapper, e.toucher = capabilities(b)
-	if s.workers < 16 {
-		// Object I/O waits on the network, not the CPU.
-		s.workers = 16
-	}
-	if opts.Workers > 0 {
-		s.workers = opts.Workers
-	}
-	e.leaseTTL = opts.LeaseTTL
-	if e.leaseTTL <= 0 {
-		e.leaseTTL = DefaultLeaseTTL
-	}
-	e.gcGrace = opts.GCGrace
-	if e.gcGrace == 0 {
-		e.gcGrace = DefaultGCGrace
-	}
-	e.settle = opts.Settle
-	if e.settle == 0 {
-		e.settle = DefaultSettle
-	}
-	e.pollEvery = min(time.Second, e.leaseTTL/4)
-	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
-	defer cancel()
-	if err := b.Put(ctx, objMarker, []byte(`{"caravan_store":1}`), true); err != nil && !errors.Is(err, ErrObjectExists) {
-		return nil, fmt.Errorf("%w: write store marker: %w", ErrUnavailable, err)
-	}
-	return s, nil
-}
-
-// capabilities returns b's Swapper and Toucher (nil where it has none),
-// looking through wrappers.
-func capabilities(b Backend) (Swapper, Toucher) {
-	var sw Swapper
-	var t Toucher
-	for b != nil {
-		if x, ok := b.(Swapper); ok && sw == nil {
-			sw = x
-		}
-		if x, ok := b.(Toucher); ok && t == nil {
-			t = x
-		}
-		u, ok := b.(Unwrapper)
-		if !ok {
-			break
-		}
-		b = u.Unwrap()
-	}
-	return sw, t
-}
-
-// Object names, relative to the backend's prefix.
-const (
-	objChunks  = "chunks/"
-	objKeys    = "keys/"
-	objLeases  = "leases/"
-	objGCLease = objLeases + "gc"
-	objLatest  = "latest"
-	objMarker  = "caravan-store.json"
-	// objLeaseIndex names the live commit and restore leases, so GC reads
-	// them by key (with a Swapper; see object_lease_index.go). It is not
-	// below leases/, where plugins of older versions would take it for a
-	// lease.
-	objLeaseIndex = "lease-index.json"
-)
-
-func chunkObject(d string) string { return objChunks + d[:2] + "/" + d }
-
-// keyObjectPrefix is the key's folder of manifests: keys/<escaped parts>/.
-func keyObjectPrefix(k Key) (string, error) {
-	parts, err := k.parts()
-	if err != nil {
-		return "", err
-	}
-	return objKeys + strings.Join(parts, "/") + "/", nil
-}

@@ -47,12 +47,12 @@ func (s *Store) Commit(ctx context.Context, key Key, srcDir string, node string,
 // through src (os.Root), so a tree whose entries are swapped for symlinks
 // while it is read can never make the store read outside it.
 func (s *Store) CommitRoot(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
-	return s.eng.commit(ctx, key, src, node, meta)
+	return s.eng.Commit(ctx, key, src, node, meta)
 }
 
 // commit is CommitRoot on a directory store: commitDir, taking back the
 // chunks it published when it fails after that.
-func (s *dirEngine) commit(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
+func (s *dirEngine) Commit(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
 	m, stats, published, err := s.commitDir(ctx, key, src, node, meta)
 	if err != nil && len(published) > 0 {
 		s.dropFailedChunks(published)
@@ -72,7 +72,7 @@ func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node strin
 	if err := s.statRoot(); err != nil {
 		return nil, CommitStats{}, published, err
 	}
-	files, err := scanTree(src)
+	files, err := ScanTree(src)
 	if err != nil {
 		return nil, CommitStats{}, published, err
 	}
@@ -105,7 +105,7 @@ func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node strin
 		return nil, CommitStats{}, published, s.classify(err)
 	}
 	m := &Manifest{
-		Format:     formatFor(files),
+		Format:     FormatFor(files),
 		Key:        key.String(),
 		Generation: gen,
 		Created:    s.now().UTC(),
@@ -121,7 +121,7 @@ func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node strin
 			nfiles++
 		}
 	}
-	if err := m.check(gen); err != nil {
+	if err := m.Check(gen); err != nil {
 		return nil, CommitStats{}, published, fmt.Errorf("commit produced a bad manifest: %w", err)
 	}
 	if err := publishManifest(keyDir, m); err != nil {
@@ -161,14 +161,19 @@ func openSource(srcDir string) (*os.Root, error) {
 	return src, nil
 }
 
-// chunkJob is one chunk of one source file.
-type chunkJob struct {
+// ChunkJob is one chunk of one source file: chunk Index of Entry, whose
+// digest the engine that stores it writes into Entry.Chunks[Index]. Done
+// must be called once the chunk is handled.
+type ChunkJob struct {
 	src   *sharedFile
-	entry *FileEntry
-	index int
+	Entry *FileEntry
+	Index int
 	off   int64
 	n     int
 }
+
+// Done releases the job's hold on its source file.
+func (j ChunkJob) Done() { j.src.done() }
 
 // sharedFile is a source file read by several workers (each chunk mapped on
 // its own, or read with ReadAt) and closed by the last one.
@@ -207,7 +212,7 @@ func (s *Store) storeChunksNew(ctx context.Context, root *os.Root, files []FileE
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	jobs := make(chan chunkJob, s.workers*2)
+	jobs := make(chan ChunkJob, s.workers*2)
 	cw := &chunkWriter{store: s, seen: map[string]bool{}}
 	var wg sync.WaitGroup
 	for w := 0; w < s.workers; w++ {
@@ -217,7 +222,7 @@ func (s *Store) storeChunksNew(ctx context.Context, root *os.Root, files []FileE
 			cw.work(ctx, cancel, jobs)
 		}()
 	}
-	s.queueChunks(ctx, cancel, root, files, jobs)
+	s.QueueChunks(ctx, cancel, root, files, jobs)
 	wg.Wait()
 	tWritten := time.Now()
 	if err := context.Cause(ctx); err != nil {
@@ -238,10 +243,10 @@ func (s *Store) storeChunksNew(ctx context.Context, root *os.Root, files []FileE
 	}
 	for i := range files {
 		if files[i].Mode.IsRegular() {
-			files[i].SHA256 = treeHash(files[i].Chunks)
+			files[i].SHA256 = TreeHash(files[i].Chunks)
 		}
 	}
-	hook(stepChunksSynced)
+	Hook(StepChunksSynced)
 	s.logger.Debug("chunks stored", "write_duration", tWritten.Sub(tStart), "publish_duration", tPublished.Sub(tWritten),
 		"dir_sync_duration", time.Since(tPublished), "new_chunks", len(cw.pending), "chunk_dirs", dirs)
 	return cw.newBytes.Load(), published, nil
@@ -258,8 +263,8 @@ type chunkWriter struct {
 
 // work handles jobs until the channel closes; after the first error (which
 // cancels ctx) it only drains, so every source file is still released.
-func (cw *chunkWriter) work(ctx context.Context, cancel context.CancelCauseFunc, jobs <-chan chunkJob) {
-	guardFaults()
+func (cw *chunkWriter) work(ctx context.Context, cancel context.CancelCauseFunc, jobs <-chan ChunkJob) {
+	GuardFaults()
 	var buf []byte
 	bounce := alignedBuf(directAlign)
 	for job := range jobs {
@@ -274,13 +279,13 @@ func (cw *chunkWriter) work(ctx context.Context, cancel context.CancelCauseFunc,
 
 // handle hashes one chunk and writes it unless this commit or the store
 // already has it.
-func (cw *chunkWriter) handle(job chunkJob, buf *[]byte, bounce []byte) error {
+func (cw *chunkWriter) handle(job ChunkJob, buf *[]byte, bounce []byte) error {
 	b, mapping, err := cw.store.hashChunk(job, buf)
 	defer unmapFile(mapping)
 	if err != nil {
 		return err
 	}
-	d := job.entry.Chunks[job.index]
+	d := job.Entry.Chunks[job.Index]
 	cw.mu.Lock()
 	dup := cw.seen[d]
 	cw.seen[d] = true
@@ -299,10 +304,10 @@ func (cw *chunkWriter) handle(job chunkJob, buf *[]byte, bounce []byte) error {
 	return nil
 }
 
-// queueChunks opens every regular file in files and queues its chunks on
+// QueueChunks opens every regular file in files and queues its chunks on
 // jobs, then closes jobs. A file it cannot open, or one that changed since
 // the scan, cancels ctx.
-func (s *Store) queueChunks(ctx context.Context, cancel context.CancelCauseFunc, root *os.Root, files []FileEntry, jobs chan<- chunkJob) {
+func (s *Store) QueueChunks(ctx context.Context, cancel context.CancelCauseFunc, root *os.Root, files []FileEntry, jobs chan<- ChunkJob) {
 	defer close(jobs)
 	chunkSize := int64(s.chunkSize)
 	for i := range files {
@@ -321,7 +326,7 @@ func (s *Store) queueChunks(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		}
 		for c := 0; c < n; c++ {
-			job := chunkJob{src: sf, entry: e, index: c, off: int64(c) * chunkSize, n: int(min(chunkSize, e.Size-int64(c)*chunkSize))}
+			job := ChunkJob{src: sf, Entry: e, Index: c, off: int64(c) * chunkSize, n: int(min(chunkSize, e.Size-int64(c)*chunkSize))}
 			select {
 			case jobs <- job:
 			case <-ctx.Done():
@@ -369,7 +374,7 @@ func (s *Store) publishChunks(pending []pendingChunk) (int, error) {
 			removeTemps(pending[i:])
 			return i, fmt.Errorf("publish chunk: %w", err)
 		}
-		hook(stepChunkPublished)
+		Hook(StepChunkPublished)
 	}
 	return len(pending), nil
 }
@@ -405,9 +410,9 @@ type pendingChunk struct{ tmp, final string }
 // for a chunk in a hole of its file (not read), else a map of the chunk
 // (mapping, for the caller to unmap once done with b), or *buf (allocated on
 // first use) read with pread when the chunk could not be mapped.
-func (s *Store) hashChunk(job chunkJob, buf *[]byte) (b, mapping []byte, err error) {
+func (s *Store) hashChunk(job ChunkJob, buf *[]byte) (b, mapping []byte, err error) {
 	if inHole(job.src.f, job.off, job.n) {
-		job.entry.Chunks[job.index] = zeroDigest(job.n)
+		job.Entry.Chunks[job.Index] = ZeroDigest(job.n)
 		return s.zeroChunk()[:job.n], nil, nil
 	}
 	if b, mapping, err = mapRange(job.src.f, job.off, job.n); err != nil {
@@ -421,22 +426,54 @@ func (s *Store) hashChunk(job chunkJob, buf *[]byte) (b, mapping []byte, err err
 	}
 	sum, err := sumMapped(b)
 	if err != nil {
-		return nil, mapping, fmt.Errorf("read %s: %w", job.entry.Path, err)
+		return nil, mapping, fmt.Errorf("read %s: %w", job.Entry.Path, err)
 	}
-	job.entry.Chunks[job.index] = hex.EncodeToString(sum[:])
+	job.Entry.Chunks[job.Index] = hex.EncodeToString(sum[:])
 	return b, mapping, nil
 }
 
 // readChunkAt reads job's chunk into b (len job.n) with pread.
-func readChunkAt(job chunkJob, b []byte) error {
+func readChunkAt(job ChunkJob, b []byte) error {
 	n, err := job.src.f.ReadAt(b, job.off)
 	if n < len(b) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return fmt.Errorf("read %s: %w (file changed while committing?)", job.entry.Path, err)
+		return fmt.Errorf("read %s: %w (file changed while committing?)", job.Entry.Path, err)
 	}
 	return nil
+}
+
+// CopyChunk copies one chunk into *buf (allocated on first use), for the
+// object engine: the HTTP transport reads a request body on goroutines of
+// its own, where a fault on a map of a file that shrank would crash the
+// process, so it is never given a map itself. The copy is hashed and
+// uploaded, so what is uploaded is what its name says whatever the file
+// does meanwhile. A chunk in a hole of
+// its file is zeros, not read (zero is true; see sparse.go); others are
+// copied from a map of the chunk alone, or read with pread where it cannot
+// be mapped.
+func (s *Store) CopyChunk(job ChunkJob, buf *[]byte) (b []byte, zero bool, err error) {
+	if len(*buf) < s.chunkSize {
+		*buf = make([]byte, s.chunkSize)
+	}
+	b = (*buf)[:job.n]
+	if inHole(job.src.f, job.off, job.n) {
+		clear(b)
+		return b, true, nil
+	}
+	src, mapping, err := mapRange(job.src.f, job.off, job.n)
+	if err != nil {
+		return b, false, readChunkAt(job, b)
+	}
+	defer unmapFile(mapping)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("read %s: %w", job.Entry.Path, errFault{r})
+		}
+	}()
+	copy(b, src)
+	return b, false, nil
 }
 
 // writeChunk writes chunk b with digest d to a temp file (with O_DIRECT where
@@ -447,7 +484,7 @@ func (s *Store) writeChunk(d string, b, bounce []byte) (pendingChunk, error) {
 	if fi, err := os.Stat(final); err == nil && fi.Size() == int64(len(b)) {
 		return pendingChunk{}, nil
 	}
-	name := filepath.Join(s.tmpDir(), "chunk-"+d[:16]+"-"+randomSuffix())
+	name := filepath.Join(s.tmpDir(), "chunk-"+d[:16]+"-"+RandomSuffix())
 	f, direct, err := openDirect(func(flag int) (*os.File, error) {
 		return os.OpenFile(name, flag, filePerm)
 	}, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
@@ -472,7 +509,7 @@ func (s *Store) writeChunk(d string, b, bounce []byte) (pendingChunk, error) {
 		_ = os.Remove(name)
 		return pendingChunk{}, fmt.Errorf("close chunk: %w", err)
 	}
-	hook(stepChunkTempWritten)
+	Hook(StepChunkTempWritten)
 	return pendingChunk{tmp: name, final: final}, nil
 }
 

@@ -83,7 +83,7 @@ func TestRestoreFallsBackOnCorruption(t *testing.T) {
 		}},
 		{"garbled manifest", func(t *testing.T, s *Store, key Key) {
 			dir, _ := key.dir(s.root)
-			must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(3)), []byte("{not json"), 0o600))
+			must.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName(3)), []byte("{not json"), 0o600))
 		}},
 		{"manifest with escaping path", func(t *testing.T, s *Store, key Key) {
 			dir, _ := key.dir(s.root)
@@ -137,7 +137,7 @@ func TestRestoreFallsBackOnCorruption(t *testing.T) {
 
 func rewriteManifest(t *testing.T, keyDir string, m *Manifest) {
 	t.Helper()
-	must.NoError(t, os.Remove(filepath.Join(keyDir, manifestName(m.Generation))))
+	must.NoError(t, os.Remove(filepath.Join(keyDir, ManifestName(m.Generation))))
 	// writeManifest does not check; readManifest will.
 	must.NoError(t, writeManifest(keyDir, m))
 }
@@ -148,7 +148,7 @@ func TestRestoreAllCorrupt(t *testing.T) {
 	commitGenerations(t, s, key, 2)
 	dir, _ := key.dir(s.root)
 	for g := uint64(1); g <= 2; g++ {
-		must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(g)), []byte("garbage"), 0o600))
+		must.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName(g)), []byte("garbage"), 0o600))
 	}
 	dst := filepath.Join(t.TempDir(), "ckpt")
 	must.NoError(t, os.Mkdir(dst, 0o755))

@@ -20,14 +20,14 @@ func TestCommitCrash(t *testing.T) {
 		nth     int
 		wantGen uint64
 	}{
-		{stepChunkTempWritten, 1, 1},
-		{stepChunkTempWritten, 4, 1},
-		{stepChunkPublished, 1, 1},
-		{stepChunkPublished, 5, 1},
-		{stepChunksSynced, 1, 1},
-		{stepManifestTempWritten, 1, 1},
-		{stepManifestPublished, 1, 2},
-		{stepCommitted, 1, 2},
+		{StepChunkTempWritten, 1, 1},
+		{StepChunkTempWritten, 4, 1},
+		{StepChunkPublished, 1, 1},
+		{StepChunkPublished, 5, 1},
+		{StepChunksSynced, 1, 1},
+		{StepManifestTempWritten, 1, 1},
+		{StepManifestPublished, 1, 2},
+		{StepCommitted, 1, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.step+"#"+strconv.Itoa(tc.nth), func(t *testing.T) {
@@ -86,8 +86,8 @@ func TestRestoreCrash(t *testing.T) {
 		step    string
 		wantNew bool
 	}{
-		{stepRestoreStaged, false},
-		{stepRestoreSwapped, true},
+		{StepRestoreStaged, false},
+		{StepRestoreSwapped, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.step, func(t *testing.T) {

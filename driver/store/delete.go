@@ -21,11 +21,11 @@ var ErrBusy = errors.New("checkpoint key in use")
 // It refuses, deleting nothing, a key with no generation (ErrNoCheckpoint)
 // and a key whose lock is held (ErrBusy): it never waits for a commit.
 func (s *Store) Delete(key Key) (int, error) {
-	return s.eng.deleteKey(key)
+	return s.eng.Delete(key)
 }
 
 // deleteKey is Delete in a directory store.
-func (s *dirEngine) deleteKey(key Key) (int, error) {
+func (s *dirEngine) Delete(key Key) (int, error) {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return 0, err
@@ -65,7 +65,7 @@ func (s *dirEngine) deleteKey(key Key) (int, error) {
 func removeKeyDir(keyDir string, gens []uint64) (int, error) {
 	n := 0
 	for _, g := range gens {
-		if err := os.Remove(filepath.Join(keyDir, manifestName(g))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(keyDir, ManifestName(g))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return n, err
 		}
 		n++

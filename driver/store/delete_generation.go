@@ -19,11 +19,11 @@ import (
 // It refuses, deleting nothing, a generation the key does not have
 // (ErrNoCheckpoint) and a key whose lock is held (ErrBusy).
 func (s *Store) DeleteGeneration(key Key, gen uint64) error {
-	return s.eng.deleteGeneration(key, gen)
+	return s.eng.DeleteGeneration(key, gen)
 }
 
 // deleteGeneration is DeleteGeneration in a directory store.
-func (s *dirEngine) deleteGeneration(key Key, gen uint64) error {
+func (s *dirEngine) DeleteGeneration(key Key, gen uint64) error {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (s *dirEngine) deleteGeneration(key Key, gen uint64) error {
 		}
 		removeEmptyParents(s.root, filepath.Dir(keyDir))
 	default:
-		err := os.Remove(filepath.Join(keyDir, manifestName(gen)))
+		err := os.Remove(filepath.Join(keyDir, ManifestName(gen)))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return s.classify(fmt.Errorf("delete %s generation %d: %w", key, gen, err))
 		}

@@ -54,8 +54,8 @@ func (s *Store) ensureChunkDirs() error {
 	return syncDir(s.root)
 }
 
-// randomSuffix returns 16 random hex characters for temp file names.
-func randomSuffix() string {
+// RandomSuffix returns 16 random hex characters for temp file names.
+func RandomSuffix() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -35,14 +35,14 @@ func FuzzManifest(f *testing.F) {
 		if json.Unmarshal(b, &m) != nil {
 			return
 		}
-		if m.check(1) != nil {
+		if m.Check(1) != nil {
 			return
 		}
 		enc, err := json.Marshal(&m)
 		if err != nil {
 			t.Fatalf("accepted manifest does not encode: %v", err)
 		}
-		if err := checkEncoded(enc, &m); err != nil {
+		if err := CheckEncoded(enc, &m); err != nil {
 			t.Fatalf("accepted manifest does not survive encoding: %v", err)
 		}
 		// Build the tree on disk and let the kernel resolve every link: none

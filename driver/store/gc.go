@@ -21,11 +21,11 @@ import (
 // write, cannot be deleted before that commit's manifest references it.
 // If any manifest cannot be read, nothing is deleted.
 func (s *Store) GC(key Key) error {
-	return s.eng.gc(key)
+	return s.eng.GC(key)
 }
 
 // gc is GC in a directory store.
-func (s *dirEngine) gc(key Key) error {
+func (s *dirEngine) GC(key Key) error {
 	ctx := context.Background()
 	keyDir, err := key.dir(s.root)
 	if err != nil {
@@ -57,7 +57,7 @@ func (s *Store) prune(keyDir string, gens []uint64) error {
 	var errs []error
 	if len(gens) > s.retain {
 		for _, g := range gens[:len(gens)-s.retain] {
-			if err := os.Remove(filepath.Join(keyDir, manifestName(g))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(filepath.Join(keyDir, ManifestName(g))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
@@ -91,7 +91,7 @@ func (s *Store) sweep(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gc: not deleting anything: %w", err)
 	}
-	hook(stepGCSweeping)
+	Hook(StepGCSweeping)
 	var (
 		deleted int
 		bytes   int64
@@ -213,11 +213,11 @@ func addRefs(refs map[string]bool, p string) error {
 // commits' temp files), as GC does after pruning; use it after Delete. It
 // waits, until ctx is done, for commits and restores in flight.
 func (s *Store) Sweep(ctx context.Context) error {
-	return s.eng.sweepAll(ctx)
+	return s.eng.Sweep(ctx)
 }
 
 // sweepAll is Sweep in a directory store.
-func (s *dirEngine) sweepAll(ctx context.Context) error {
+func (s *dirEngine) Sweep(ctx context.Context) error {
 	if err := s.statRoot(); err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func TestGCKeepsChunksOfCommitInFlight(t *testing.T) {
 	paused, resume := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	testHook = func(step string) {
-		if step == stepChunksSynced && first.CompareAndSwap(false, true) {
+		if step == StepChunksSynced && first.CompareAndSwap(false, true) {
 			close(paused)
 			<-resume
 		}
@@ -151,7 +151,7 @@ func TestGCWaitsForCommitInOtherProcess(t *testing.T) {
 	_, _, err := s.Commit(ctx, a, src, "n", nil)
 	must.NoError(t, err)
 
-	cmd := helperCmd(t, "commit", s.root, src, b.Job, envPauseAt+"="+stepChunksSynced)
+	cmd := helperCmd(t, "commit", s.root, src, b.Job, envPauseAt+"="+StepChunksSynced)
 	stdin, err := cmd.StdinPipe()
 	must.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()

@@ -22,11 +22,11 @@ func (s *Store) Latest(key Key) (*Manifest, error) {
 // List returns the manifests of the key's generations, oldest first.
 // Manifests that fail to parse or check are skipped with a warning.
 func (s *Store) List(key Key) ([]*Manifest, error) {
-	return s.eng.list(key)
+	return s.eng.List(key)
 }
 
 // list is List in a directory store.
-func (s *dirEngine) list(key Key) ([]*Manifest, error) {
+func (s *dirEngine) List(key Key) ([]*Manifest, error) {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return nil, err

@@ -121,7 +121,7 @@ func TestCommitReadsOnlyTheScannedFile(t *testing.T) {
 	root, err := os.OpenRoot(src)
 	must.NoError(t, err)
 	defer root.Close()
-	files, err := scanTree(root)
+	files, err := ScanTree(root)
 	must.NoError(t, err)
 	must.Eq(t, "a", files[0].Path)
 

@@ -43,7 +43,7 @@ type Key struct {
 // String returns the key as namespace/job[@incarnation]/group/task/slot with
 // escaped parts; ParseKey reads it back.
 func (k Key) String() string {
-	parts, _ := k.parts()
+	parts, _ := k.Parts()
 	return strings.Join(parts, "/")
 }
 
@@ -52,11 +52,11 @@ func (k Key) String() string {
 // Any byte is allowed in a part: separators, dots and other unsafe bytes are
 // escaped (see escapePart), so no key can leave its directory.
 func (k Key) Validate() error {
-	_, err := k.parts()
+	_, err := k.Parts()
 	return err
 }
 
-func (k Key) parts() ([]string, error) {
+func (k Key) Parts() ([]string, error) {
 	named := []struct{ field, v string }{
 		{"namespace", k.Namespace}, {"job", k.Job}, {"group", k.Group}, {"task", k.Task},
 	}
@@ -89,7 +89,7 @@ func (k Key) parts() ([]string, error) {
 
 // dir returns the key's directory below root.
 func (k Key) dir(root string) (string, error) {
-	parts, err := k.parts()
+	parts, err := k.Parts()
 	if err != nil {
 		return "", err
 	}

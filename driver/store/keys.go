@@ -11,11 +11,11 @@ import (
 // by their String form. Directories that are not keys (foreign files, the
 // store's own dot-directories) are skipped.
 func (s *Store) Keys() ([]Key, error) {
-	return s.eng.keys()
+	return s.eng.Keys()
 }
 
 // keys is Keys in a directory store.
-func (s *dirEngine) keys() ([]Key, error) {
+func (s *dirEngine) Keys() ([]Key, error) {
 	if err := s.statRoot(); err != nil {
 		return nil, err
 	}

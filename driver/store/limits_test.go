@@ -91,7 +91,7 @@ func TestRestoreErrorClasses(t *testing.T) {
 		{"bad manifest", func(t *testing.T, s *Store, m *Manifest) []string {
 			dir, err := testKey("classes").dir(s.Root())
 			must.NoError(t, err)
-			must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(2)), []byte("{garbled"), 0o644))
+			must.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName(2)), []byte("{garbled"), 0o644))
 			return nil
 		}, []string{"fallback"}},
 		{"missing chunk", func(t *testing.T, s *Store, m *Manifest) []string {

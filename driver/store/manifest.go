@@ -25,8 +25,8 @@ const (
 	manifestFormatBytes = 2
 )
 
-// formatFor returns the manifest format that can carry files.
-func formatFor(files []FileEntry) int {
+// FormatFor returns the manifest format that can carry files.
+func FormatFor(files []FileEntry) int {
 	if needsBytes(files) {
 		return manifestFormatBytes
 	}
@@ -57,7 +57,7 @@ type FileEntry struct {
 	Mode fs.FileMode `json:"mode"`
 	Size int64       `json:"size"`
 	// SHA256 is the file's digest: the hex SHA-256 of the concatenation of
-	// its chunks' raw SHA-256 digests (see treeHash); empty for directories
+	// its chunks' raw SHA-256 digests (see TreeHash); empty for directories
 	// and symlinks.
 	SHA256 string `json:"sha256,omitempty"`
 	// Chunks are the hex SHA-256 digests of the file's fixed-size chunks, in
@@ -101,8 +101,18 @@ const (
 	manifestSuffix = ".json"
 )
 
-func manifestName(gen uint64) string {
+// ManifestName is the file or object name of generation gen's manifest.
+func ManifestName(gen uint64) string {
 	return fmt.Sprintf("%s%020d%s", manifestPrefix, gen, manifestSuffix)
+}
+
+// ParseManifestName reads the generation from a manifest's name.
+func ParseManifestName(name string) (uint64, bool) {
+	if !strings.HasPrefix(name, manifestPrefix) || !strings.HasSuffix(name, manifestSuffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, manifestPrefix), manifestSuffix), 10, 64)
+	return n, err == nil
 }
 
 // listGenerations returns the generations published in keyDir, ascending.
@@ -135,7 +145,7 @@ func listGenerations(keyDir string) ([]uint64, error) {
 // that cannot be parsed or is inconsistent is ErrCorrupt; I/O errors are
 // returned as they are.
 func readManifest(keyDir string, gen uint64) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(keyDir, manifestName(gen)))
+	b, err := os.ReadFile(filepath.Join(keyDir, ManifestName(gen)))
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of generation %d: %w", gen, err)
 	}
@@ -143,15 +153,15 @@ func readManifest(keyDir string, gen uint64) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
 	}
-	if err := m.check(gen); err != nil {
+	if err := m.Check(gen); err != nil {
 		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
 	}
 	return &m, nil
 }
 
-// check verifies the manifest is self-consistent and that every path stays
+// Check verifies the manifest is self-consistent and that every path stays
 // inside the checkpoint directory.
-func (m *Manifest) check(gen uint64) error {
+func (m *Manifest) Check(gen uint64) error {
 	if m.Format != manifestFormat && m.Format != manifestFormatBytes {
 		return fmt.Errorf("unsupported format %d", m.Format)
 	}
@@ -194,7 +204,7 @@ func (m *Manifest) check(gen uint64) error {
 					return fmt.Errorf("%q: bad chunk digest %q", f.Path, c)
 				}
 			}
-			if f.SHA256 != treeHash(f.Chunks) {
+			if f.SHA256 != TreeHash(f.Chunks) {
 				return fmt.Errorf("%q: file digest does not match its chunks", f.Path)
 			}
 			total += f.Size
@@ -221,13 +231,13 @@ func (m *Manifest) check(gen uint64) error {
 }
 
 // publishManifest publishes m in keyDir after checking that its encoding
-// reads back as m (checkEncoded).
+// reads back as m (CheckEncoded).
 func publishManifest(keyDir string, m *Manifest) error {
 	b, err := json.MarshalIndent(m, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	if err := checkEncoded(b, m); err != nil {
+	if err := CheckEncoded(b, m); err != nil {
 		return err
 	}
 	return writeManifestBytes(keyDir, m.Generation, b)
@@ -246,7 +256,7 @@ func writeManifest(keyDir string, m *Manifest) error {
 // writeManifestBytes publishes the encoded manifest b of generation gen in
 // keyDir: temp file, fsync, rename, fsync dir.
 func writeManifestBytes(keyDir string, gen uint64, b []byte) error {
-	f, err := os.CreateTemp(keyDir, ".tmp-"+manifestName(gen)+"-*")
+	f, err := os.CreateTemp(keyDir, ".tmp-"+ManifestName(gen)+"-*")
 	if err != nil {
 		return fmt.Errorf("create manifest: %w", err)
 	}
@@ -263,27 +273,27 @@ func writeManifestBytes(keyDir string, gen uint64, b []byte) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close manifest: %w", err)
 	}
-	hook(stepManifestTempWritten)
-	if err := os.Rename(tmp, filepath.Join(keyDir, manifestName(gen))); err != nil {
+	Hook(StepManifestTempWritten)
+	if err := os.Rename(tmp, filepath.Join(keyDir, ManifestName(gen))); err != nil {
 		return fmt.Errorf("publish manifest: %w", err)
 	}
-	hook(stepManifestPublished)
+	Hook(StepManifestPublished)
 	if err := syncDir(keyDir); err != nil {
 		return err
 	}
-	hook(stepCommitted)
+	Hook(StepCommitted)
 	return nil
 }
 
-// checkEncoded decodes b, the encoding of m, as Restore will, and refuses
+// CheckEncoded decodes b, the encoding of m, as Restore will, and refuses
 // to publish it unless it reads back with every name and link byte for byte:
 // a generation that could not be restored is never published.
-func checkEncoded(b []byte, m *Manifest) error {
+func CheckEncoded(b []byte, m *Manifest) error {
 	var back Manifest
 	if err := json.Unmarshal(b, &back); err != nil {
 		return fmt.Errorf("encoded manifest does not decode: %w", err)
 	}
-	if err := back.check(m.Generation); err != nil {
+	if err := back.Check(m.Generation); err != nil {
 		return fmt.Errorf("encoded manifest does not verify: %w", err)
 	}
 	if len(back.Files) != len(m.Files) {
@@ -297,10 +307,10 @@ func checkEncoded(b []byte, m *Manifest) error {
 	return nil
 }
 
-// treeHash is a file's SHA256 field: the hex SHA-256 of the concatenated raw
+// TreeHash is a file's SHA256 field: the hex SHA-256 of the concatenated raw
 // SHA-256 digests of its chunks, in order. It commits to every byte of the
 // file without a second sequential pass over the data.
-func treeHash(chunks []string) string {
+func TreeHash(chunks []string) string {
 	h := sha256.New()
 	var raw [sha256.Size]byte
 	for _, c := range chunks {

@@ -44,12 +44,12 @@ func (e errFault) Error() string {
 	return fmt.Sprintf("fault reading mapped file (did it shrink?): %v", e.v)
 }
 
-// guardFaults makes memory faults of the calling goroutine panic instead of
+// GuardFaults makes memory faults of the calling goroutine panic instead of
 // crashing the process; call it at the start of a worker goroutine.
-func guardFaults() { debug.SetPanicOnFault(true) }
+func GuardFaults() { debug.SetPanicOnFault(true) }
 
 // sumMapped hashes b, which may be a mapping, turning a fault into an error.
-// The caller's goroutine must have called guardFaults.
+// The caller's goroutine must have called GuardFaults.
 func sumMapped(b []byte) (sum [sha256.Size]byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {

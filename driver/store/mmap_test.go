@@ -24,7 +24,7 @@ func TestMappedFileShrinks(t *testing.T) {
 
 	errc := make(chan error, 1)
 	go func() {
-		guardFaults()
+		GuardFaults()
 		_, err := sumMapped(b)
 		errc <- err
 	}()
@@ -45,7 +45,7 @@ func TestCommitSourceShrinks(t *testing.T) {
 	root, err := os.OpenRoot(src)
 	must.NoError(t, err)
 	defer root.Close()
-	files, err := scanTree(root)
+	files, err := ScanTree(root)
 	must.NoError(t, err)
 	must.NoError(t, os.Truncate(p, testChunkSize))
 	_, err = s.storeChunks(context.Background(), root, files)

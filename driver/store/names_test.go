@@ -79,7 +79,7 @@ func TestUTF8ManifestStaysFormat1(t *testing.T) {
 	must.Eq(t, manifestFormat, m.Format)
 	dir, err := key.dir(s.Root())
 	must.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, manifestName(1)))
+	b, err := os.ReadFile(filepath.Join(dir, ManifestName(1)))
 	must.NoError(t, err)
 	var raw struct {
 		Files []map[string]any `json:"files"`
@@ -103,7 +103,7 @@ func TestFormat1ManifestRestores(t *testing.T) {
 	must.NoError(t, os.MkdirAll(dir, 0o750))
 	b, err := os.ReadFile(filepath.Join("testdata", "manifest-format1.json"))
 	must.NoError(t, err)
-	must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(1)), b, 0o640))
+	must.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName(1)), b, 0o640))
 	const chunk = "a1fdb77522c2312e981d9dbef2981f5e1990958848a3f3e0f4f74dc1549c2f41"
 	must.NoError(t, os.WriteFile(s.chunkPath(chunk), []byte("hello, checkpoint\n"), 0o640))
 

@@ -103,7 +103,7 @@ func TestCommitOutOfInodes(t *testing.T) {
 	must.NoError(t, os.Mkdir(filler, 0o755))
 	published := 0
 	testHook = func(step string) {
-		if step != stepChunksSynced {
+		if step != StepChunksSynced {
 			return
 		}
 		published = countChunks(t, s) - before

@@ -27,33 +27,37 @@ var ErrStale = errors.New("stale checkpoint")
 // protocol refuses markers above it (protocol.MaxStep, MaxSequence).
 const MaxOrderValue = 1<<53 - 1
 
-// position is where a checkpoint stands in its training: step, then
+// Position is where a checkpoint stands in its training: step, then
 // sequence.
-type position struct {
+type Position struct {
 	step, seq       uint64
 	hasStep, hasSeq bool
 }
 
-// positionOf reads the ordering fields of meta. A value that is not a
+// PositionOf reads the ordering fields of meta. A value that is not a
 // decimal integer within 0..MaxOrderValue orders nothing: a generation
 // written before the bounds existed, with such a value, cannot hold the key's
 // later commits back.
-func positionOf(meta map[string]string) position {
-	var p position
+func PositionOf(meta map[string]string) Position {
+	var p Position
 	p.step, p.hasStep = orderValue(meta, MetaStep)
 	p.seq, p.hasSeq = orderValue(meta, MetaSequence)
 	return p
 }
+
+// HasSequence reports whether p has a sequence: without one a checkpoint
+// is unordered.
+func (p Position) HasSequence() bool { return p.hasSeq }
 
 func orderValue(meta map[string]string, key string) (uint64, bool) {
 	n, err := strconv.ParseUint(meta[key], 10, 64)
 	return n, err == nil && n <= MaxOrderValue
 }
 
-// checkOrderMeta refuses a commit whose ordering meta is present but not a
+// CheckOrderMeta refuses a commit whose ordering meta is present but not a
 // decimal integer within 0..MaxOrderValue: the store orders only by values
 // it can compare.
-func checkOrderMeta(meta map[string]string) error {
+func CheckOrderMeta(meta map[string]string) error {
 	var errs []error
 	for _, k := range []string{MetaStep, MetaSequence} {
 		v, ok := meta[k]
@@ -68,10 +72,10 @@ func checkOrderMeta(meta map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// olderThan reports whether p is strictly older than q: a lower step, or the
+// OlderThan reports whether p is strictly older than q: a lower step, or the
 // same step with a lower sequence; without steps on both sides, a lower
 // sequence. Checkpoints without a sequence are unordered (never older).
-func (p position) olderThan(q position) bool {
+func (p Position) OlderThan(q Position) bool {
 	if !p.hasSeq || !q.hasSeq {
 		return false
 	}
@@ -81,7 +85,7 @@ func (p position) olderThan(q position) bool {
 	return p.seq < q.seq
 }
 
-func (p position) String() string {
+func (p Position) String() string {
 	if p.hasStep {
 		return fmt.Sprintf("step %d, sequence %d", p.step, p.seq)
 	}
@@ -93,10 +97,10 @@ func (p position) String() string {
 // gens (ascending) in keyDir. The caller holds the key lock, so no
 // generation can be published between this check and the commit's own.
 func checkNotStale(keyDir string, gens []uint64, meta map[string]string) error {
-	if err := checkOrderMeta(meta); err != nil {
+	if err := CheckOrderMeta(meta); err != nil {
 		return err
 	}
-	p := positionOf(meta)
+	p := PositionOf(meta)
 	if !p.hasSeq {
 		return nil
 	}
@@ -104,7 +108,7 @@ func checkNotStale(keyDir string, gens []uint64, meta map[string]string) error {
 		m, err := readManifest(keyDir, g)
 		switch {
 		case err == nil:
-			if q := positionOf(m.Meta); p.olderThan(q) {
+			if q := PositionOf(m.Meta); p.OlderThan(q) {
 				return fmt.Errorf("%w: %s is older than generation %d (%s)", ErrStale, p, g, q)
 			}
 			return nil

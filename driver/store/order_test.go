@@ -135,10 +135,10 @@ func TestConcurrentCommittersNeverGoBack(t *testing.T) {
 	wg.Wait()
 	ms := mustList(t, s, key)
 	must.Eq(t, committers*rounds, len(ms)+refused)
-	prev := position{}
+	prev := Position{}
 	for _, m := range ms {
-		p := positionOf(m.Meta)
-		must.False(t, p.olderThan(prev), must.Sprintf("generation %d (%s) went back from %s", m.Generation, p, prev))
+		p := PositionOf(m.Meta)
+		must.False(t, p.OlderThan(prev), must.Sprintf("generation %d (%s) went back from %s", m.Generation, p, prev))
 		prev = p
 	}
 	must.Eq(t, strconv.Itoa(maxOK), ms[len(ms)-1].Meta[MetaStep])
@@ -151,17 +151,17 @@ func garbleManifest(t *testing.T, s *Store, key Key, gen uint64) {
 	t.Helper()
 	dir, err := key.dir(s.root)
 	must.NoError(t, err)
-	must.NoError(t, os.WriteFile(filepath.Join(dir, manifestName(gen)), []byte("{not json"), 0o600))
+	must.NoError(t, os.WriteFile(filepath.Join(dir, ManifestName(gen)), []byte("{not json"), 0o600))
 }
 
-// pauseFirstCommit makes the first commit that reaches stepChunksSynced
+// pauseFirstCommit makes the first commit that reaches StepChunksSynced
 // (holding its key lock) wait until resume is closed.
 func pauseFirstCommit(t *testing.T) (paused, resume chan struct{}) {
 	t.Helper()
 	paused, resume = make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
 	testHook = func(step string) {
-		if step == stepChunksSynced && first.CompareAndSwap(false, true) {
+		if step == StepChunksSynced && first.CompareAndSwap(false, true) {
 			close(paused)
 			<-resume
 		}
@@ -232,7 +232,7 @@ func setManifestMeta(t *testing.T, s *Store, key Key, gen uint64, meta map[strin
 	t.Helper()
 	dir, err := key.dir(s.root)
 	must.NoError(t, err)
-	p := filepath.Join(dir, manifestName(gen))
+	p := filepath.Join(dir, ManifestName(gen))
 	b, err := os.ReadFile(p)
 	must.NoError(t, err)
 	var m map[string]any

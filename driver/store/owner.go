@@ -5,15 +5,15 @@ import (
 	"syscall"
 )
 
-// fileOwner is the owner given to restored files: the owner of the existing
+// FileOwner is the owner given to restored files: the owner of the existing
 // destination directory (the driver prepares it for the task's user). nil
 // means leave ownership alone.
-type fileOwner struct{ uid, gid int }
+type FileOwner struct{ uid, gid int }
 
-// dirOwner returns the owner of the directory base in parent when it
+// DirOwner returns the owner of the directory base in parent when it
 // exists and differs from the current process's, else nil. A symlink is
 // not followed (and gives no owner).
-func dirOwner(parent *os.Root, base string) *fileOwner {
+func DirOwner(parent *os.Root, base string) *FileOwner {
 	fi, err := parent.Lstat(base)
 	if err != nil || !fi.IsDir() {
 		return nil
@@ -25,12 +25,12 @@ func dirOwner(parent *os.Root, base string) *fileOwner {
 	if int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid() {
 		return nil
 	}
-	return &fileOwner{uid: int(st.Uid), gid: int(st.Gid)}
+	return &FileOwner{uid: int(st.Uid), gid: int(st.Gid)}
 }
 
 // apply chowns name in root (the link itself when link) on a best-effort
 // basis: a process that may not chown leaves files owned by itself.
-func (o *fileOwner) apply(root *os.Root, name string, link bool) {
+func (o *FileOwner) apply(root *os.Root, name string, link bool) {
 	if o == nil {
 		return
 	}
@@ -41,7 +41,7 @@ func (o *fileOwner) apply(root *os.Root, name string, link bool) {
 	_ = root.Chown(name, o.uid, o.gid)
 }
 
-func (o *fileOwner) applyFile(f *os.File) {
+func (o *FileOwner) applyFile(f *os.File) {
 	if o != nil {
 		_ = f.Chown(o.uid, o.gid)
 	}

@@ -33,7 +33,7 @@ func TestPublishChunks(t *testing.T) {
 				data := []byte(fmt.Sprintf("chunk %d", i))
 				sum := sha256.Sum256(data)
 				d := hex.EncodeToString(sum[:])
-				tmp := filepath.Join(s.tmpDir(), "chunk-"+d[:16]+"-"+randomSuffix())
+				tmp := filepath.Join(s.tmpDir(), "chunk-"+d[:16]+"-"+RandomSuffix())
 				if i != tc.missing {
 					must.NoError(t, os.WriteFile(tmp, data, filePerm))
 				}

@@ -82,17 +82,17 @@ func (s *Store) restoreRoot(ctx context.Context, key Key, parent *os.Root, base 
 	if base == "" || base == "." || base == ".." || strings.ContainsRune(base, '/') {
 		return nil, fmt.Errorf("%w: restore destination name %q", ErrInvalid, base)
 	}
-	return s.eng.restore(ctx, key, parent, base, start)
+	return s.eng.Restore(ctx, key, parent, base, start)
 }
 
 // restore is Restore from a directory store: under the store's shared lock,
 // the newest generation that verifies.
-func (s *dirEngine) restore(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
+func (s *dirEngine) Restore(ctx context.Context, key Key, parent *os.Root, base string, start time.Time) (*RestoreResult, error) {
 	keyDir, err := key.dir(s.root)
 	if err != nil {
 		return nil, err
 	}
-	owner := dirOwner(parent, base)
+	owner := DirOwner(parent, base)
 
 	unlock, err := s.lockStore(ctx, false)
 	if err != nil {
@@ -107,14 +107,14 @@ func (s *dirEngine) restore(ctx context.Context, key Key, parent *os.Root, base 
 	if len(gens) == 0 {
 		return nil, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
 	}
-	removeStale(parent, base)
+	RemoveStale(parent, base)
 
 	res := &RestoreResult{}
 	var lastErr error
 	for _, gen := range slices.Backward(gens) {
 		m, err := readManifest(keyDir, gen)
 		if err == nil {
-			err = s.restoreGeneration(ctx, m, parent, base, owner)
+			err = s.RestoreGeneration(ctx, m, parent, base, owner)
 		}
 		if err == nil {
 			res.Manifest = m
@@ -138,9 +138,9 @@ func (s *dirEngine) restore(ctx context.Context, key Key, parent *os.Root, base 
 		ErrNoCheckpoint, key, len(gens), lastErr)
 }
 
-// restoreGeneration materialises m in a temp sibling of base and swaps it in.
-func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.Root, base string, owner *fileOwner) error {
-	tmp := "." + base + ".restore-" + randomSuffix()
+// RestoreGeneration materialises m in a temp sibling of base and swaps it in.
+func (s *Store) RestoreGeneration(ctx context.Context, m *Manifest, parent *os.Root, base string, owner *FileOwner) error {
+	tmp := "." + base + ".restore-" + RandomSuffix()
 	if err := parent.Mkdir(tmp, 0o700); err != nil {
 		return destErr(tmp, err)
 	}
@@ -162,12 +162,12 @@ func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.R
 		_ = dir.Chmod(".", fi.Mode().Perm())
 	}
 	owner.apply(dir, ".", false)
-	hook(stepRestoreStaged)
+	Hook(StepRestoreStaged)
 	if err := swapDir(parent, tmp, base); err != nil {
 		return destErr(base, err)
 	}
 	committed = true
-	hook(stepRestoreSwapped)
+	Hook(StepRestoreSwapped)
 	return nil
 }
 
@@ -175,7 +175,7 @@ func (s *Store) restoreGeneration(ctx context.Context, m *Manifest, parent *os.R
 // first (parents precede children in a manifest), then files, symlinks last
 // so nothing is ever written through one; then modes, owners and times,
 // directories deepest first.
-func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, owner *fileOwner) error {
+func (s *Store) materialise(ctx context.Context, m *Manifest, root *os.Root, owner *FileOwner) error {
 	for i := range m.Files {
 		e := &m.Files[i]
 		if e.Mode.IsDir() {
@@ -233,7 +233,7 @@ type restoreFile struct {
 // chunk each worker reads): a checkpoint of any number of files restores
 // with a bounded number of descriptors and bounded memory (one chunk buffer
 // per worker).
-func (s *Store) writeFiles(ctx context.Context, m *Manifest, root *os.Root, owner *fileOwner) error {
+func (s *Store) writeFiles(ctx context.Context, m *Manifest, root *os.Root, owner *FileOwner) error {
 	type job struct {
 		rf    *restoreFile
 		index int
@@ -313,7 +313,7 @@ func (s *Store) writeFiles(ctx context.Context, m *Manifest, root *os.Root, owne
 }
 
 // createFile creates the regular file e below root at its full size (a hole
-// until chunks are written: restoreChunkFrom and writeChunkAt rely on it),
+// until chunks are written: restoreChunkFrom and WriteChunkAt rely on it),
 // with release to call once it is closed. On error release has been called.
 func createFile(root *os.Root, e *FileEntry, release func()) (*restoreFile, error) {
 	f, err := root.OpenFile(filepath.FromSlash(e.Path), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -343,14 +343,14 @@ func destErr(path string, err error) error {
 func (s *Store) restoreChunkFrom(ctx context.Context, f *os.File, e *FileEntry, index, chunkSize int, buf *[]byte) error {
 	off := int64(index) * int64(chunkSize)
 	n := int(min(int64(chunkSize), e.Size-off))
-	if e.Chunks[index] == zeroDigest(n) {
+	if e.Chunks[index] == ZeroDigest(n) {
 		return nil
 	}
-	return s.eng.fetchChunk(ctx, f, e, index, chunkSize, off, n, buf)
+	return s.eng.FetchChunk(ctx, f, e, index, chunkSize, off, n, buf)
 }
 
 // fetchChunk copies the chunk from its file below the root.
-func (s *dirEngine) fetchChunk(_ context.Context, f *os.File, e *FileEntry, index, chunkSize int, _ int64, _ int, buf *[]byte) error {
+func (s *dirEngine) FetchChunk(_ context.Context, f *os.File, e *FileEntry, index, chunkSize int, _ int64, _ int, buf *[]byte) error {
 	return s.restoreChunk(f, e, index, chunkSize, buf)
 }
 
@@ -395,18 +395,18 @@ func (s *Store) restoreChunk(f *os.File, e *FileEntry, index, chunkSize int, buf
 		s.quarantine(d)
 		return fmt.Errorf("%w: %s: chunk %s fails its SHA-256", ErrCorrupt, e.Path, d)
 	}
-	return writeChunkAt(f, e.Path, b, off)
+	return WriteChunkAt(f, e.Path, b, off)
 }
 
-// writeChunkAt writes chunk b at off in f, a file createFile sized (so
+// WriteChunkAt writes chunk b at off in f, a file createFile sized (so
 // reading as zeros where nothing was written): pieces that are all zeros
 // are skipped, so holes stay holes.
-func writeChunkAt(f *os.File, path string, b []byte, off int64) error {
+func WriteChunkAt(f *os.File, path string, b []byte, off int64) error {
 	for len(b) > 0 {
 		// Moderate writes: on VMs that return freed memory to the host, one
 		// large write(2) into the page cache was measured up to 2x slower
 		// than the same bytes in 128 KiB writes (large folios).
-		n := min(len(b), restoreWriteSize)
+		n := min(len(b), RestoreWriteSize)
 		if isZero(b[:n]) {
 			b, off = b[n:], off+int64(n)
 			continue
@@ -419,8 +419,8 @@ func writeChunkAt(f *os.File, path string, b []byte, off int64) error {
 	return nil
 }
 
-// restoreWriteSize is the largest write(2) Restore issues.
-const restoreWriteSize = 128 << 10
+// RestoreWriteSize is the largest write(2) Restore issues.
+const RestoreWriteSize = 128 << 10
 
 // quarantine moves a chunk that failed verification out of the chunk store.
 func (s *Store) quarantine(d string) {
@@ -432,8 +432,8 @@ func (s *Store) quarantine(d string) {
 	}
 }
 
-// removeStale deletes the temp siblings left by restores that crashed.
-func removeStale(parent *os.Root, base string) {
+// RemoveStale deletes the temp siblings left by restores that crashed.
+func RemoveStale(parent *os.Root, base string) {
 	d, err := parent.Open(".")
 	if err != nil {
 		return

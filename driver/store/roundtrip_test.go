@@ -191,7 +191,7 @@ func TestCommitCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var calls atomic.Int32
 	testHook = func(step string) {
-		if step == stepChunkTempWritten && calls.Add(1) == 2 {
+		if step == StepChunkTempWritten && calls.Add(1) == 2 {
 			cancel()
 		}
 	}

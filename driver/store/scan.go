@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// scanTree lists src: directories, regular files and symlinks whose target,
+// ScanTree lists src: directories, regular files and symlinks whose target,
 // resolved against src, stays inside, parents before children, siblings in
 // byte order. Anything else (FIFOs, sockets, devices) is refused, and so is a
 // hard link to a file the owner of src does not own (ErrHardLink). Nothing is
@@ -18,7 +18,7 @@ import (
 // which refuses such names, is not used). One directory is open at a time,
 // only while it is listed, so a tree of any depth or width is scanned with a
 // bounded number of descriptors.
-func scanTree(src *os.Root) ([]FileEntry, error) {
+func ScanTree(src *os.Root) ([]FileEntry, error) {
 	w := &treeScan{src: src}
 	if fi, err := src.Stat("."); err == nil {
 		if st, ok := statOf(fi); ok {
@@ -35,7 +35,7 @@ func scanTree(src *os.Root) ([]FileEntry, error) {
 	return w.files, nil
 }
 
-// treeScan is the state of one scanTree.
+// treeScan is the state of one ScanTree.
 type treeScan struct {
 	src       *os.Root
 	owner     uint32 // uid of the source directory

@@ -181,7 +181,7 @@ func TestManifestCheckRefusesChainedLinks(t *testing.T) {
 		{Path: "sub/u", Mode: fs.ModeSymlink | 0o777, Link: ".."},
 		{Path: "v", Mode: fs.ModeSymlink | 0o777, Link: "sub/u/.."},
 	}}
-	must.ErrorIs(t, m.check(1), ErrInvalid)
+	must.ErrorIs(t, m.Check(1), ErrInvalid)
 	m.Files = m.Files[:2]
-	must.NoError(t, m.check(1))
+	must.NoError(t, m.Check(1))
 }

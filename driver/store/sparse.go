@@ -22,14 +22,14 @@ import (
 // chunk verified) are skipped. The restored file reads exactly as the
 // manifest says, and keeps its holes.
 
-// zeroDigests caches zeroDigest by length.
+// zeroDigests caches ZeroDigest by length.
 var zeroDigests sync.Map // int -> string
 
 // zeroBlock is a block of zeros for hashing and comparing.
 var zeroBlock = make([]byte, 64<<10)
 
-// zeroDigest returns the hex SHA-256 of n zero bytes.
-func zeroDigest(n int) string {
+// ZeroDigest returns the hex SHA-256 of n zero bytes.
+func ZeroDigest(n int) string {
 	if d, ok := zeroDigests.Load(n); ok {
 		return d.(string)
 	}

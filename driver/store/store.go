@@ -64,7 +64,7 @@ type Options struct {
 	ChunkSize int
 	// Logger receives the store's logs; a null logger when nil.
 	Logger hclog.Logger
-	// LeaseTTL, GCGrace and Settle tune an object store (OpenBackend; see
+	// LeaseTTL, GCGrace and Settle tune an object store (objectstore.Open; see
 	// README.md, "Object stores"): how long a commit's, restore's or GC's
 	// lease lives without being refreshed (default 30 s), how old an
 	// unreferenced chunk must be before GC deletes it (default 15 min;
@@ -91,8 +91,8 @@ type Store struct {
 	now       func() time.Time
 
 	// eng keeps the chunks, manifests, locks and writer leases: a
-	// *dirEngine (Open) or an *objectEngine (OpenBackend).
-	eng engine
+	// *dirEngine (Open) or the object engine (objectstore.Open).
+	eng Engine
 
 	zeroOnce sync.Once
 	zeros    []byte // zeroChunk
@@ -128,6 +128,31 @@ func Open(root string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// New returns a store whose chunks, manifests, locks and writer leases are
+// kept by the engine newEngine builds for it; root names the store (Root).
+// An engine package calls it from its Open (objectstore.Open).
+func New(root string, opts Options, newEngine func(*Store) Engine) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.root = root
+	s.eng = newEngine(s)
+	return s, nil
+}
+
+// Logger returns the store's logger, for its engine.
+func (s *Store) Logger() hclog.Logger { return s.logger }
+
+// Retain returns the number of generations kept per key.
+func (s *Store) Retain() int { return s.retain }
+
+// ChunkSize returns the chunk size of new commits.
+func (s *Store) ChunkSize() int { return s.chunkSize }
+
+// Workers returns the number of goroutines that hash, copy and fetch chunks.
+func (s *Store) Workers() int { return s.workers }
+
 // Root returns the absolute path of the store root.
 func (s *Store) Root() string { return s.root }
 
@@ -155,23 +180,23 @@ func (s *Store) checkRoot() error {
 // Ping reports whether the store is reachable now: the root directory of a
 // directory store, the marker object of an object store (ErrUnavailable
 // when not).
-func (s *Store) Ping(ctx context.Context) error { return s.eng.ping(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return s.eng.Ping(ctx) }
 
 // Backend returns the object store backend, nil for a directory store.
-func (s *Store) Backend() Backend { return s.eng.objects() }
+func (s *Store) Backend() Backend { return s.eng.Backend() }
 
 // statRoot is the cheap availability check done by every operation.
-func (s *Store) statRoot() error { return s.eng.statRoot() }
+func (s *Store) statRoot() error { return s.eng.StatRoot() }
 
 // classify wraps err with ErrUnavailable when the store has gone away (the
 // engine's classify).
-func (s *Store) classify(err error) error { return s.eng.classify(err) }
+func (s *Store) classify(err error) error { return s.eng.Classify(err) }
 
-func (s *dirEngine) ping(context.Context) error { return s.statRoot() }
-func (s *dirEngine) objects() Backend           { return nil }
+func (s *dirEngine) Ping(context.Context) error { return s.statRoot() }
+func (s *dirEngine) Backend() Backend           { return nil }
 
 // statRoot checks the root directory is still there.
-func (s *dirEngine) statRoot() error {
+func (s *dirEngine) StatRoot() error {
 	fi, err := os.Stat(s.root)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -186,7 +211,7 @@ func (s *dirEngine) statRoot() error {
 // (an unmounted share, a deleted directory), so callers can tell an
 // unreachable store from other failures, and says "no free inodes" for an
 // ENOSPC that is one (explainNoSpace).
-func (s *dirEngine) classify(err error) error {
+func (s *dirEngine) Classify(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}

@@ -31,7 +31,7 @@ func swapDir(parent *os.Root, tmp, base string) error {
 	if !errors.Is(err, errExchangeUnsupported) {
 		return fmt.Errorf("swap restored directory into place: %w", err)
 	}
-	old := "." + base + ".old-" + randomSuffix()
+	old := "." + base + ".old-" + RandomSuffix()
 	if err := parent.Mkdir(old, 0o700); err != nil {
 		return fmt.Errorf("swap restored directory into place: %w", err)
 	}

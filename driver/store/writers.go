@@ -46,9 +46,9 @@ type WriterLease struct {
 	Age time.Duration
 }
 
-// writerBody is a writer lease's stored form (the driver's lease files,
+// WriterBody is a writer lease's stored form (the driver's lease files,
 // unchanged).
-type writerBody struct {
+type WriterBody struct {
 	Key     string    `json:"key"`
 	AllocID string    `json:"alloc_id"`
 	Node    string    `json:"node"`
@@ -58,9 +58,8 @@ type writerBody struct {
 
 const (
 	writersDir = ".writers" // below a directory store's root
-	objWriters = "writers/" // below an object store's prefix
-	// maxWriterSize bounds a writer lease read back.
-	maxWriterSize = 4 << 10
+	// MaxWriterSize bounds a writer lease read back.
+	MaxWriterSize = 4 << 10
 )
 
 // writersHash names the key's folder of writer leases (below the root, or
@@ -95,15 +94,15 @@ func (s *Store) PutWriterLease(ctx context.Context, k Key, holder, node, state s
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(writerBody{Key: k.String(), AllocID: holder, Node: node, State: state, Renewed: s.now().UTC()})
+	b, err := json.Marshal(WriterBody{Key: k.String(), AllocID: holder, Node: node, State: state, Renewed: s.now().UTC()})
 	if err != nil {
 		return err
 	}
-	return s.eng.putWriter(ctx, h, holder, b)
+	return s.eng.PutWriter(ctx, h, holder, b)
 }
 
 // putWriter writes the lease by rename below the root.
-func (s *dirEngine) putWriter(_ context.Context, h, holder string, b []byte) error {
+func (s *dirEngine) PutWriter(_ context.Context, h, holder string, b []byte) error {
 	dir := s.writersOf(h)
 	if err := s.statRoot(); err != nil {
 		return err
@@ -148,11 +147,11 @@ func (s *Store) DropWriterLease(ctx context.Context, k Key, holder string) error
 	if err != nil {
 		return err
 	}
-	return s.eng.dropWriter(ctx, h, holder)
+	return s.eng.DropWriter(ctx, h, holder)
 }
 
 // dropWriter deletes the lease's file.
-func (s *dirEngine) dropWriter(_ context.Context, h, holder string) error {
+func (s *dirEngine) DropWriter(_ context.Context, h, holder string) error {
 	dir := s.writersOf(h)
 	if err := os.Remove(filepath.Join(dir, holder+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("writer lease: %w", s.classify(err))
@@ -167,7 +166,7 @@ func (s *Store) WriterLeases(ctx context.Context, k Key) ([]WriterLease, error) 
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.eng.writers(ctx, k, h)
+	out, err := s.eng.Writers(ctx, k, h)
 	if err != nil {
 		return nil, fmt.Errorf("writer leases: %w", err)
 	}
@@ -175,18 +174,18 @@ func (s *Store) WriterLeases(ctx context.Context, k Key) ([]WriterLease, error) 
 	return out, nil
 }
 
-// parseWriter reads one stored lease of k.
-func parseWriter(k Key, b []byte) (writerBody, bool) {
-	var w writerBody
-	if len(b) > maxWriterSize || json.Unmarshal(b, &w) != nil || w.Key != k.String() || checkHolder(w.AllocID) != nil {
-		return writerBody{}, false
+// ParseWriter reads one stored lease of k.
+func ParseWriter(k Key, b []byte) (WriterBody, bool) {
+	var w WriterBody
+	if len(b) > MaxWriterSize || json.Unmarshal(b, &w) != nil || w.Key != k.String() || checkHolder(w.AllocID) != nil {
+		return WriterBody{}, false
 	}
 	return w, true
 }
 
 // writers reads the key's lease files, measuring their age on this host's
 // clock against the renewal time their writers put in them.
-func (s *dirEngine) writers(_ context.Context, k Key, h string) ([]WriterLease, error) {
+func (s *dirEngine) Writers(_ context.Context, k Key, h string) ([]WriterLease, error) {
 	dir := s.writersOf(h)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -202,11 +201,11 @@ func (s *dirEngine) writers(_ context.Context, k Key, h string) ([]WriterLease, 
 		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
 			continue
 		}
-		b, err := readSmallFile(filepath.Join(dir, name), maxWriterSize)
+		b, err := readSmallFile(filepath.Join(dir, name), MaxWriterSize)
 		if err != nil {
 			continue
 		}
-		if w, ok := parseWriter(k, b); ok && w.AllocID+".json" == name {
+		if w, ok := ParseWriter(k, b); ok && w.AllocID+".json" == name {
 			out = append(out, WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: now.Sub(w.Renewed)})
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsimple"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
 	"github.com/caravan-nomad/caravan/internal/bytesize"
 )
@@ -68,7 +69,7 @@ func openS3(path string) (*store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-store-config %s: %w", path, err)
 	}
-	return store.OpenBackend(b, store.Options{})
+	return objectstore.Open(b, store.Options{})
 }
 
 // migrateTimeout bounds the copy of one key.

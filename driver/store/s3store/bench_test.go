@@ -18,6 +18,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 )
 
 // benchBytes is the checkpoint the benchmark moves: 1 GiB, or
@@ -70,7 +71,7 @@ func BenchmarkS3(b *testing.B) {
 	_, _ = rand.Read(data)
 	must.NoError(b, os.WriteFile(filepath.Join(src, "model.bin"), data, 0o644))
 	ctx := context.Background()
-	s, err := store.OpenBackend(be, store.Options{Retain: 2, ChunkSize: benchChunkSize()})
+	s, err := objectstore.Open(be, store.Options{Retain: 2, ChunkSize: benchChunkSize()})
 	must.NoError(b, err)
 	key := store.Key{Namespace: "bench", Job: "j", Group: "g", Task: "t"}
 

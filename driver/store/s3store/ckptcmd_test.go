@@ -14,6 +14,7 @@ import (
 
 	"github.com/caravan-nomad/caravan/driver/store"
 	"github.com/caravan-nomad/caravan/driver/store/ckptcmd"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/s3store"
 )
 
@@ -82,7 +83,7 @@ func TestCLIAgainstS3(t *testing.T) {
 	// The migrated checkpoint restores from S3, bit for bit.
 	b, err := s3store.New(context.Background(), c2(c))
 	must.NoError(t, err)
-	s3s, err := store.OpenBackend(b, store.Options{})
+	s3s, err := objectstore.Open(b, store.Options{})
 	must.NoError(t, err)
 	dst := filepath.Join(t.TempDir(), "out")
 	res, err := s3s.Restore(context.Background(), keys[0], dst)

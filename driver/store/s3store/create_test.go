@@ -18,6 +18,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 )
 
 // chunkRequest is one request on a chunk object a proxy saw.
@@ -85,7 +86,7 @@ func TestS3_ChunkRequests(t *testing.T) {
 	b, err := New(context.Background(), c)
 	must.NoError(t, err)
 	const chunkSize = 2 << 20 // the SDK asks bodies this large to wait for 100-continue
-	s, err := store.OpenBackend(b, store.Options{Retain: 2, ChunkSize: chunkSize, Workers: 1})
+	s, err := objectstore.Open(b, store.Options{Retain: 2, ChunkSize: chunkSize, Workers: 1})
 	must.NoError(t, err)
 	src := t.TempDir()
 	data := make([]byte, 10*chunkSize)

@@ -17,6 +17,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
@@ -44,7 +45,7 @@ func TestS3_ChunkPutsCarryTheStoreDigest(t *testing.T) {
 	c.Endpoint = proxy.Listener.Addr().String()
 	b, err := New(context.Background(), c)
 	must.NoError(t, err)
-	s, err := store.OpenBackend(b, storetest.Options())
+	s, err := objectstore.Open(b, storetest.Options())
 	must.NoError(t, err)
 	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
 	src := t.TempDir()

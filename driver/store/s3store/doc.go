@@ -2,5 +2,5 @@
 // the object requests (put, conditional create and swap, get, stat, list,
 // delete, touch), their retries and the credentials. It holds no store
 // logic: commits, restores, GC and leases on S3 are made by the store's
-// object engine, driver/store/object_*.go (object_commit.go for a commit).
+// object engine, driver/store/objectstore (objectstore/commit.go for a commit).
 package s3store

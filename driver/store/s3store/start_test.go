@@ -19,6 +19,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
@@ -84,13 +85,13 @@ func TestStaleMultipartUploadsAborted(t *testing.T) {
 	// Within the grace period the upload may be a live writer's: kept.
 	opts := storetest.Options()
 	opts.GCGrace = time.Hour
-	s, err := store.OpenBackend(b, opts)
+	s, err := objectstore.Open(b, opts)
 	must.NoError(t, err)
 	must.NoError(t, s.Sweep(ctx))
 	must.Eq(t, 1, pending())
 
 	opts.GCGrace = -1
-	s, err = store.OpenBackend(b, opts)
+	s, err = objectstore.Open(b, opts)
 	must.NoError(t, err)
 	must.NoError(t, s.Sweep(ctx))
 	must.Eq(t, 0, pending())
@@ -120,7 +121,7 @@ func TestSlowDownRetried(t *testing.T) {
 	c.Endpoint = proxy.Listener.Addr().String()
 	b, err := New(context.Background(), c)
 	must.NoError(t, err)
-	s, err := store.OpenBackend(b, storetest.Options())
+	s, err := objectstore.Open(b, storetest.Options())
 	must.NoError(t, err)
 	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
 	src := t.TempDir()
@@ -157,7 +158,7 @@ func TestUnavailableServer(t *testing.T) {
 	c.Endpoint = proxy.Listener.Addr().String()
 	b, err := New(context.Background(), c)
 	must.NoError(t, err)
-	s, err := store.OpenBackend(b, storetest.Options())
+	s, err := objectstore.Open(b, storetest.Options())
 	must.NoError(t, err)
 	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
 	src := t.TempDir()
@@ -189,7 +190,7 @@ func TestBucketGoneMidRun(t *testing.T) {
 	c := srv.createBucket(t, name)
 	b, err := New(context.Background(), c)
 	must.NoError(t, err)
-	s, err := store.OpenBackend(b, storetest.Options())
+	s, err := objectstore.Open(b, storetest.Options())
 	must.NoError(t, err)
 	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
 	src := t.TempDir()

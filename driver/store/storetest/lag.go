@@ -15,6 +15,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 )
 
 // graceOptions are Options with a grace period: GC deletes only chunks
@@ -28,7 +29,7 @@ func graceOptions(grace time.Duration) store.Options {
 
 func openWith(t *testing.T, b store.Backend, o store.Options) *store.Store {
 	t.Helper()
-	s, err := store.OpenBackend(b, o)
+	s, err := objectstore.Open(b, o)
 	must.NoError(t, err)
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 )
 
 // ChunkSize is the chunk size Run's stores use.
@@ -69,7 +70,7 @@ func Run(t *testing.T, nb NewBackend) {
 
 func open(t *testing.T, b store.Backend) *store.Store {
 	t.Helper()
-	s, err := store.OpenBackend(b, Options())
+	s, err := objectstore.Open(b, Options())
 	must.NoError(t, err)
 	return s
 }

@@ -1,6 +1,6 @@
 // Package filebackend is a store.Backend kept in a POSIX directory, for
 // tests only: each object is a file below the directory. It runs the object
-// store engine (store.OpenBackend: leases, conditional manifest create) on
+// store engine (objectstore.Open: leases, conditional manifest create) on
 // a directory, which proves the Backend interface neutral (the shared suite
 // in driver/store/storetest runs against it in plain `go test`). It is not
 // what a driver's checkpoint_store directory uses: that is store.Open, the

@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // maxPublishTries bounds how many generation numbers a commit tries when
@@ -25,49 +27,49 @@ const maxPublishTries = 64
 // the manifest is written; the manifest is written with a
 // conditional create, so two commits can never publish the same generation,
 // and a failed or killed commit leaves only unreferenced chunks for GC.
-func (s *objectEngine) commit(ctx context.Context, key Key, src *os.Root, node string, meta map[string]string) (*Manifest, CommitStats, error) {
-	start := s.now()
+func (s *engine) Commit(ctx context.Context, key store.Key, src *os.Root, node string, meta map[string]string) (*store.Manifest, store.CommitStats, error) {
+	start := time.Now()
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
-	if err := checkOrderMeta(meta); err != nil {
-		return nil, CommitStats{}, err
+	if err := store.CheckOrderMeta(meta); err != nil {
+		return nil, store.CommitStats{}, err
 	}
-	files, err := scanTree(src)
+	files, err := store.ScanTree(src)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	if err := s.checkMarker(ctx); err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	lk, err := s.keyLock(ctx, prefix, key, true)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	defer s.release(lk)
 	l, err := s.acquireLease(ctx, "commit", key)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	defer s.release(l)
 
 	gens, err := s.objectGenerations(ctx, prefix)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	parent, err := s.checkNotStaleObject(ctx, prefix, gens, meta)
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	newBytes, err := s.uploadChunks(ctx, src, files, chunkSet(parent), s.touchBefore(l.at))
 	if err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
-	m := &Manifest{
-		Format:    formatFor(files),
+	m := &store.Manifest{
+		Format:    store.FormatFor(files),
 		Key:       key.String(),
-		Created:   s.now().UTC(),
+		Created:   time.Now().UTC(),
 		Node:      node,
 		Meta:      maps.Clone(meta),
 		ChunkSize: s.chunkSize,
@@ -85,13 +87,13 @@ func (s *objectEngine) commit(ctx context.Context, key Key, src *os.Root, node s
 		next = gens[len(gens)-1] + 1
 	}
 	if err := s.stillHeld(ctx, lk, key); err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	if err := s.publishObject(ctx, prefix, m, next, meta); err != nil {
-		return nil, CommitStats{}, err
+		return nil, store.CommitStats{}, err
 	}
 	gens = append(gens, m.Generation)
-	stats := CommitStats{Generation: m.Generation, Files: nfiles, Bytes: m.TotalBytes, NewBytes: newBytes, Duration: s.now().Sub(start)}
+	stats := store.CommitStats{Generation: m.Generation, Files: nfiles, Bytes: m.TotalBytes, NewBytes: newBytes, Duration: time.Now().Sub(start)}
 	s.logger.Info("checkpoint committed", "key", m.Key, "generation", m.Generation, "files", nfiles,
 		"bytes", m.TotalBytes, "new_bytes", newBytes, "duration", stats.Duration)
 	if err := s.pruneObject(ctx, prefix, gens); err != nil {
@@ -104,19 +106,19 @@ func (s *objectEngine) commit(ctx context.Context, key Key, src *os.Root, node s
 // It returns the newest of gens whose manifest parses (nil when none does),
 // whose chunks the commit expects to find in the store. Without ordering
 // meta a failure to read it is no error: the commit then expects nothing.
-func (s *objectEngine) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) (*Manifest, error) {
-	p := positionOf(meta)
+func (s *engine) checkNotStaleObject(ctx context.Context, prefix string, gens []uint64, meta map[string]string) (*store.Manifest, error) {
+	p := store.PositionOf(meta)
 	for _, g := range slices.Backward(gens) {
 		m, err := s.readObjectManifest(ctx, prefix, g)
 		switch {
 		case err == nil:
-			if q := positionOf(m.Meta); p.hasSeq && p.olderThan(q) {
-				return nil, fmt.Errorf("%w: %s is older than generation %d (%s)", ErrStale, p, g, q)
+			if q := store.PositionOf(m.Meta); p.HasSequence() && p.OlderThan(q) {
+				return nil, fmt.Errorf("%w: %s is older than generation %d (%s)", store.ErrStale, p, g, q)
 			}
 			return m, nil
-		case errors.Is(err, ErrCorrupt), errors.Is(err, ErrObjectNotFound):
+		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrObjectNotFound):
 			continue
-		case !p.hasSeq:
+		case !p.HasSequence():
 			s.logger.Debug("previous manifest not read", "generation", g, "error", err)
 			return nil, nil
 		default:
@@ -127,7 +129,7 @@ func (s *objectEngine) checkNotStaleObject(ctx context.Context, prefix string, g
 }
 
 // chunkSet returns the digests of the chunks m names (none for nil).
-func chunkSet(m *Manifest) map[string]bool {
+func chunkSet(m *store.Manifest) map[string]bool {
 	set := map[string]bool{}
 	if m != nil {
 		for _, f := range m.Files {
@@ -142,22 +144,22 @@ func chunkSet(m *Manifest) map[string]bool {
 // publishObject writes m as generation gen with a conditional create; when
 // a concurrent commit took gen, it checks that one for staleness and tries
 // the next number. Then it points the key's latest pointer at it.
-func (s *objectEngine) publishObject(ctx context.Context, prefix string, m *Manifest, gen uint64, meta map[string]string) error {
+func (s *engine) publishObject(ctx context.Context, prefix string, m *store.Manifest, gen uint64, meta map[string]string) error {
 	for range maxPublishTries {
 		m.Generation = gen
-		if err := m.check(gen); err != nil {
+		if err := m.Check(gen); err != nil {
 			return fmt.Errorf("commit produced a bad manifest: %w", err)
 		}
 		b, err := json.MarshalIndent(m, "", " ")
 		if err != nil {
 			return fmt.Errorf("encode manifest: %w", err)
 		}
-		if err := checkEncoded(b, m); err != nil {
+		if err := store.CheckEncoded(b, m); err != nil {
 			return err
 		}
-		hook(stepManifestTempWritten)
-		err = s.backend.Put(ctx, prefix+manifestName(gen), b, true)
-		if errors.Is(err, ErrObjectExists) {
+		store.Hook(store.StepManifestTempWritten)
+		err = s.backend.Put(ctx, prefix+store.ManifestName(gen), b, true)
+		if errors.Is(err, store.ErrObjectExists) {
 			if _, err := s.checkNotStaleObject(ctx, prefix, []uint64{gen}, meta); err != nil {
 				return err
 			}
@@ -167,13 +169,13 @@ func (s *objectEngine) publishObject(ctx context.Context, prefix string, m *Mani
 		if err != nil {
 			return fmt.Errorf("publish manifest: %w", err)
 		}
-		hook(stepManifestPublished)
+		store.Hook(store.StepManifestPublished)
 		p, _ := json.Marshal(latestPointer{Generation: gen})
 		if err := s.backend.Put(ctx, prefix+objLatest, p, false); err != nil {
 			// Published all the same: readers probe past a stale pointer.
 			s.logger.Warn("latest pointer not updated", "key", m.Key, "generation", gen, "error", err)
 		}
-		hook(stepCommitted)
+		store.Hook(store.StepCommitted)
 		return nil
 	}
 	return fmt.Errorf("publish manifest: %d generations taken by concurrent commits", maxPublishTries)
@@ -186,11 +188,11 @@ func (s *objectEngine) publishObject(ctx context.Context, prefix string, m *Mani
 // newest manifest names (see chunkUploader.upload). It returns the bytes
 // uploaded.
 // Every chunk is confirmed by the server when it returns nil.
-func (s *objectEngine) uploadChunks(ctx context.Context, root *os.Root, files []FileEntry, known map[string]bool, touchBefore time.Time) (int64, error) {
+func (s *engine) uploadChunks(ctx context.Context, root *os.Root, files []store.FileEntry, known map[string]bool, touchBefore time.Time) (int64, error) {
 	tStart := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	jobs := make(chan chunkJob, s.workers*2)
+	jobs := make(chan store.ChunkJob, s.workers*2)
 	u := &chunkUploader{s: s, known: known, touchBefore: touchBefore, seen: map[string]bool{}}
 	var (
 		uploaded atomic.Int64
@@ -206,7 +208,7 @@ func (s *objectEngine) uploadChunks(ctx context.Context, root *os.Root, files []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			guardFaults()
+			store.GuardFaults()
 			var buf []byte
 			for job := range jobs {
 				if ctx.Err() == nil {
@@ -220,11 +222,11 @@ func (s *objectEngine) uploadChunks(ctx context.Context, root *os.Root, files []
 						count.Add(1)
 					}
 				}
-				job.src.done()
+				job.Done()
 			}
 		}()
 	}
-	s.queueChunks(ctx, cancel, root, files, jobs)
+	s.st.QueueChunks(ctx, cancel, root, files, jobs)
 	wg.Wait()
 	if firstErr != nil {
 		return 0, firstErr
@@ -234,10 +236,10 @@ func (s *objectEngine) uploadChunks(ctx context.Context, root *os.Root, files []
 	}
 	for i := range files {
 		if files[i].Mode.IsRegular() {
-			files[i].SHA256 = treeHash(files[i].Chunks)
+			files[i].SHA256 = store.TreeHash(files[i].Chunks)
 		}
 	}
-	hook(stepChunksSynced)
+	store.Hook(store.StepChunksSynced)
 	s.logger.Debug("chunks uploaded", "duration", time.Since(tStart), "new_chunks", count.Load(), "new_bytes", uploaded.Load(),
 		"lookups", u.lookups.Load(), "creates", u.creates.Load(), "creates_refused", u.refused.Load())
 	return uploaded.Load(), nil
@@ -250,7 +252,7 @@ const createAfterMisses = 8
 
 // chunkUploader is one commit's upload state, shared by its workers.
 type chunkUploader struct {
-	s           *objectEngine
+	s           *engine
 	known       map[string]bool // digests the key's newest manifest names
 	touchBefore time.Time
 
@@ -262,37 +264,6 @@ type chunkUploader struct {
 	// zeroes it.
 	misses                    atomic.Int64
 	lookups, creates, refused atomic.Int64 // for the log
-}
-
-// copyChunk copies one chunk into *buf (allocated on first use): the HTTP
-// transport reads a request body on goroutines of its own, where a fault on
-// a map of a file that shrank would crash the process, so it is never given
-// a map itself. The copy is hashed and uploaded, so what is uploaded is
-// what its name says whatever the file does meanwhile. A chunk in a hole of
-// its file is zeros, not read (zero is true; see sparse.go); others are
-// copied from a map of the chunk alone, or read with pread where it cannot
-// be mapped.
-func (s *objectEngine) copyChunk(job chunkJob, buf *[]byte) (b []byte, zero bool, err error) {
-	if len(*buf) < s.chunkSize {
-		*buf = make([]byte, s.chunkSize)
-	}
-	b = (*buf)[:job.n]
-	if inHole(job.src.f, job.off, job.n) {
-		clear(b)
-		return b, true, nil
-	}
-	src, mapping, err := mapRange(job.src.f, job.off, job.n)
-	if err != nil {
-		return b, false, readChunkAt(job, b)
-	}
-	defer unmapFile(mapping)
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("read %s: %w", job.entry.Path, errFault{r})
-		}
-	}()
-	copy(b, src)
-	return b, false, nil
 }
 
 // upload hashes one chunk and uploads it unless this commit already did or
@@ -311,20 +282,20 @@ func (s *objectEngine) copyChunk(job chunkJob, buf *[]byte) (b []byte, zero bool
 // holds under other keys looks every chunk up and sends no chunk's bytes
 // again, except those of the few creates in flight when the first is
 // refused. Chunks the newest manifest names are always looked up.
-func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (int64, error) {
+func (u *chunkUploader) upload(ctx context.Context, job store.ChunkJob, buf *[]byte) (int64, error) {
 	s := u.s
-	b, zero, err := s.copyChunk(job, buf)
+	b, zero, err := s.st.CopyChunk(job, buf)
 	if err != nil {
 		return 0, err
 	}
 	var sum [sha256.Size]byte
 	if zero {
-		_, _ = hex.Decode(sum[:], []byte(zeroDigest(len(b))))
+		_, _ = hex.Decode(sum[:], []byte(store.ZeroDigest(len(b))))
 	} else {
 		sum = sha256.Sum256(b)
 	}
 	d := hex.EncodeToString(sum[:])
-	job.entry.Chunks[job.index] = d
+	job.Entry.Chunks[job.Index] = d
 	u.mu.Lock()
 	dup := u.seen[d]
 	u.seen[d] = true
@@ -338,10 +309,10 @@ func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (
 		u.creates.Add(1)
 		err := s.putChunk(ctx, name, b, sum, true)
 		if err == nil {
-			hook(stepChunkTempWritten)
+			store.Hook(store.StepChunkTempWritten)
 			return int64(len(b)), nil
 		}
-		if !errors.Is(err, ErrObjectExists) {
+		if !errors.Is(err, store.ErrObjectExists) {
 			return 0, fmt.Errorf("upload chunk: %w", err)
 		}
 		u.refused.Add(1)
@@ -358,7 +329,7 @@ func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (
 		}
 		return 0, nil
 	}
-	if err != nil && !errors.Is(err, ErrObjectNotFound) {
+	if err != nil && !errors.Is(err, store.ErrObjectNotFound) {
 		return 0, fmt.Errorf("stat chunk: %w", err)
 	}
 	if unnamed && err != nil {
@@ -367,14 +338,14 @@ func (u *chunkUploader) upload(ctx context.Context, job chunkJob, buf *[]byte) (
 	if err := s.putChunk(ctx, name, b, sum, false); err != nil {
 		return 0, fmt.Errorf("upload chunk: %w", err)
 	}
-	hook(stepChunkTempWritten)
+	store.Hook(store.StepChunkTempWritten)
 	return int64(len(b)), nil
 }
 
 // putChunk uploads chunk b (only if no object has its name, with ifAbsent:
 // else ErrObjectExists), handing its SHA-256 to a backend that takes it.
-func (s *objectEngine) putChunk(ctx context.Context, name string, b []byte, sum [32]byte, ifAbsent bool) error {
-	if dp, ok := s.backend.(DigestPutter); ok {
+func (s *engine) putChunk(ctx context.Context, name string, b []byte, sum [32]byte, ifAbsent bool) error {
+	if dp, ok := s.backend.(store.DigestPutter); ok {
 		return dp.PutSHA256(ctx, name, b, sum, ifAbsent)
 	}
 	return s.backend.Put(ctx, name, b, ifAbsent)

@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // leaseIndex is the body of the lease index object: the names of the
@@ -22,9 +24,9 @@ type leaseIndex struct {
 }
 
 // readLeaseIndex returns the index and its ETag ("" when there is none).
-func (s *objectEngine) readLeaseIndex(ctx context.Context) (leaseIndex, string, error) {
+func (s *engine) readLeaseIndex(ctx context.Context) (leaseIndex, string, error) {
 	fi, err := s.backend.Stat(ctx, objLeaseIndex)
-	if errors.Is(err, ErrObjectNotFound) {
+	if errors.Is(err, store.ErrObjectNotFound) {
 		return leaseIndex{}, "", nil
 	}
 	if err != nil {
@@ -33,7 +35,7 @@ func (s *objectEngine) readLeaseIndex(ctx context.Context) (leaseIndex, string, 
 	// Read after the Stat: contents newer than the ETag make the
 	// conditional write that follows fail and retry, never lose an entry.
 	b, err := s.getSmall(ctx, objLeaseIndex)
-	if errors.Is(err, ErrObjectNotFound) {
+	if errors.Is(err, store.ErrObjectNotFound) {
 		return leaseIndex{}, fi.ETag, nil
 	}
 	if err != nil {
@@ -50,7 +52,7 @@ func (s *objectEngine) readLeaseIndex(ctx context.Context) (leaseIndex, string, 
 // updateLeaseIndex applies change to the index's names with a
 // compare-and-swap, retrying when another client changed it meanwhile,
 // until ctx ends. Without a Swapper there is no index, and nothing to do.
-func (s *objectEngine) updateLeaseIndex(ctx context.Context, change func([]string) []string) error {
+func (s *engine) updateLeaseIndex(ctx context.Context, change func([]string) []string) error {
 	if s.swapper == nil {
 		return nil
 	}
@@ -68,7 +70,7 @@ func (s *objectEngine) updateLeaseIndex(ctx context.Context, change func([]strin
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, ErrObjectChanged) && !errors.Is(err, ErrObjectExists) && !errors.Is(err, ErrObjectNotFound) {
+		if !errors.Is(err, store.ErrObjectChanged) && !errors.Is(err, store.ErrObjectExists) && !errors.Is(err, store.ErrObjectNotFound) {
 			return fmt.Errorf("write lease index: %w", err)
 		}
 		// Another client won this round: back off a little, jittered.
@@ -82,7 +84,7 @@ func (s *objectEngine) updateLeaseIndex(ctx context.Context, change func([]strin
 }
 
 // indexLease adds the lease name to the index (if not there already).
-func (s *objectEngine) indexLease(ctx context.Context, name string) error {
+func (s *engine) indexLease(ctx context.Context, name string) error {
 	return s.updateLeaseIndex(ctx, func(names []string) []string {
 		if slices.Contains(names, name) {
 			return names
@@ -92,7 +94,7 @@ func (s *objectEngine) indexLease(ctx context.Context, name string) error {
 }
 
 // unindexLeases removes names from the index.
-func (s *objectEngine) unindexLeases(ctx context.Context, names []string) error {
+func (s *engine) unindexLeases(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -105,7 +107,7 @@ func (s *objectEngine) unindexLeases(ctx context.Context, names []string) error 
 // already judged) by key and returns the live ones and the expired ones at
 // server time now. Entries whose lease is gone or expired are dropped from
 // the index (best effort: the next GC drops them otherwise).
-func (s *objectEngine) indexedLeases(ctx context.Context, now time.Time, skip map[string]bool) (busy, expired []string, err error) {
+func (s *engine) indexedLeases(ctx context.Context, now time.Time, skip map[string]bool) (busy, expired []string, err error) {
 	if s.swapper == nil {
 		return nil, nil, nil
 	}
@@ -120,7 +122,7 @@ func (s *objectEngine) indexedLeases(ctx context.Context, now time.Time, skip ma
 		}
 		fi, err := s.backend.Stat(ctx, name)
 		switch {
-		case errors.Is(err, ErrObjectNotFound):
+		case errors.Is(err, store.ErrObjectNotFound):
 			drop = append(drop, name)
 		case err != nil:
 			return nil, nil, fmt.Errorf("read lease %s: %w", name, err)

@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // objectOpTimeout bounds the object store calls that take no context
@@ -28,10 +29,10 @@ type latestPointer struct {
 // those listed, the one the latest pointer names, and any found by probing
 // upwards from the newest of those (a generation published after the
 // pointer was read, or whose pointer write was lost).
-func (s *objectEngine) objectGenerations(ctx context.Context, prefix string) ([]uint64, error) {
+func (s *engine) objectGenerations(ctx context.Context, prefix string) ([]uint64, error) {
 	set := map[uint64]bool{}
-	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
-		if g, ok := parseManifestName(strings.TrimPrefix(o.Name, prefix)); ok {
+	err := s.backend.List(ctx, prefix, func(o store.ObjectInfo) error {
+		if g, ok := store.ParseManifestName(strings.TrimPrefix(o.Name, prefix)); ok {
 			set[g] = true
 		}
 		return nil
@@ -42,9 +43,9 @@ func (s *objectEngine) objectGenerations(ctx context.Context, prefix string) ([]
 	if p, err := s.readPointer(ctx, prefix); err != nil {
 		return nil, err
 	} else if p > 0 {
-		if _, err := s.backend.Stat(ctx, prefix+manifestName(p)); err == nil {
+		if _, err := s.backend.Stat(ctx, prefix+store.ManifestName(p)); err == nil {
 			set[p] = true
-		} else if !errors.Is(err, ErrObjectNotFound) {
+		} else if !errors.Is(err, store.ErrObjectNotFound) {
 			return nil, fmt.Errorf("stat generation %d: %w", p, err)
 		}
 	}
@@ -54,8 +55,8 @@ func (s *objectEngine) objectGenerations(ctx context.Context, prefix string) ([]
 		next = gens[len(gens)-1] + 1
 	}
 	for {
-		_, err := s.backend.Stat(ctx, prefix+manifestName(next))
-		if errors.Is(err, ErrObjectNotFound) {
+		_, err := s.backend.Stat(ctx, prefix+store.ManifestName(next))
+		if errors.Is(err, store.ErrObjectNotFound) {
 			return gens, nil
 		}
 		if err != nil {
@@ -66,20 +67,11 @@ func (s *objectEngine) objectGenerations(ctx context.Context, prefix string) ([]
 	}
 }
 
-// parseManifestName reads the generation from a manifest's name.
-func parseManifestName(name string) (uint64, bool) {
-	if !strings.HasPrefix(name, manifestPrefix) || !strings.HasSuffix(name, manifestSuffix) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, manifestPrefix), manifestSuffix), 10, 64)
-	return n, err == nil
-}
-
 // readPointer returns the generation the key's latest pointer names, 0
 // when it has none or it does not parse.
-func (s *objectEngine) readPointer(ctx context.Context, prefix string) (uint64, error) {
+func (s *engine) readPointer(ctx context.Context, prefix string) (uint64, error) {
 	b, err := s.getSmall(ctx, prefix+objLatest)
-	if errors.Is(err, ErrObjectNotFound) {
+	if errors.Is(err, store.ErrObjectNotFound) {
 		return 0, nil
 	}
 	if err != nil {
@@ -96,37 +88,37 @@ func (s *objectEngine) readPointer(ctx context.Context, prefix string) (uint64, 
 const maxManifestBytes = 1 << 30
 
 // getSmall reads a whole object (manifest, pointer, lease).
-func (s *objectEngine) getSmall(ctx context.Context, name string) ([]byte, error) {
+func (s *engine) getSmall(ctx context.Context, name string) ([]byte, error) {
 	rc, size, err := s.backend.Get(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
 	if size > maxManifestBytes {
-		return nil, fmt.Errorf("%w: %s has %d bytes", ErrCorrupt, name, size)
+		return nil, fmt.Errorf("%w: %s has %d bytes", store.ErrCorrupt, name, size)
 	}
 	return io.ReadAll(io.LimitReader(rc, maxManifestBytes))
 }
 
 // readObjectManifest reads and checks one generation's manifest: a missing
 // one wraps ErrObjectNotFound, one that does not parse or check ErrCorrupt.
-func (s *objectEngine) readObjectManifest(ctx context.Context, prefix string, gen uint64) (*Manifest, error) {
-	b, err := s.getSmall(ctx, prefix+manifestName(gen))
+func (s *engine) readObjectManifest(ctx context.Context, prefix string, gen uint64) (*store.Manifest, error) {
+	b, err := s.getSmall(ctx, prefix+store.ManifestName(gen))
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of generation %d: %w", gen, err)
 	}
-	var m Manifest
+	var m store.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", store.ErrCorrupt, gen, err)
 	}
-	if err := m.check(gen); err != nil {
-		return nil, fmt.Errorf("%w: manifest of generation %d: %w", ErrCorrupt, gen, err)
+	if err := m.Check(gen); err != nil {
+		return nil, fmt.Errorf("%w: manifest of generation %d: %w", store.ErrCorrupt, gen, err)
 	}
 	return &m, nil
 }
 
 // list is List for an object store.
-func (s *objectEngine) list(key Key) ([]*Manifest, error) {
+func (s *engine) List(key store.Key) ([]*store.Manifest, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return nil, err
@@ -137,15 +129,15 @@ func (s *objectEngine) list(key Key) ([]*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Manifest, 0, len(gens))
+	out := make([]*store.Manifest, 0, len(gens))
 	for _, g := range gens {
 		m, err := s.readObjectManifest(ctx, prefix, g)
 		switch {
 		case err == nil:
 			out = append(out, m)
-		case errors.Is(err, ErrCorrupt):
+		case errors.Is(err, store.ErrCorrupt):
 			s.logger.Warn("skipping corrupt manifest", "key", key.String(), "generation", g, "error", err)
-		case errors.Is(err, ErrObjectNotFound):
+		case errors.Is(err, store.ErrObjectNotFound):
 		default:
 			return nil, err
 		}
@@ -154,20 +146,20 @@ func (s *objectEngine) list(key Key) ([]*Manifest, error) {
 }
 
 // keys is Keys for an object store.
-func (s *objectEngine) keys() ([]Key, error) {
+func (s *engine) Keys() ([]store.Key, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), objectOpTimeout)
 	defer cancel()
-	seen := map[string]Key{}
-	err := s.backend.List(ctx, objKeys, func(o ObjectInfo) error {
+	seen := map[string]store.Key{}
+	err := s.backend.List(ctx, objKeys, func(o store.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Name, objKeys)
 		i := strings.LastIndexByte(rest, '/')
 		if i < 0 {
 			return nil
 		}
-		if _, ok := parseManifestName(rest[i+1:]); !ok {
+		if _, ok := store.ParseManifestName(rest[i+1:]); !ok {
 			return nil
 		}
-		if k, err := ParseKey(rest[:i]); err == nil {
+		if k, err := store.ParseKey(rest[:i]); err == nil {
 			seen[k.String()] = k
 		}
 		return nil
@@ -176,13 +168,13 @@ func (s *objectEngine) keys() ([]Key, error) {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	keys := slices.Collect(maps.Values(seen))
-	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(keys, func(a, b store.Key) int { return strings.Compare(a.String(), b.String()) })
 	return keys, nil
 }
 
 // deleteKey is Delete for an object store: ErrBusy while a commit or
 // another deletion holds the key's lock.
-func (s *objectEngine) deleteKey(key Key) (int, error) {
+func (s *engine) Delete(key store.Key) (int, error) {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return 0, err
@@ -194,7 +186,7 @@ func (s *objectEngine) deleteKey(key Key) (int, error) {
 		return 0, err
 	}
 	if len(gens) == 0 {
-		return 0, fmt.Errorf("%w for %s", ErrNoCheckpoint, key)
+		return 0, fmt.Errorf("%w for %s", store.ErrNoCheckpoint, key)
 	}
 	unlock, err := s.lockKeyObject(ctx, prefix, key, false)
 	if err != nil {
@@ -206,14 +198,14 @@ func (s *objectEngine) deleteKey(key Key) (int, error) {
 
 // deleteKeyLocked deletes every generation of key, oldest first, then its
 // latest pointer. The caller holds the key's lock.
-func (s *objectEngine) deleteKeyLocked(ctx context.Context, prefix string, key Key) (int, error) {
+func (s *engine) deleteKeyLocked(ctx context.Context, prefix string, key store.Key) (int, error) {
 	gens, err := s.objectGenerations(ctx, prefix) // again, under the lock
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, g := range gens {
-		if err := s.backend.Delete(ctx, prefix+manifestName(g)); err != nil {
+		if err := s.backend.Delete(ctx, prefix+store.ManifestName(g)); err != nil {
 			return n, fmt.Errorf("delete %s: %w", key, err)
 		}
 		n++
@@ -226,7 +218,7 @@ func (s *objectEngine) deleteKeyLocked(ctx context.Context, prefix string, key K
 }
 
 // deleteGeneration is DeleteGeneration for an object store.
-func (s *objectEngine) deleteGeneration(key Key, gen uint64) error {
+func (s *engine) DeleteGeneration(key store.Key, gen uint64) error {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return err
@@ -238,7 +230,7 @@ func (s *objectEngine) deleteGeneration(key Key, gen uint64) error {
 		return err
 	}
 	if !slices.Contains(gens, gen) {
-		return fmt.Errorf("%w: %s has no generation %d (it has %v)", ErrNoCheckpoint, key, gen, gens)
+		return fmt.Errorf("%w: %s has no generation %d (it has %v)", store.ErrNoCheckpoint, key, gen, gens)
 	}
 	unlock, err := s.lockKeyObject(ctx, prefix, key, false)
 	if err != nil {
@@ -250,12 +242,12 @@ func (s *objectEngine) deleteGeneration(key Key, gen uint64) error {
 	}
 	switch {
 	case !slices.Contains(gens, gen):
-		return fmt.Errorf("%w: %s has no generation %d (it has %v)", ErrNoCheckpoint, key, gen, gens)
+		return fmt.Errorf("%w: %s has no generation %d (it has %v)", store.ErrNoCheckpoint, key, gen, gens)
 	case len(gens) == 1:
 		_, err := s.deleteKeyLocked(ctx, prefix, key)
 		return err
 	}
-	if err := s.backend.Delete(ctx, prefix+manifestName(gen)); err != nil {
+	if err := s.backend.Delete(ctx, prefix+store.ManifestName(gen)); err != nil {
 		return fmt.Errorf("delete %s generation %d: %w", key, gen, err)
 	}
 	s.logger.Info("checkpoint generation deleted", "key", key.String(), "generation", gen)
@@ -264,11 +256,11 @@ func (s *objectEngine) deleteGeneration(key Key, gen uint64) error {
 
 // pruneObject deletes the manifests of gens (ascending) beyond the newest
 // Retain.
-func (s *objectEngine) pruneObject(ctx context.Context, prefix string, gens []uint64) error {
+func (s *engine) pruneObject(ctx context.Context, prefix string, gens []uint64) error {
 	var errs []error
 	if len(gens) > s.retain {
 		for _, g := range gens[:len(gens)-s.retain] {
-			if err := s.backend.Delete(ctx, prefix+manifestName(g)); err != nil {
+			if err := s.backend.Delete(ctx, prefix+store.ManifestName(g)); err != nil {
 				errs = append(errs, err)
 			}
 		}

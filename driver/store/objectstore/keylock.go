@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // objKeyLock is a key's lock object, next to its manifests.
@@ -18,7 +20,7 @@ const objKeyLock = "lock"
 // Delete run one at a time, so the generation a commit reads under it is the
 // newest when it publishes (a pruned generation's number, free again, is
 // never reused). Without wait, a held lock is ErrBusy.
-func (s *objectEngine) lockKeyObject(ctx context.Context, prefix string, key Key, wait bool) (func(), error) {
+func (s *engine) lockKeyObject(ctx context.Context, prefix string, key store.Key, wait bool) (func(), error) {
 	l, err := s.keyLock(ctx, prefix, key, wait)
 	if err != nil {
 		return nil, err
@@ -28,7 +30,7 @@ func (s *objectEngine) lockKeyObject(ctx context.Context, prefix string, key Key
 
 // keyLock is lockKeyObject returning the held lock (release it with
 // release), for a commit that checks it still holds it before publishing.
-func (s *objectEngine) keyLock(ctx context.Context, prefix string, key Key, wait bool) (*lease, error) {
+func (s *engine) keyLock(ctx context.Context, prefix string, key store.Key, wait bool) (*lease, error) {
 	l, err := s.takeExclusive(ctx, prefix+objKeyLock, "keylock", key.String(), wait)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", key, err)
@@ -39,10 +41,10 @@ func (s *objectEngine) keyLock(ctx context.Context, prefix string, key Key, wait
 // stillHeld refreshes the key lock l at once: with a Swapper, a lock
 // another client took over (this one paused past LeaseTTL) is ErrBusy, so
 // the commit does not publish what it read under a lock it lost.
-func (s *objectEngine) stillHeld(ctx context.Context, l *lease, key Key) error {
+func (s *engine) stillHeld(ctx context.Context, l *lease, key store.Key) error {
 	_, err := s.refreshLease(ctx, l)
 	if errors.Is(err, errLeaseLost) {
-		return fmt.Errorf("%w: the lock of %s was taken over by another client while this commit paused; not published", ErrBusy, key)
+		return fmt.Errorf("%w: the lock of %s was taken over by another client while this commit paused; not published", store.ErrBusy, key)
 	}
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", key, err)
@@ -59,20 +61,20 @@ func (s *objectEngine) stillHeld(ctx context.Context, l *lease, key Key) error {
 // and refreshes and the release are conditional the same way (a holder
 // whose lock was taken over neither refreshes nor deletes its successor's).
 // Without one it is a delete and a new conditional create, and two clients
-// may both win (README.md, "What the store relies on"). Without wait, a
+// may both win (../README.md, "What the store relies on"). Without wait, a
 // live lock is ErrBusy.
-func (s *objectEngine) takeExclusive(ctx context.Context, name, op, key string, wait bool) (*lease, error) {
+func (s *engine) takeExclusive(ctx context.Context, name, op, key string, wait bool) (*lease, error) {
 	host, _ := os.Hostname()
 	for {
 		etag, err := s.createExclusive(ctx, name, leaseBytes(op, key), "")
 		if err == nil {
 			return s.holdExclusive(name, op, key, etag), nil
 		}
-		if !errors.Is(err, ErrObjectExists) {
+		if !errors.Is(err, store.ErrObjectExists) {
 			return nil, err
 		}
 		fi, err := s.backend.Stat(ctx, name)
-		if errors.Is(err, ErrObjectNotFound) {
+		if errors.Is(err, store.ErrObjectNotFound) {
 			continue // released meanwhile
 		}
 		if err != nil {
@@ -88,13 +90,13 @@ func (s *objectEngine) takeExclusive(ctx context.Context, name, op, key string, 
 			if err == nil {
 				return s.holdExclusive(name, op, key, etag), nil
 			}
-			if !errors.Is(err, ErrObjectChanged) && !errors.Is(err, ErrObjectNotFound) && !errors.Is(err, ErrObjectExists) {
+			if !errors.Is(err, store.ErrObjectChanged) && !errors.Is(err, store.ErrObjectNotFound) && !errors.Is(err, store.ErrObjectExists) {
 				return nil, err
 			}
 			continue // another client took it over first, or it was released
 		}
 		if !wait {
-			return nil, fmt.Errorf("%w: %s", ErrBusy, busyReason(op))
+			return nil, fmt.Errorf("%w: %s", store.ErrBusy, busyReason(op))
 		}
 		select {
 		case <-ctx.Done():
@@ -107,7 +109,7 @@ func (s *objectEngine) takeExclusive(ctx context.Context, name, op, key string, 
 // createExclusive writes body under name only if etag is the object's ETag
 // or, with etag "", only if there is none, and returns the new ETag (""
 // without a Swapper, where only the create is conditional).
-func (s *objectEngine) createExclusive(ctx context.Context, name string, body []byte, etag string) (string, error) {
+func (s *engine) createExclusive(ctx context.Context, name string, body []byte, etag string) (string, error) {
 	if s.swapper != nil {
 		return s.swapper.PutIfMatch(ctx, name, body, etag)
 	}
@@ -115,7 +117,7 @@ func (s *objectEngine) createExclusive(ctx context.Context, name string, body []
 }
 
 // takeOver replaces the stale lock name whose ETag was etag.
-func (s *objectEngine) takeOver(ctx context.Context, name string, body []byte, etag string) (string, error) {
+func (s *engine) takeOver(ctx context.Context, name string, body []byte, etag string) (string, error) {
 	if s.swapper != nil && etag != "" {
 		return s.swapper.PutIfMatch(ctx, name, body, etag)
 	}
@@ -126,7 +128,7 @@ func (s *objectEngine) takeOver(ctx context.Context, name string, body []byte, e
 }
 
 // holdExclusive starts refreshing the exclusive lease just written.
-func (s *objectEngine) holdExclusive(name, op, key, etag string) *lease {
+func (s *engine) holdExclusive(name, op, key, etag string) *lease {
 	l := &lease{name: name, op: op, key: key, etag: etag}
 	s.keepLease(l)
 	return l
@@ -135,7 +137,7 @@ func (s *objectEngine) holdExclusive(name, op, key, etag string) *lease {
 // holderDead reports whether the lock name was taken by a process of this
 // host that is gone (a plugin killed and restarted: its successor need not
 // wait for the lock to expire, as the kernel frees a dead process's flock).
-func (s *objectEngine) holderDead(ctx context.Context, name, host string) bool {
+func (s *engine) holderDead(ctx context.Context, name, host string) bool {
 	b, err := s.getSmall(ctx, name)
 	if err != nil {
 		return false

@@ -1,4 +1,4 @@
-package store_test
+package objectstore_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
@@ -37,7 +38,7 @@ func TestObjectStoreSparseFile(t *testing.T) {
 	ctx := context.Background()
 	key := store.Key{Namespace: "default", Job: "sparse", Group: "g", Task: "t"}
 
-	obj, err := store.OpenBackend(storetest.NewMem(), store.Options{})
+	obj, err := objectstore.Open(storetest.NewMem(), store.Options{})
 	must.NoError(t, err)
 	mo, _, err := obj.Commit(ctx, key, src, "n1", nil)
 	must.NoError(t, err)

@@ -1,20 +1,22 @@
-package store
+package objectstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // The object engine's writer leases: writers/<hash>/<holder>.json below the
-// prefix (writers.go says what they are).
+// prefix (../writers.go says what they are).
 
 // writersOf is the key's prefix of writer leases in an object store.
-func (s *objectEngine) writersOf(h string) string { return objWriters + h + "/" }
+func (s *engine) writersOf(h string) string { return objWriters + h + "/" }
 
 // putWriter writes, or renews, the lease object.
-func (s *objectEngine) putWriter(ctx context.Context, h, holder string, b []byte) error {
+func (s *engine) PutWriter(ctx context.Context, h, holder string, b []byte) error {
 	if err := s.backend.Put(ctx, s.writersOf(h)+holder+".json", b, false); err != nil {
 		return fmt.Errorf("writer lease: %w", err)
 	}
@@ -22,7 +24,7 @@ func (s *objectEngine) putWriter(ctx context.Context, h, holder string, b []byte
 }
 
 // dropWriter deletes the lease object.
-func (s *objectEngine) dropWriter(ctx context.Context, h, holder string) error {
+func (s *engine) DropWriter(ctx context.Context, h, holder string) error {
 	if err := s.backend.Delete(ctx, s.writersOf(h)+holder+".json"); err != nil {
 		return fmt.Errorf("writer lease: %w", err)
 	}
@@ -31,12 +33,12 @@ func (s *objectEngine) dropWriter(ctx context.Context, h, holder string) error {
 
 // writers lists the key's lease objects and measures their age on the
 // server's clock.
-func (s *objectEngine) writers(ctx context.Context, k Key, h string) ([]WriterLease, error) {
+func (s *engine) Writers(ctx context.Context, k store.Key, h string) ([]store.WriterLease, error) {
 	prefix := s.writersOf(h)
-	var found []ObjectInfo
-	err := s.backend.List(ctx, prefix, func(o ObjectInfo) error {
+	var found []store.ObjectInfo
+	err := s.backend.List(ctx, prefix, func(o store.ObjectInfo) error {
 		rest := strings.TrimPrefix(o.Name, prefix)
-		if strings.HasSuffix(rest, ".json") && !strings.Contains(rest, "/") && o.Size <= maxWriterSize {
+		if strings.HasSuffix(rest, ".json") && !strings.Contains(rest, "/") && o.Size <= store.MaxWriterSize {
 			found = append(found, o)
 		}
 		return nil
@@ -48,16 +50,16 @@ func (s *objectEngine) writers(ctx context.Context, k Key, h string) ([]WriterLe
 	if err != nil {
 		return nil, err
 	}
-	var out []WriterLease
+	var out []store.WriterLease
 	for _, o := range found {
 		b, err := s.getSmall(ctx, o.Name)
-		if errors.Is(err, ErrObjectNotFound) {
+		if errors.Is(err, store.ErrObjectNotFound) {
 			continue // dropped since the listing
 		}
 		if err != nil {
 			return nil, err
 		}
-		w, ok := parseWriter(k, b)
+		w, ok := store.ParseWriter(k, b)
 		if !ok || prefix+w.AllocID+".json" != o.Name {
 			continue
 		}
@@ -67,7 +69,7 @@ func (s *objectEngine) writers(ctx context.Context, k Key, h string) ([]WriterLe
 		if fi, err := s.backend.Stat(ctx, o.Name); err == nil {
 			mod = fi.Modified
 		}
-		out = append(out, WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: max(now.Sub(mod), 0)})
+		out = append(out, store.WriterLease{Holder: w.AllocID, Node: w.Node, State: w.State, Age: max(now.Sub(mod), 0)})
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // leaseBody is what a lease object holds: who holds it, for what. Liveness
@@ -44,13 +46,13 @@ type lease struct {
 // leaseBytes encodes a fresh lease body for op on key.
 func leaseBytes(op, key string) []byte {
 	host, _ := os.Hostname()
-	b, _ := json.Marshal(leaseBody{Op: op, Key: key, Host: host, PID: os.Getpid(), Nonce: randomSuffix()})
+	b, _ := json.Marshal(leaseBody{Op: op, Key: key, Host: host, PID: os.Getpid(), Nonce: store.RandomSuffix()})
 	return b
 }
 
 // putLease writes (or refreshes) the lease object name and returns the
 // server's time of the write.
-func (s *objectEngine) putLease(ctx context.Context, name, op, key string) (time.Time, error) {
+func (s *engine) putLease(ctx context.Context, name, op, key string) (time.Time, error) {
 	if err := s.backend.Put(ctx, name, leaseBytes(op, key), false); err != nil {
 		return time.Time{}, fmt.Errorf("write lease: %w", err)
 	}
@@ -58,7 +60,7 @@ func (s *objectEngine) putLease(ctx context.Context, name, op, key string) (time
 }
 
 // leaseTime returns the server's modification time of the lease name.
-func (s *objectEngine) leaseTime(ctx context.Context, name string) (time.Time, error) {
+func (s *engine) leaseTime(ctx context.Context, name string) (time.Time, error) {
 	fi, err := s.backend.Stat(ctx, name)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("stat lease: %w", err)
@@ -70,7 +72,7 @@ func (s *objectEngine) leaseTime(ctx context.Context, name string) (time.Time, e
 // of the write. An exclusive lease under a Swapper is written only if it is
 // still the one this client wrote last: otherwise it was taken over, and
 // the refresh fails with errLeaseLost (and l is marked lost).
-func (s *objectEngine) refreshLease(ctx context.Context, l *lease) (time.Time, error) {
+func (s *engine) refreshLease(ctx context.Context, l *lease) (time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lost.Load() {
@@ -80,7 +82,7 @@ func (s *objectEngine) refreshLease(ctx context.Context, l *lease) (time.Time, e
 		return s.putLease(ctx, l.name, l.op, l.key)
 	}
 	etag, err := s.swapper.PutIfMatch(ctx, l.name, leaseBytes(l.op, l.key), l.etag)
-	if errors.Is(err, ErrObjectChanged) || errors.Is(err, ErrObjectNotFound) {
+	if errors.Is(err, store.ErrObjectChanged) || errors.Is(err, store.ErrObjectNotFound) {
 		l.lost.Store(true)
 		return time.Time{}, fmt.Errorf("%s: %w", l.name, errLeaseLost)
 	}
@@ -93,7 +95,7 @@ func (s *objectEngine) refreshLease(ctx context.Context, l *lease) (time.Time, e
 
 // live reports whether an object last written at modified is a live lease
 // at the server time now.
-func (s *objectEngine) live(modified, now time.Time) bool {
+func (s *engine) live(modified, now time.Time) bool {
 	return modified.Add(s.leaseTTL).After(now)
 }
 
@@ -105,8 +107,8 @@ func (s *objectEngine) live(modified, now time.Time) bool {
 // other's, on both sides, means that of a commit and a GC starting together
 // at least one sees the other; GC reads the index by key, so this holds
 // whatever a listing shows.
-func (s *objectEngine) acquireLease(ctx context.Context, op string, key Key) (*lease, error) {
-	name := objLeases + op + "-" + randomSuffix() + randomSuffix()
+func (s *engine) acquireLease(ctx context.Context, op string, key store.Key) (*lease, error) {
+	name := objLeases + op + "-" + store.RandomSuffix() + store.RandomSuffix()
 	// Giving up, clean up briefly: the caller's deadline (kill_timeout) may
 	// be spent, and a lease left behind only expires.
 	abandon := func() { s.dropLease(name, s.pollEvery) }
@@ -120,7 +122,7 @@ func (s *objectEngine) acquireLease(ctx context.Context, op string, key Key) (*l
 			return nil, err
 		}
 		gc, err := s.backend.Stat(ctx, objGCLease)
-		if errors.Is(err, ErrObjectNotFound) || err == nil && !s.live(gc.Modified, now) {
+		if errors.Is(err, store.ErrObjectNotFound) || err == nil && !s.live(gc.Modified, now) {
 			l := &lease{name: name, op: op, key: key.String(), at: now}
 			s.keepLease(l)
 			return l, nil
@@ -144,7 +146,7 @@ func (s *objectEngine) acquireLease(ctx context.Context, op string, key Key) (*l
 
 // dropLease deletes the shared lease name and its index entry, best
 // effort, within limit (GC drops index entries whose lease is gone).
-func (s *objectEngine) dropLease(name string, limit time.Duration) {
+func (s *engine) dropLease(name string, limit time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	if err := s.backend.Delete(ctx, name); err != nil {
@@ -157,7 +159,7 @@ func (s *objectEngine) dropLease(name string, limit time.Duration) {
 
 // keepLease refreshes the held lease every third of its TTL until release
 // (or, for an exclusive lease, until it is found taken over).
-func (s *objectEngine) keepLease(l *lease) {
+func (s *engine) keepLease(l *lease) {
 	l.stop = make(chan struct{})
 	l.done.Add(1)
 	go func() {
@@ -187,7 +189,7 @@ func (s *objectEngine) keepLease(l *lease) {
 // release stops refreshing the lease and deletes it: an exclusive lease
 // under a Swapper only if it is still this client's, so a holder whose
 // lease was taken over never deletes its successor's.
-func (s *objectEngine) release(l *lease) {
+func (s *engine) release(l *lease) {
 	close(l.stop)
 	l.done.Wait()
 	if l.etag == "" || s.swapper == nil {
@@ -203,7 +205,7 @@ func (s *objectEngine) release(l *lease) {
 	etag := l.etag
 	l.mu.Unlock()
 	err := s.swapper.DeleteIfMatch(ctx, l.name, etag)
-	if errors.Is(err, ErrObjectChanged) {
+	if errors.Is(err, store.ErrObjectChanged) {
 		s.logger.Warn("lease was taken over by another client; left to it", "lease", l.name)
 		return
 	}
@@ -219,7 +221,7 @@ func (s *objectEngine) release(l *lease) {
 // ErrBusy after LeaseTTL, so commits and restores queued behind it wait no
 // longer than that. It returns the lease and the server time the wait
 // ended.
-func (s *objectEngine) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
+func (s *engine) acquireGCLease(ctx context.Context) (*lease, time.Time, error) {
 	l, err := s.takeExclusive(ctx, objGCLease, "gc", "", false)
 	if err != nil {
 		return nil, time.Time{}, err
@@ -254,7 +256,7 @@ func (s *objectEngine) acquireGCLease(ctx context.Context) (*lease, time.Time, e
 		if now.Sub(first) >= s.leaseTTL {
 			// New commits and restores queue behind GC's lease: do not
 			// hold them longer than a lease lives. The next GC tries again.
-			return fail(fmt.Errorf("%w: %d commits or restores in flight for %s; gc deferred", ErrBusy, len(busy), s.leaseTTL))
+			return fail(fmt.Errorf("%w: %d commits or restores in flight for %s; gc deferred", store.ErrBusy, len(busy), s.leaseTTL))
 		}
 		s.logger.Debug("gc waiting for leases", "leases", busy)
 		select {
@@ -269,10 +271,10 @@ func (s *objectEngine) acquireGCLease(ctx context.Context) (*lease, time.Time, e
 // found by key in the lease index (with a Swapper) and by a listing of
 // leases/ (plugins of older versions write no index entry), and deletes
 // expired ones.
-func (s *objectEngine) liveLeases(ctx context.Context, now time.Time) ([]string, error) {
+func (s *engine) liveLeases(ctx context.Context, now time.Time) ([]string, error) {
 	var busy, expired []string
 	seen := map[string]bool{}
-	err := s.backend.List(ctx, objLeases, func(o ObjectInfo) error {
+	err := s.backend.List(ctx, objLeases, func(o store.ObjectInfo) error {
 		if o.Name == objGCLease || !strings.HasPrefix(o.Name, objLeases) {
 			return nil
 		}
@@ -302,8 +304,8 @@ func (s *objectEngine) liveLeases(ctx context.Context, now time.Time) ([]string,
 }
 
 // serverNow writes a probe lease and returns the server's time.
-func (s *objectEngine) serverNow(ctx context.Context) (time.Time, error) {
-	name := objLeases + "probe-" + randomSuffix()
+func (s *engine) serverNow(ctx context.Context) (time.Time, error) {
+	name := objLeases + "probe-" + store.RandomSuffix()
 	now, err := s.putLease(ctx, name, "probe", "")
 	_ = s.backend.Delete(ctx, name)
 	return now, err

@@ -1,4 +1,4 @@
-package store_test
+package objectstore_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
+	"github.com/caravan-nomad/caravan/driver/store/objectstore"
 	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
@@ -45,7 +46,7 @@ func (errReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 // was judged a corrupt chunk).
 func TestObjectRestoreCutOffDoesNotFallBack(t *testing.T) {
 	b := &cutOff{Backend: storetest.NewMem()}
-	s, err := store.OpenBackend(b, storetest.Options())
+	s, err := objectstore.Open(b, storetest.Options())
 	must.NoError(t, err)
 	k := store.Key{Namespace: "default", Job: "train", Group: "g", Task: "t"}
 	src := t.TempDir()

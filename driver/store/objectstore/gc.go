@@ -1,4 +1,4 @@
-package store
+package objectstore
 
 import (
 	"context"
@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/caravan-nomad/caravan/driver/store"
 )
 
 // gc is GC for an object store: prune the key, then sweep.
-func (s *objectEngine) gc(key Key) error {
+func (s *engine) GC(key store.Key) error {
 	prefix, err := keyObjectPrefix(key)
 	if err != nil {
 		return err
@@ -26,7 +28,7 @@ func (s *objectEngine) gc(key Key) error {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 4*objectOpTimeout)
 	defer cancel()
-	return s.sweepAll(ctx)
+	return s.Sweep(ctx)
 }
 
 // sweepAll deletes the chunks no manifest of any key references, once
@@ -35,7 +37,7 @@ func (s *objectEngine) gc(key Key) error {
 // lease is live (see acquireGCLease), so a chunk a commit found present,
 // and did not upload, cannot go before that commit's manifest names it.
 // If any manifest cannot be read, nothing is deleted.
-func (s *objectEngine) sweepAll(ctx context.Context) error {
+func (s *engine) Sweep(ctx context.Context) error {
 	l, now, err := s.acquireGCLease(ctx)
 	if err != nil {
 		return fmt.Errorf("gc: %w", err)
@@ -51,7 +53,7 @@ func (s *objectEngine) sweepAll(ctx context.Context) error {
 	}
 	var doomed []string
 	kept, young := 0, 0
-	err = s.backend.List(ctx, objChunks, func(o ObjectInfo) error {
+	err = s.backend.List(ctx, objChunks, func(o store.ObjectInfo) error {
 		d := o.Name[strings.LastIndexByte(o.Name, '/')+1:]
 		switch {
 		case refs[d]:
@@ -82,7 +84,7 @@ func (s *objectEngine) sweepAll(ctx context.Context) error {
 		deleted++
 	}
 	aborted := 0
-	if c, ok := s.backend.(UploadCleaner); ok {
+	if c, ok := s.backend.(store.UploadCleaner); ok {
 		n, err := c.AbortStaleUploads(ctx, cutoff)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("abort stale uploads: %w", err))
@@ -100,10 +102,10 @@ func (s *objectEngine) sweepAll(ctx context.Context) error {
 // objectRefs reads every manifest of every key and returns the chunks they
 // name. Manifests that do not parse cannot be restored and are skipped with
 // a warning; read errors abort.
-func (s *objectEngine) objectRefs(ctx context.Context) (map[string]bool, error) {
+func (s *engine) objectRefs(ctx context.Context) (map[string]bool, error) {
 	var names []string
-	err := s.backend.List(ctx, objKeys, func(o ObjectInfo) error {
-		if _, ok := parseManifestName(o.Name[strings.LastIndexByte(o.Name, '/')+1:]); ok {
+	err := s.backend.List(ctx, objKeys, func(o store.ObjectInfo) error {
+		if _, ok := store.ParseManifestName(o.Name[strings.LastIndexByte(o.Name, '/')+1:]); ok {
 			names = append(names, o.Name)
 		}
 		return nil
@@ -114,13 +116,13 @@ func (s *objectEngine) objectRefs(ctx context.Context) (map[string]bool, error) 
 	refs := map[string]bool{}
 	for _, name := range names {
 		b, err := s.getSmall(ctx, name)
-		if errors.Is(err, ErrObjectNotFound) {
+		if errors.Is(err, store.ErrObjectNotFound) {
 			continue // pruned meanwhile
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
-		var m Manifest
+		var m store.Manifest
 		if err := json.Unmarshal(b, &m); err != nil {
 			s.logger.Warn("gc: skipping unreadable manifest", "object", name, "error", err)
 			continue
@@ -141,7 +143,7 @@ func (s *objectEngine) objectRefs(ctx context.Context) (map[string]bool, error) 
 // than the grace period, so a chunk a manifest names is safe from a GC
 // that does not see that manifest in its listing for as long as the commit
 // plus the listing's lag stays under half the grace period.
-func (s *objectEngine) touchBefore(leaseAt time.Time) time.Time {
+func (s *engine) touchBefore(leaseAt time.Time) time.Time {
 	if s.gcGrace <= 0 || leaseAt.IsZero() {
 		return time.Time{}
 	}
@@ -152,13 +154,13 @@ func (s *objectEngine) touchBefore(leaseAt time.Time) time.Time {
 // commit reuses, to the server's present: with the backend's Toucher (a
 // server-side copy onto itself), else by uploading b again. It returns the
 // bytes uploaded.
-func (s *objectEngine) touchChunk(ctx context.Context, name string, b []byte) (int64, error) {
+func (s *engine) touchChunk(ctx context.Context, name string, b []byte) (int64, error) {
 	if s.toucher != nil {
 		err := s.toucher.Touch(ctx, name)
 		if err == nil {
 			return 0, nil
 		}
-		if !errors.Is(err, ErrObjectNotFound) {
+		if !errors.Is(err, store.ErrObjectNotFound) {
 			return 0, fmt.Errorf("touch chunk: %w", err)
 		}
 	}

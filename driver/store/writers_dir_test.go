@@ -7,11 +7,6 @@ import (
 	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
-// TestObjectStoreMem runs the object store suite on the in-memory backend.
-func TestObjectStoreMem(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Backend { return storetest.NewMem() })
-}
-
 // TestDirectoryStoreWriterLeases runs the suite's writer lease checks on
 // the directory store (two handles on one root, as two hosts share a
 // mount).
