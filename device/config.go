@@ -199,39 +199,18 @@ func parseConfig(c *Config) (*settings, error) {
 		}
 		s.metricsAddress = c.MetricsAddress
 	}
-	for i, o := range c.ShareOverrides {
-		field := fmt.Sprintf("share_override[%d]", i)
-		ov, err := parseSelector(field+".gpu", o.GPU)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := checkShares(field+".shares", o.Shares, maxShares); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		ov.shares, ov.field = o.Shares, field
-		s.overrides = append(s.overrides, ov)
-	}
+	overrides, overrideErrs := parseOverrides(c.ShareOverrides, maxShares)
+	s.overrides = overrides
+	errs = append(errs, overrideErrs...)
 
 	hp, err := parseHealth(c.Health)
 	errs = append(errs, err)
 	s.health = hp
 
 	if c.MPS != nil && c.MPS.Enabled {
-		s.mps = *c.MPS
-		if s.mps.PipeDir == "" {
-			s.mps.PipeDir = defaultMPSPipeDir
-		}
-		if s.mps.LogDir == "" {
-			s.mps.LogDir = defaultMPSLogDir
-		}
-		if !strings.HasPrefix(s.mps.PipeDir, "/") {
-			errs = append(errs, fieldErr("mps.pipe_dir", "must be an absolute path, got %q", s.mps.PipeDir))
-		}
-		if !strings.HasPrefix(s.mps.LogDir, "/") {
-			errs = append(errs, fieldErr("mps.log_dir", "must be an absolute path, got %q", s.mps.LogDir))
-		}
+		mps, mpsErrs := parseMPS(*c.MPS)
+		s.mps = mps
+		errs = append(errs, mpsErrs...)
 	}
 
 	if s.backend == BackendSimulated {
@@ -250,6 +229,46 @@ func parseConfig(c *Config) (*settings, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// parseOverrides parses the share_override blocks; an override with an
+// error is left out and its error returned.
+func parseOverrides(in []ShareOverride, maxShares int) ([]override, []error) {
+	var out []override
+	var errs []error
+	for i, o := range in {
+		field := fmt.Sprintf("share_override[%d]", i)
+		ov, err := parseSelector(field+".gpu", o.GPU)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := checkShares(field+".shares", o.Shares, maxShares); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ov.shares, ov.field = o.Shares, field
+		out = append(out, ov)
+	}
+	return out, errs
+}
+
+// parseMPS fills the MPS directories' defaults and checks they are absolute.
+func parseMPS(mps MPSConfig) (MPSConfig, []error) {
+	var errs []error
+	if mps.PipeDir == "" {
+		mps.PipeDir = defaultMPSPipeDir
+	}
+	if mps.LogDir == "" {
+		mps.LogDir = defaultMPSLogDir
+	}
+	if !strings.HasPrefix(mps.PipeDir, "/") {
+		errs = append(errs, fieldErr("mps.pipe_dir", "must be an absolute path, got %q", mps.PipeDir))
+	}
+	if !strings.HasPrefix(mps.LogDir, "/") {
+		errs = append(errs, fieldErr("mps.log_dir", "must be an absolute path, got %q", mps.LogDir))
+	}
+	return mps, errs
 }
 
 // checkShares bounds a share count: 1 to max_shares.

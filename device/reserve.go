@@ -57,7 +57,48 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 	}
 	p.mu.RLock()
 	inv := p.inv
-	advertised := p.advertised
+	perGPU, errs := countShares(inv, p.advertised, ids)
+	p.mu.RUnlock()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("caravan-gpu: reserve: %w", err)
+	}
+
+	entries := reservedEntries(inv, perGPU)
+
+	token := newToken()
+	sorted := append([]string(nil), ids...)
+	sort.Strings(sorted)
+	res := &device.ContainerReservation{Envs: shareEnvs(inv, entries, perGPU, token, sorted)}
+	if s.mps.Enabled {
+		res.Envs[EnvMPSPipeDirectory] = s.mps.PipeDir
+		res.Envs[EnvMPSLogDirectory] = s.mps.LogDir
+		res.Mounts = []*device.Mount{
+			{TaskPath: s.mps.PipeDir, HostPath: s.mps.PipeDir},
+			{TaskPath: s.mps.LogDir, HostPath: s.mps.LogDir},
+		}
+	}
+	if te, ok := client.(taskEnver); ok {
+		env, dirs := te.TaskEnv()
+		for k, v := range env {
+			res.Envs[k] = v
+		}
+		// Mounted at the same path, as the MPS directories are, and not
+		// read-only: the caravan driver has no filesystem isolation and
+		// refuses a read-only mount its task would see writable, which
+		// failed every caravan task on a simulated GPU.
+		for _, d := range dirs {
+			res.Mounts = append(res.Mounts, &device.Mount{TaskPath: d, HostPath: d})
+		}
+	}
+	p.reservations.add(token, sorted, p.now())
+	p.reserveLogger.Info("reserved shares", "reservation", token, "shares", sorted)
+	return res, nil
+}
+
+// countShares checks that every ID is a current, distinct share of inv and
+// counts the shares asked of each GPU. advertised holds the IDs offered
+// earlier, so that a share of a vanished GPU reads as stale.
+func countShares(inv *inventory, advertised map[string]bool, ids []string) (map[string]int, []error) {
 	var errs []error
 	perGPU := map[string]int{}
 	seen := map[string]bool{}
@@ -85,11 +126,11 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 			perGPU[uuid]++
 		}
 	}
-	p.mu.RUnlock()
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("caravan-gpu: reserve: %w", err)
-	}
+	return perGPU, errs
+}
 
+// reservedEntries returns the GPUs of perGPU, ordered by index then UUID.
+func reservedEntries(inv *inventory, perGPU map[string]int) []*gpuEntry {
 	entries := make([]*gpuEntry, 0, len(perGPU))
 	for uuid := range perGPU {
 		e, _, _ := inv.lookup(uuid)
@@ -102,10 +143,12 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		}
 		return a.UUID < b.UUID
 	})
+	return entries
+}
 
-	token := newToken()
-	sorted := append([]string(nil), ids...)
-	sort.Strings(sorted)
+// shareEnvs is the reservation's environment: visible devices, per-GPU
+// memory limits and compute fractions, the token and the sorted share IDs.
+func shareEnvs(inv *inventory, entries []*gpuEntry, perGPU map[string]int, token string, sorted []string) map[string]string {
 	var uuids, pinned, fractions, limits, computes []string
 	threadPct := 100
 	for ord, e := range entries {
@@ -120,7 +163,7 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		computes = append(computes, strconv.Itoa(pct))
 	}
 	_, sys, _ := inv.lookup(entries[0].gpu.UUID)
-	res := &device.ContainerReservation{Envs: map[string]string{
+	return map[string]string{
 		EnvNvidiaVisibleDevices: strings.Join(uuids, ","),
 		EnvCUDAVisibleDevices:   strings.Join(uuids, ","),
 		EnvMPSPinnedMemLimit:    strings.Join(pinned, ","),
@@ -131,31 +174,7 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 		EnvMemoryLimitBytes:     strings.Join(limits, ","),
 		EnvComputePercent:       strings.Join(computes, ","),
 		EnvBackend:              sys.Backend,
-	}}
-	if s.mps.Enabled {
-		res.Envs[EnvMPSPipeDirectory] = s.mps.PipeDir
-		res.Envs[EnvMPSLogDirectory] = s.mps.LogDir
-		res.Mounts = []*device.Mount{
-			{TaskPath: s.mps.PipeDir, HostPath: s.mps.PipeDir},
-			{TaskPath: s.mps.LogDir, HostPath: s.mps.LogDir},
-		}
 	}
-	if te, ok := client.(taskEnver); ok {
-		env, dirs := te.TaskEnv()
-		for k, v := range env {
-			res.Envs[k] = v
-		}
-		// Mounted at the same path, as the MPS directories are, and not
-		// read-only: the caravan driver has no filesystem isolation and
-		// refuses a read-only mount its task would see writable, which
-		// failed every caravan task on a simulated GPU.
-		for _, d := range dirs {
-			res.Mounts = append(res.Mounts, &device.Mount{TaskPath: d, HostPath: d})
-		}
-	}
-	p.reservations.add(token, sorted, p.now())
-	p.reserveLogger.Info("reserved shares", "reservation", token, "shares", sorted)
-	return res, nil
 }
 
 // taskEnver is a backend with environment of its own for the tasks that

@@ -104,36 +104,7 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		byShare, unattributed := p.attribute(m, e, st)
 		gpuStats := gpuStatValues(st, unattributed)
 		figures = append(figures, p.figures(e, st, byShare, unattributed))
-		// Shares of one reservation report the same values, as do free
-		// shares: render each once (allocations grow with reservations,
-		// not shares).
-		var free *device.DeviceStats
-		rendered := map[*usage]*device.DeviceStats{}
-		idle := map[*reservation]*usage{}
-		for _, id := range e.ids {
-			u := byShare[id]
-			if u == nil {
-				if r := p.reservations.forShare(id); r != nil {
-					if u = idle[r]; u == nil {
-						u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID), peakBytes: m.peak(r.token, e.gpu.UUID)}
-						idle[r] = u
-					}
-				}
-			}
-			if u == nil {
-				if free == nil {
-					free = shareStats(e, nil, gpuStats, now)
-				}
-				g.InstanceStats[id] = free
-				continue
-			}
-			ds, ok := rendered[u]
-			if !ok {
-				ds = shareStats(e, u, gpuStats, now)
-				rendered[u] = ds
-			}
-			g.InstanceStats[id] = ds
-		}
+		p.renderShares(g, m, e, byShare, gpuStats, now)
 		groups = append(groups, g)
 	}
 	m.end()
@@ -147,6 +118,39 @@ func (p *Plugin) collectStats() *device.StatsResponse {
 		}
 	}
 	return &device.StatsResponse{Groups: groups}
+}
+
+// renderShares fills g's instance stats for every share of GPU e. Shares of
+// one reservation report the same values, as do free shares: render each
+// once (allocations grow with reservations, not shares).
+func (p *Plugin) renderShares(g *device.DeviceGroupStats, m *meter, e *gpuEntry, byShare map[string]*usage, gpuStats *structs.StatObject, now time.Time) {
+	var free *device.DeviceStats
+	rendered := map[*usage]*device.DeviceStats{}
+	idle := map[*reservation]*usage{}
+	for _, id := range e.ids {
+		u := byShare[id]
+		if u == nil {
+			if r := p.reservations.forShare(id); r != nil {
+				if u = idle[r]; u == nil {
+					u = &usage{token: r.token, shares: sharesOn(r.shares, e.gpu.UUID), peakBytes: m.peak(r.token, e.gpu.UUID)}
+					idle[r] = u
+				}
+			}
+		}
+		if u == nil {
+			if free == nil {
+				free = shareStats(e, nil, gpuStats, now)
+			}
+			g.InstanceStats[id] = free
+			continue
+		}
+		ds, ok := rendered[u]
+		if !ok {
+			ds = shareStats(e, u, gpuStats, now)
+			rendered[u] = ds
+		}
+		g.InstanceStats[id] = ds
+	}
 }
 
 // attribute sums each reservation's processes on GPU e and maps every share

@@ -34,11 +34,71 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return runWorker(args[1:], getenv, stdout, stderr)
 		}
 	}
+	a, code, ok := parseTrainerArgs(args, getenv, stderr)
+	if !ok {
+		return code
+	}
+	c, env := a.c, a.env
+
+	// Signals become requests served between two steps.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	requests, exitSig := checkpointRequests(ctx, a.ckptSig, a.dir)
+
+	o := Options{
+		Dir: a.dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: a.hold, GPU: a.gpu,
+		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
+	}
+	rep, err := newReporter(a.reportURL, getenv(progress.EnvURLsFile), a.tokenFile, a.tokenDefault, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 2
+	}
+	if rep != nil {
+		o.Reporter = rep
+	}
+	if env.Generation > 0 {
+		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)
+	}
+	res, err := Run(ctx, c, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
+		return 1
+	}
+	if res.Interrupted {
+		cancel()
+		if a.hold && res.Step == c.Steps {
+			return 0 // a finished, held run stopped: success
+		}
+		if s := exitSig.Load(); s != 0 {
+			return 128 + int(s)
+		}
+		return 1
+	}
+	return 0
+}
+
+// trainerArgs are the trainer's checked flags and the restored-task
+// environment.
+type trainerArgs struct {
+	c                       Config
+	env                     *protocol.Restored
+	dir                     string
+	ckptSig                 syscall.Signal
+	gpu                     GPUProfile
+	hold                    bool
+	tokenFile, tokenDefault string
+	reportURL               string
+}
+
+// parseTrainerArgs parses and checks the trainer's flags (creating the
+// checkpoint directory); false means exit with the code returned.
+func parseTrainerArgs(args []string, getenv func(string) string, stderr io.Writer) (*trainerArgs, int, bool) {
 	c := DefaultConfig()
 	env, err := protocol.FromEnv(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
-		return 2
+		return nil, 2, false
 	}
 	sigDefault := env.Signal
 	if sigDefault == "" {
@@ -57,69 +117,34 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	tokenFile := fs.String("report-token-file", tokenDefault, "bearer token (workload identity JWT) sent with reports (default: $NOMAD_SECRETS_DIR/nomad_planner.jwt, else $NOMAD_TOKEN_planner, $NOMAD_TOKEN, secrets/nomad_token)")
 	reportURL := fs.String("report-url", urlDefault, "planner base URL to report progress to (default $"+progress.EnvURL+"; planners listed in $"+progress.EnvURLsFile+" too; empty and no file: off)")
 	if err := fs.Parse(args); err != nil {
-		return cli.ParseExit(err)
+		return nil, cli.ParseExit(err), false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "caravan trainer: unexpected arguments %q\n", fs.Args())
-		return 2
+		return nil, 2, false
 	}
 	if err := c.Validate(); err != nil {
 		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
-		return 2
+		return nil, 2, false
 	}
 	ckptSig, ok := signalByName(*sigName)
 	if !ok {
 		fmt.Fprintf(stderr, "caravan trainer: checkpoint-signal: unknown signal %q\n", *sigName)
-		return 2
+		return nil, 2, false
 	}
 	gpu, err := GPUProfileFromEnv(getenv, *gpuUse)
 	if err != nil {
 		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
-		return 2
+		return nil, 2, false
 	}
 	if *dir != "" {
 		if err := os.MkdirAll(*dir, 0o755); err != nil {
 			fmt.Fprintf(stderr, "caravan trainer: checkpoint-dir: %v\n", err)
-			return 1
+			return nil, 1, false
 		}
 	}
-
-	// Signals become requests served between two steps.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	requests, exitSig := checkpointRequests(ctx, ckptSig, *dir)
-
-	o := Options{
-		Dir: *dir, MinSequence: env.Sequence, Requests: requests, Out: stdout, Hold: *hold, GPU: gpu,
-		Identity: Progress{Job: getenv("NOMAD_JOB_ID"), Alloc: getenv("NOMAD_ALLOC_ID"), Task: getenv("NOMAD_TASK_NAME")},
-	}
-	rep, err := newReporter(*reportURL, getenv(progress.EnvURLsFile), *tokenFile, tokenDefault, getenv)
-	if err != nil {
-		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
-		return 2
-	}
-	if rep != nil {
-		o.Reporter = rep
-	}
-	if env.Generation > 0 {
-		fmt.Fprintf(stdout, "restored generation=%d from_node=%s\n", env.Generation, env.FromNode)
-	}
-	res, err := Run(ctx, c, o)
-	if err != nil {
-		fmt.Fprintf(stderr, "caravan trainer: %v\n", err)
-		return 1
-	}
-	if res.Interrupted {
-		cancel()
-		if *hold && res.Step == c.Steps {
-			return 0 // a finished, held run stopped: success
-		}
-		if s := exitSig.Load(); s != 0 {
-			return 128 + int(s)
-		}
-		return 1
-	}
-	return 0
+	return &trainerArgs{c: c, env: env, dir: *dir, ckptSig: ckptSig, gpu: gpu, hold: *hold,
+		tokenFile: *tokenFile, tokenDefault: tokenDefault, reportURL: *reportURL}, 0, true
 }
 
 const trainerUsage = `usage: caravan trainer [flags]

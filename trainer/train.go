@@ -69,73 +69,110 @@ func Run(ctx context.Context, c Config, o Options) (*Result, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	data := NewDataset(c)
-	model := NewModel(c)
-	res := &Result{}
-	seq := o.MinSequence
-	if o.Dir != "" {
-		st, err := LoadCheckpoint(c, o.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("resume from %s: %w", o.Dir, err)
-		}
-		if st != nil {
-			if len(st.Params) != len(model.Params) {
-				return nil, fmt.Errorf("resume from %s: %w", o.Dir, ErrFingerprint)
-			}
-			copy(model.Params, st.Params)
-			copy(model.Velocity, st.Velocity)
-			res.StartStep = st.Step
-			seq = max(seq, st.Sequence)
-			fmt.Fprintf(o.Out, "resumed step=%d sequence=%d params_sha256=%s\n", st.Step, st.Sequence, model.Hash())
-		}
+	t := &trainRun{c: c, o: o, data: NewDataset(c), model: NewModel(c), res: &Result{}, seq: o.MinSequence}
+	if err := t.resume(); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(o.Out, "training %s %s%s start_step=%d\n", c, c.ComputeLabel(), o.GPU.Label(), res.StartStep)
-	gpu := o.gpu
-	if gpu == nil && o.GPU.UsePercent > 0 {
-		gpu = newGPUModel(o.GPU)
+	fmt.Fprintf(o.Out, "training %s %s%s start_step=%d\n", c, c.ComputeLabel(), o.GPU.Label(), t.res.StartStep)
+	t.gpu = o.gpu
+	if t.gpu == nil && o.GPU.UsePercent > 0 {
+		t.gpu = newGPUModel(o.GPU)
 	}
 
-	var rep *asyncReporter
 	if o.Reporter != nil {
-		rep = newAsyncReporter(ctx, o.Reporter, func(err error) {
+		t.rep = newAsyncReporter(ctx, o.Reporter, func(err error) {
 			fmt.Fprintf(o.Out, "progress report failed: %v\n", err)
 		})
-		defer rep.Close()
+		defer t.rep.Close()
 	}
 
-	checkpoint := func(step uint64) error {
-		if o.Dir == "" {
-			fmt.Fprintln(o.Out, "checkpoint requested but no checkpoint directory is set; ignoring")
-			return nil
-		}
-		seq++
-		start := time.Now()
-		st := &State{Step: step, Params: model.Params, Velocity: model.Velocity}
-		if err := SaveCheckpoint(c, o.Dir, st, seq, model.Hash()); err != nil {
-			return fmt.Errorf("checkpoint at step %d: %w", step, err)
-		}
-		res.Checkpoints++
-		fmt.Fprintf(o.Out, "checkpoint step=%d sequence=%d duration=%s\n", step, seq, time.Since(start).Round(time.Microsecond))
-		return nil
-	}
-
-	step := res.StartStep
-	windowStart, windowSteps, windowLoss := time.Now(), uint64(0), 0.0
 	var delay *time.Timer
 	if c.StepDelay > 0 {
 		delay = time.NewTimer(c.StepDelay)
 		defer delay.Stop()
 	}
+	step, err := t.train(ctx, delay)
+	if err != nil {
+		return nil, err
+	}
+	return t.finish(ctx, step)
+}
+
+// trainRun is one Run: its model and data, the result so far, the last
+// checkpoint sequence and the current logging window.
+type trainRun struct {
+	c     Config
+	o     Options
+	data  *Dataset
+	model *Model
+	res   *Result
+	seq   uint64
+	gpu   *gpuModel
+	rep   *asyncReporter
+
+	windowStart time.Time
+	windowSteps uint64
+	windowLoss  float64
+}
+
+// resume loads the checkpoint in o.Dir, if there is one, into the model.
+func (t *trainRun) resume() error {
+	c, o, model := t.c, t.o, t.model
+	if o.Dir == "" {
+		return nil
+	}
+	st, err := LoadCheckpoint(c, o.Dir)
+	if err != nil {
+		return fmt.Errorf("resume from %s: %w", o.Dir, err)
+	}
+	if st == nil {
+		return nil
+	}
+	if len(st.Params) != len(model.Params) {
+		return fmt.Errorf("resume from %s: %w", o.Dir, ErrFingerprint)
+	}
+	copy(model.Params, st.Params)
+	copy(model.Velocity, st.Velocity)
+	t.res.StartStep = st.Step
+	t.seq = max(t.seq, st.Sequence)
+	fmt.Fprintf(o.Out, "resumed step=%d sequence=%d params_sha256=%s\n", st.Step, st.Sequence, model.Hash())
+	return nil
+}
+
+// checkpoint writes the model at step to o.Dir (or says it cannot).
+func (t *trainRun) checkpoint(step uint64) error {
+	o := t.o
+	if o.Dir == "" {
+		fmt.Fprintln(o.Out, "checkpoint requested but no checkpoint directory is set; ignoring")
+		return nil
+	}
+	t.seq++
+	start := time.Now()
+	st := &State{Step: step, Params: t.model.Params, Velocity: t.model.Velocity}
+	if err := SaveCheckpoint(t.c, o.Dir, st, t.seq, t.model.Hash()); err != nil {
+		return fmt.Errorf("checkpoint at step %d: %w", step, err)
+	}
+	t.res.Checkpoints++
+	fmt.Fprintf(o.Out, "checkpoint step=%d sequence=%d duration=%s\n", step, t.seq, time.Since(start).Round(time.Microsecond))
+	return nil
+}
+
+// train runs steps until c.Steps, an exit request or ctx is done, serving
+// requests between steps, and returns the steps completed. delay, when
+// set, paces the steps.
+func (t *trainRun) train(ctx context.Context, delay *time.Timer) (uint64, error) {
+	c, o := t.c, t.o
+	step := t.res.StartStep
+	t.windowStart, t.windowSteps, t.windowLoss = time.Now(), uint64(0), 0.0
 	var pending Request
-loop:
 	for step < c.Steps {
 		// Serve requests between steps, so a checkpoint is always a
 		// consistent (step, params, velocity) triple.
 		if pending == 0 {
 			select {
 			case <-ctx.Done():
-				res.Interrupted = true
-				break loop
+				t.res.Interrupted = true
+				return step, nil
 			case pending = <-o.Requests:
 			default:
 			}
@@ -143,48 +180,22 @@ loop:
 		if pending != 0 {
 			r := pending
 			pending = 0
-			switch r {
-			case RequestCheckpoint:
-				if err := checkpoint(step); err != nil {
-					return nil, err
-				}
-			case RequestCheckpointAndExit:
-				if err := checkpoint(step); err != nil {
-					return nil, err
-				}
-				res.Interrupted = true
-				break loop
-			case RequestExit:
-				res.Interrupted = true
-				break loop
+			if stop, err := t.serve(r, step); err != nil || stop {
+				return step, err
 			}
 			continue
 		}
 
-		windowLoss += model.Step(c, data, step)
-		modelledCompute(ctx, c, c.Batch, gpu)
+		t.windowLoss += t.model.Step(c, t.data, step)
+		modelledCompute(ctx, c, c.Batch, t.gpu)
 		step++
-		windowSteps++
+		t.windowSteps++
 		if o.AfterStep != nil {
 			o.AfterStep(step)
 		}
 
 		if c.LogEvery > 0 && (step%c.LogEvery == 0 || step == c.Steps) {
-			elapsed := time.Since(windowStart).Seconds()
-			sps := float64(windowSteps) * float64(c.Batch) / max(elapsed, 1e-9)
-			loss := windowLoss / float64(windowSteps)
-			sqr, gvar, ok := model.Stats.Estimate(c.Batch)
-			fmt.Fprintf(o.Out, "step=%d loss=%.6f samples_per_sec=%.0f%s\n", step, loss, sps, gradFields(sqr, gvar, ok))
-			if rep != nil {
-				p := o.Identity
-				p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
-				p.StepsPerSec = float64(windowSteps) / max(elapsed, 1e-9)
-				p.GradSqr, p.GradVar = sqr, gvar
-				p.Checkpointed, p.Done = res.Checkpoints > 0, step == c.Steps
-				rep.Report(p)
-			}
-			windowStart, windowSteps, windowLoss = time.Now(), 0, 0
-			model.Stats = GradStats{}
+			t.logWindow(step)
 		}
 		if delay != nil && step < c.Steps {
 			select {
@@ -195,14 +206,62 @@ loop:
 			delay.Reset(c.StepDelay)
 		}
 	}
+	return step, nil
+}
+
+// serve answers request r between steps; true means stop training.
+func (t *trainRun) serve(r Request, step uint64) (bool, error) {
+	switch r {
+	case RequestCheckpoint:
+		if err := t.checkpoint(step); err != nil {
+			return false, err
+		}
+	case RequestCheckpointAndExit:
+		if err := t.checkpoint(step); err != nil {
+			return false, err
+		}
+		t.res.Interrupted = true
+		return true, nil
+	case RequestExit:
+		t.res.Interrupted = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// logWindow prints and reports the logging window that ends at step, and
+// starts the next one.
+func (t *trainRun) logWindow(step uint64) {
+	c, o, model := t.c, t.o, t.model
+	elapsed := time.Since(t.windowStart).Seconds()
+	sps := float64(t.windowSteps) * float64(c.Batch) / max(elapsed, 1e-9)
+	loss := t.windowLoss / float64(t.windowSteps)
+	sqr, gvar, ok := model.Stats.Estimate(c.Batch)
+	fmt.Fprintf(o.Out, "step=%d loss=%.6f samples_per_sec=%.0f%s\n", step, loss, sps, gradFields(sqr, gvar, ok))
+	if t.rep != nil {
+		p := o.Identity
+		p.Step, p.StepsTotal, p.Loss, p.SamplesPerSec, p.BatchSize, p.Time = step, c.Steps, loss, sps, c.Batch, time.Now()
+		p.StepsPerSec = float64(t.windowSteps) / max(elapsed, 1e-9)
+		p.GradSqr, p.GradVar = sqr, gvar
+		p.Checkpointed, p.Done = t.res.Checkpoints > 0, step == c.Steps
+		t.rep.Report(p)
+	}
+	t.windowStart, t.windowSteps, t.windowLoss = time.Now(), 0, 0
+	model.Stats = GradStats{}
+}
+
+// finish records the result at step, evaluates a completed run and, with
+// o.Hold, waits to be stopped while still answering checkpoint requests.
+func (t *trainRun) finish(ctx context.Context, step uint64) (*Result, error) {
+	o, res := t.o, t.res
 	res.Step = step
-	res.Hash = model.Hash()
+	res.Hash = t.model.Hash()
 	if res.Interrupted {
 		// Stop fast: a full-dataset evaluation would delay the suspend.
 		fmt.Fprintf(o.Out, "interrupted step=%d params_sha256=%s\n", step, res.Hash)
 		return res, nil
 	}
-	res.Loss, res.Accuracy = model.Loss(data)
+	res.Loss, res.Accuracy = t.model.Loss(t.data)
 	fmt.Fprintf(o.Out, "final step=%d loss=%.6f accuracy=%.4f params_sha256=%s\n", step, res.Loss, res.Accuracy, res.Hash)
 	if o.Hold && !res.Interrupted {
 		// Keep running (for service jobs, which Nomad would otherwise
@@ -215,7 +274,7 @@ loop:
 				return res, nil
 			case r := <-o.Requests:
 				if r == RequestCheckpoint || r == RequestCheckpointAndExit {
-					if err := checkpoint(step); err != nil {
+					if err := t.checkpoint(step); err != nil {
 						return nil, err
 					}
 				}

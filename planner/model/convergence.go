@@ -97,55 +97,78 @@ func FitConvergence(points []LossPoint, opt ConvergenceFitOptions) (Convergence,
 		scale = math.Max(scale, p.Loss)
 	}
 	if scale != 1 {
-		unit := make([]LossPoint, len(points))
-		for i, p := range points {
-			unit[i] = LossPoint{Step: p.Step, Loss: p.Loss / scale}
-		}
-		c, err := FitConvergence(unit, opt)
-		if err != nil {
-			return Convergence{}, err
-		}
-		c.B0, c.B1, c.B2 = c.B0/scale, c.B1/scale, c.B2*scale
-		pred := make([]float64, len(points))
-		obs := make([]float64, len(points))
-		for i, p := range points {
-			pred[i], obs[i] = c.Loss(p.Step), p.Loss
-		}
-		c.Quality = quality(pred, obs)
-		return c, nil
+		return fitScaled(points, scale, opt)
 	}
 	n := len(points)
 	w := make([]float64, n)
 	for i := range points {
 		w[i] = math.Pow(0.5, float64(n-1-i)/opt.HalfLife)
 	}
-	fitAt := func(b2 float64) (Convergence, float64) {
-		// Rows weighted so the linearised residual approximates the loss
-		// residual: d(1/(l-b2)) = -dl/(l-b2)^2, so scale by (l-b2)^2.
-		a := make([][]float64, n)
-		b := make([]float64, n)
-		for i, p := range points {
-			y := p.Loss - b2
-			s := math.Sqrt(w[i]) * y * y
-			a[i] = []float64{p.Step * s, s}
-			b[i] = s / y
-		}
-		x, _, err := NNLS(a, b)
-		if err != nil {
-			return Convergence{}, math.Inf(1)
-		}
-		c := Convergence{B0: x[0], B1: x[1], B2: b2}
-		var sse float64
-		for i, p := range points {
-			d := c.Loss(p.Step) - p.Loss
-			if math.IsInf(d, 0) {
-				return c, math.Inf(1)
-			}
-			sse += w[i] * d * d
-		}
-		return c, sse
+	fitAt := func(b2 float64) (Convergence, float64) { return fitConvergenceAt(points, w, b2) }
+	best := minimizeB2(fitAt, minLoss*(1-1e-6))
+	best.Quality = lossQuality(best, points)
+	return best, nil
+}
+
+// fitScaled fits points in units of scale, their largest loss, and
+// scales the model back.
+func fitScaled(points []LossPoint, scale float64, opt ConvergenceFitOptions) (Convergence, error) {
+	unit := make([]LossPoint, len(points))
+	for i, p := range points {
+		unit[i] = LossPoint{Step: p.Step, Loss: p.Loss / scale}
 	}
-	hi := minLoss * (1 - 1e-6)
+	c, err := FitConvergence(unit, opt)
+	if err != nil {
+		return Convergence{}, err
+	}
+	c.B0, c.B1, c.B2 = c.B0/scale, c.B1/scale, c.B2*scale
+	c.Quality = lossQuality(c, points)
+	return c, nil
+}
+
+// lossQuality rates c's predictions against the observed losses.
+func lossQuality(c Convergence, points []LossPoint) FitQuality {
+	pred := make([]float64, len(points))
+	obs := make([]float64, len(points))
+	for i, p := range points {
+		pred[i], obs[i] = c.Loss(p.Step), p.Loss
+	}
+	return quality(pred, obs)
+}
+
+// fitConvergenceAt solves NNLS for (B0, B1) at a fixed B2 with weights w
+// and returns the model and its weighted squared error in loss space.
+func fitConvergenceAt(points []LossPoint, w []float64, b2 float64) (Convergence, float64) {
+	n := len(points)
+	// Rows weighted so the linearised residual approximates the loss
+	// residual: d(1/(l-b2)) = -dl/(l-b2)^2, so scale by (l-b2)^2.
+	a := make([][]float64, n)
+	b := make([]float64, n)
+	for i, p := range points {
+		y := p.Loss - b2
+		s := math.Sqrt(w[i]) * y * y
+		a[i] = []float64{p.Step * s, s}
+		b[i] = s / y
+	}
+	x, _, err := NNLS(a, b)
+	if err != nil {
+		return Convergence{}, math.Inf(1)
+	}
+	c := Convergence{B0: x[0], B1: x[1], B2: b2}
+	var sse float64
+	for i, p := range points {
+		d := c.Loss(p.Step) - p.Loss
+		if math.IsInf(d, 0) {
+			return c, math.Inf(1)
+		}
+		sse += w[i] * d * d
+	}
+	return c, sse
+}
+
+// minimizeB2 scans B2 over [0, hi] on a coarse grid, refines around the
+// best grid point by golden-section search, and returns the best model.
+func minimizeB2(fitAt func(b2 float64) (Convergence, float64), hi float64) Convergence {
 	best, bestSSE := fitAt(0)
 	bestB2 := 0.0
 	const grid = 40
@@ -178,13 +201,7 @@ func FitConvergence(points []LossPoint, opt ConvergenceFitOptions) (Convergence,
 	if f2 < bestSSE {
 		best = c2
 	}
-	pred := make([]float64, n)
-	obs := make([]float64, n)
-	for i, p := range points {
-		pred[i], obs[i] = best.Loss(p.Step), p.Loss
-	}
-	best.Quality = quality(pred, obs)
-	return best, nil
+	return best
 }
 
 // Progress predicts a job's remaining steps, refitting its convergence

@@ -50,7 +50,6 @@ type placeOpts struct {
 }
 
 func finishWith(name string, in Input, sizes []size, order []int, opts placeOpts) Plan {
-	packAware := opts.packAware
 	for i := range sizes {
 		if s := &sizes[i]; s.describe != nil && (s.last != nil || s.w == 0) {
 			s.reason = s.describe(s)
@@ -72,6 +71,18 @@ func finishWith(name string, in Input, sizes []size, order []int, opts placeOpts
 	}
 	// Pass 2: the rest, largest GPU demand first (packing), priority order
 	// among equals.
+	for _, i := range resizedOrder(in, sizes, order, placed, opts) {
+		if a, ok := pl.placeResized(&in.Jobs[i], &sizes[i], opts); ok {
+			allocs[i] = a
+		}
+	}
+	return buildPlan(name, in, sizes, allocs)
+}
+
+// resizedOrder lists the jobs left to place after pass 1, largest GPU
+// demand first (smallest first under opts.mostFree), priority order among
+// equals.
+func resizedOrder(in Input, sizes []size, order []int, placed []bool, opts placeOpts) []int {
 	rank := make([]int, len(in.Jobs))
 	for r, i := range order {
 		rank[i] = r
@@ -91,43 +102,51 @@ func finishWith(name string, in Input, sizes []size, order []int, opts placeOpts
 		}
 		return rank[rest[a]] < rank[rest[b]]
 	})
-	for _, i := range rest {
-		j := &in.Jobs[i]
-		s := &sizes[i]
-		var out map[int]*NodeAlloc
-		if opts.mostFree && j.Worker.GPUMilli >= MilliGPU {
-			out = pl.placeMostFree(j, s.w)
-		} else {
-			out = pl.placeWorkers(j, s.w)
-		}
-		if packAware && j.Speed != nil && len(out) > nodesFor(s.w, j.Worker, pl.maxGPUs) {
-			out = pl.repack(j, s, out)
-		}
-		got := 0
-		for _, na := range out {
-			got += na.Workers
-		}
-		if got < s.w {
-			if got < j.minWorkers() {
-				pl.release(j, out)
-				s.reason = fmt.Sprintf("not placed: no room for %d workers (cluster fragmented)", j.minWorkers())
-				s.w, s.ps, s.gain = 0, 0, 0
-				continue
-			}
-			s.reason += fmt.Sprintf("; shrunk to %d workers by fragmentation", got)
-			s.w = got
-		}
-		if ps := pl.placePS(j, s.ps, out); ps < s.ps {
-			if ps < j.MinPS {
-				pl.release(j, out)
-				s.reason = fmt.Sprintf("not placed: no room for %d parameter servers", j.MinPS)
-				s.w, s.ps, s.gain = 0, 0, 0
-				continue
-			}
-			s.ps = ps
-		}
-		allocs[i] = Allocation{Workers: s.w, PS: s.ps, Placement: toPlacement(out)}
+	return rest
+}
+
+// placeResized places job j at size s, shrinking s when fragmentation
+// leaves less room. It reports false, with s zeroed and its reason set,
+// when the job cannot get its minimum.
+func (pl *placer) placeResized(j *Job, s *size, opts placeOpts) (Allocation, bool) {
+	var out map[int]*NodeAlloc
+	if opts.mostFree && j.Worker.GPUMilli >= MilliGPU {
+		out = pl.placeMostFree(j, s.w)
+	} else {
+		out = pl.placeWorkers(j, s.w)
 	}
+	if opts.packAware && j.Speed != nil && len(out) > nodesFor(s.w, j.Worker, pl.maxGPUs) {
+		out = pl.repack(j, s, out)
+	}
+	got := 0
+	for _, na := range out {
+		got += na.Workers
+	}
+	if got < s.w {
+		if got < j.minWorkers() {
+			pl.release(j, out)
+			s.reason = fmt.Sprintf("not placed: no room for %d workers (cluster fragmented)", j.minWorkers())
+			s.w, s.ps, s.gain = 0, 0, 0
+			return Allocation{}, false
+		}
+		s.reason += fmt.Sprintf("; shrunk to %d workers by fragmentation", got)
+		s.w = got
+	}
+	if ps := pl.placePS(j, s.ps, out); ps < s.ps {
+		if ps < j.MinPS {
+			pl.release(j, out)
+			s.reason = fmt.Sprintf("not placed: no room for %d parameter servers", j.MinPS)
+			s.w, s.ps, s.gain = 0, 0, 0
+			return Allocation{}, false
+		}
+		s.ps = ps
+	}
+	return Allocation{Workers: s.w, PS: s.ps, Placement: toPlacement(out)}, true
+}
+
+// buildPlan turns the allocations into the plan, with each job's
+// predicted remaining time.
+func buildPlan(name string, in Input, sizes []size, allocs []Allocation) Plan {
 	plan := Plan{Policy: name, Now: in.Now, Jobs: make([]JobPlan, len(in.Jobs))}
 	plan.CapacityGPUMilli = int(clusterTotals(in.Cluster).gpu)
 	gpn := maxGPUsPerNode(in.Cluster)

@@ -79,9 +79,58 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 	})
 	a.store = ingest.NewStore(cfg.Progress.MaxSamples)
 
+	if err := a.listen(); err != nil {
+		return nil, err
+	}
+	leader := a.electLeader()
+
+	a.manager, err = manager.New(manager.Config{
+		Settings: settings(cfg), Source: a.source, Progress: a.store,
+		Writer: &submit.Writer{Client: a.nomad, Logger: log.Named("submit")},
+		Leader: leader, Clock: clk, Logger: log,
+	})
+	if err != nil {
+		a.listener.Close()
+		return nil, err
+	}
+
+	plog := log.Named("progress")
+	verifier, err := a.progressVerifier(nc, plog)
+	if err != nil {
+		a.listener.Close()
+		return nil, err
+	}
+	a.api = &httpapi.Server{
+		ID: a.service.ID, Version: Version, Rounds: a.manager, Leader: leader, Source: a.source, Logger: log.Named("http"),
+		Progress: &ingest.Handler{
+			Verifier: verifier, Store: a.store, Clock: clk, Logger: plog,
+			Authorize: a.authorizeProgress,
+		},
+	}
+	if cfg.UI.Enabled {
+		page, err := ui.New(&ui.Server{
+			Planner: a.manager, Progress: a.store, Token: cfg.UI.Token, Leader: leader.IsLeader, ID: a.service.ID,
+			Logger: log.Named("ui"),
+			Cluster: &ui.Gatherer{Nomad: ui.APINomad{Client: a.nomad}, Device: cfg.Capacity.Device,
+				TTL: cfg.UI.StatsInterval, Logger: log.Named("ui")},
+		})
+		if err != nil {
+			a.listener.Close()
+			return nil, fmt.Errorf("planner web page: %w", err)
+		}
+		a.api.UI = page.Handler()
+	}
+	return a, nil
+}
+
+// listen opens the HTTP API's listener and describes the service that
+// Consul registers: its ID, address and the port actually bound.
+func (a *Agent) listen() error {
+	cfg := a.cfg
+	var err error
 	a.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Port)))
 	if err != nil {
-		return nil, fmt.Errorf("listening for the HTTP API: %w", err)
+		return fmt.Errorf("listening for the HTTP API: %w", err)
 	}
 	port := a.listener.Addr().(*net.TCPAddr).Port
 	id := cfg.Consul.ServiceID
@@ -100,28 +149,33 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 	if cfg.UI.Enabled {
 		a.service.UIPath = ui.Prefix
 	}
+	return nil
+}
+
+// electLeader sets up Consul registration and leader election when Consul
+// is enabled; without it this instance always leads.
+func (a *Agent) electLeader() manager.Leader {
 	var leader manager.Leader = consul.AlwaysLeader{}
-	if a.consul != nil {
-		a.registry = &consul.Registrar{Client: a.consul, Service: a.service, Clock: clk, Logger: log.Named("consul"),
-			Every: max(cfg.Consul.CheckInterval, time.Second)}
-		a.elector = consul.NewElector(consul.ElectorConfig{
-			Client: a.consul, Key: cfg.Consul.LockKey, ID: id + " http://" + addr + ":" + strconv.Itoa(port),
-			CheckID: a.service.CheckID(), SessionTTL: cfg.Consul.SessionTTL, LockDelay: cfg.Consul.LockDelay,
-			BeforeSession: a.registry.Ensure, Clock: clk, Logger: log,
-		})
-		leader = a.elector
+	if a.consul == nil {
+		return leader
 	}
-
-	a.manager, err = manager.New(manager.Config{
-		Settings: settings(cfg), Source: a.source, Progress: a.store,
-		Writer: &submit.Writer{Client: a.nomad, Logger: log.Named("submit")},
-		Leader: leader, Clock: clk, Logger: log,
+	cfg, svc := a.cfg, a.service
+	a.registry = &consul.Registrar{Client: a.consul, Service: a.service, Clock: a.clk, Logger: a.log.Named("consul"),
+		Every: max(cfg.Consul.CheckInterval, time.Second)}
+	a.elector = consul.NewElector(consul.ElectorConfig{
+		Client: a.consul, Key: cfg.Consul.LockKey, ID: svc.ID + " http://" + svc.Address + ":" + strconv.Itoa(svc.Port),
+		CheckID: a.service.CheckID(), SessionTTL: cfg.Consul.SessionTTL, LockDelay: cfg.Consul.LockDelay,
+		BeforeSession: a.registry.Ensure, Clock: a.clk, Logger: a.log,
 	})
-	if err != nil {
-		a.listener.Close()
-		return nil, err
-	}
+	leader = a.elector
+	return leader
+}
 
+// progressVerifier checks progress reports' workload identities against
+// the JWKS (by default Nomad's, over Nomad's TLS settings) and online
+// against Nomad.
+func (a *Agent) progressVerifier(nc *nomadapi.Config, plog hclog.Logger) (*ingest.Router, error) {
+	cfg, clk := a.cfg, a.clk
 	jwks := cfg.Progress.JWKSURL
 	if jwks == "" {
 		jwks = strings.TrimRight(nc.Address, "/") + "/.well-known/jwks.json"
@@ -131,15 +185,13 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 		// The JWKS lives on the Nomad API: reuse its TLS settings.
 		hc.Transport = &http.Transport{}
 		if err := nomadapi.ConfigureTLS(hc, nc.TLSConfig); err != nil {
-			a.listener.Close()
 			return nil, fmt.Errorf("TLS for the JWKS endpoint: %w", err)
 		}
 	}
 	keys := ingest.NewKeySet(jwks, hc, clk)
 	keys.MaxAge = cfg.Progress.JWKSMaxAge
-	plog := log.Named("progress")
 	keys.Logger = plog.Named("jwks")
-	verifier := &ingest.Router{
+	return &ingest.Router{
 		JWKS: &ingest.Verifier{
 			Keys: keys, Clock: clk,
 			Audience: cfg.Progress.Audience, Issuer: cfg.Progress.Issuer, Leeway: 30 * time.Second,
@@ -149,28 +201,7 @@ func NewAgent(cfg *config.Config, log hclog.Logger, clk clock.Clock) (*Agent, er
 			RefuseWithoutACLs: cfg.Progress.RefuseWithoutACLs,
 		},
 		JWKSURL: jwks, HTTP: hc, Clock: clk, ProbeEvery: cfg.Progress.JWKSMaxAge, Logger: plog,
-	}
-	a.api = &httpapi.Server{
-		ID: id, Version: Version, Rounds: a.manager, Leader: leader, Source: a.source, Logger: log.Named("http"),
-		Progress: &ingest.Handler{
-			Verifier: verifier, Store: a.store, Clock: clk, Logger: plog,
-			Authorize: a.authorizeProgress,
-		},
-	}
-	if cfg.UI.Enabled {
-		page, err := ui.New(&ui.Server{
-			Planner: a.manager, Progress: a.store, Token: cfg.UI.Token, Leader: leader.IsLeader, ID: id,
-			Logger: log.Named("ui"),
-			Cluster: &ui.Gatherer{Nomad: ui.APINomad{Client: a.nomad}, Device: cfg.Capacity.Device,
-				TTL: cfg.UI.StatsInterval, Logger: log.Named("ui")},
-		})
-		if err != nil {
-			a.listener.Close()
-			return nil, fmt.Errorf("planner web page: %w", err)
-		}
-		a.api.UI = page.Handler()
-	}
-	return a, nil
+	}, nil
 }
 
 func settings(cfg *config.Config) manager.Settings {

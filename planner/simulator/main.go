@@ -52,184 +52,263 @@ func Main(args []string) int {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	pol := fs.String("policy", policy.Best, "policy, or a comma-separated list replayed in turn: "+strings.Join(policy.Names(), ", "))
-	out := fs.String("out", "", "with --workload or --sweep: write CSV, JSON and SVG figures into this directory (see planner/README.md)")
-	wl := fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size); a relative path not found in the working directory is looked up in the data directory (workloads/workload-1.csv)")
-	data := fs.String("data", "", "Pollux data directory (default: $"+pollux.DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
-	table := fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
-	all := fs.Bool("all", false, "alias for --table")
-	policies := fs.String("policies", "fifo,drf,tiresias,optimus,goodput-oracle,pollux,goodput", "policies for --table and --sweep")
-	list := fs.Bool("list-policies", false, "print every policy as: name class summary")
-	sweep := fs.Bool("sweep", false, "replay generated workloads at every --loads and --seeds under every --policies")
-	loads := fs.String("loads", "0.5,1,1.5,2", "job loads for --sweep (jobs = 160 x load in the same window)")
-	seeds := fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
-	workers := fs.Int("workers", 1, "replays run in parallel by --sweep and --packing")
-	replayPhilly := fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
-	phillyQueues := fs.Bool("philly-queues", false, "replay philly-jobs.csv with each virtual cluster as a team queue: strict quotas, one shared pool, borrowing, borrowing with reclaim")
-	nodes := fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
-	gpus := fs.Int("gpus", 4, "GPUs per node")
-	interval := fs.Float64("interval", 60, "scheduling interval in seconds")
-	interference := fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
-	perJob := fs.Bool("jobs", true, "print every job's JCT (-jobs=false for the summary only)")
-	generate := fs.Int("generate", 0, "write a workload of this many jobs sampled from philly-jobs.csv to stdout (with --seed, --start, --hours)")
-	seed := fs.Uint64("seed", 0, "random seed for --generate, and of --packing's synthetic profiles")
-	startHour := fs.Int("start", 2, "first hour of the day sampled by --generate")
-	hours := fs.Int("hours", 8, "hours of the day sampled by --generate")
-	queueScale := fs.Bool("queue-scale", false, "time one planning round with queues: 25k-100k jobs in 1,000 queues on 32,000 nodes (gangs, reclaim)")
-	pack := fs.Bool("packing", false, "GPU packing: replay the Philly trace (--nodes, default 128) and the Pollux workloads (16 nodes) under whole GPUs, static packing at declared shares and right-sizing plus introspective packing; MODELLED interference, SYNTHETIC profiles (with --seed, --workers, --out)")
-	packMixes := fs.String("packing-mixes", "base,light,heavy,gpu-bound", "with --packing: the profile mixes")
-	packModes := fs.String("packing-modes", "time-sliced,mps", "with --packing: the GPUs' sharing modes")
-	packTraces := fs.String("packing-traces", "philly,pollux", "with --packing: the traces")
-	scale := fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
+	fs, o := newFlagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		return cli.ExitUsage
 	}
-	if err := checkFlags(fs, *pol, *policies, *nodes, *gpus, *workers, *generate, *startHour, *hours, *interval, *interference); err != nil {
-		return cli.Report(stderr, "caravan planner simulate", err)
+	if code, ok := o.check(fs, stderr); !ok {
+		return code
 	}
-	if *data != "" {
-		if _, err := pollux.FindData(*data); err != nil {
-			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err))
-		}
-	}
-	if *out != "" && (*wl == "" && !*sweep && !*phillyQueues && !*pack || *table || *all || *replayPhilly || *generate > 0) {
-		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues, --packing)")
-		return 2
-	}
-	cfg := engine.Config{Nodes: *nodes, GPUsPerNode: *gpus, Interval: *interval, Interference: *interference}
-	if *list {
+	cfg := engine.Config{Nodes: *o.nodes, GPUsPerNode: *o.gpus, Interval: *o.interval, Interference: *o.interference}
+	if *o.list {
 		for _, in := range policy.Infos() {
 			fmt.Fprintf(stdout, "%-15s %-9s %s\n", in.Name, in.Class, in.Summary)
 		}
 		return 0
 	}
-	dir, err := pollux.FindData(*data)
-	if err != nil && (*table || *all || *sweep || *replayPhilly || *phillyQueues || *pack || *generate > 0 || (*wl == "" && !*scale && !*queueScale)) {
+	dir, err := pollux.FindData(*o.data)
+	if err != nil && (*o.table || *o.all || *o.sweep || *o.replayPhilly || *o.phillyQueues || *o.pack || *o.generate > 0 || (*o.wl == "" && !*o.scale && !*o.queueScale)) {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	switch {
-	case *generate > 0:
-		apps, err := pollux.LoadApplications(dir)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		trace, err := workload.ReadPhilly(filepath.Join(dir, "philly-jobs.csv"))
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		jobs, err := pollux.Generate(trace, apps, *generate, *startHour, *hours, *seed)
-		if err == nil {
-			err = pollux.WriteJobs(stdout, jobs)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		return 0
-	case *pack:
-		if cfg.Nodes == 0 {
-			cfg.Nodes = 128
-		}
-		return runPacking(packingFlags{mixes: *packMixes, modes: *packModes, traces: *packTraces, seed: *seed,
-			nodes: cfg.Nodes, gpus: cfg.GPUsPerNode, workers: *workers, out: *out}, dir, stdout, stderr)
-	case *sweep:
-		return runSweep(cfg, dir, *loads, *seeds, *policies, *startHour, *hours, *workers, *out, stdout, stderr)
-	case *table || *all:
-		rows, names, err := RunTable(cfg, dir, strings.Split(*policies, ","), stderr)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		PrintTable(stdout, rows, names)
-		if *scale {
-			fmt.Fprintln(stdout)
-			if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
-				fmt.Fprintln(stderr, "error:", err)
-				return 1
-			}
-		}
-		return 0
-	case *queueScale:
-		if err := PrintQueueScale(stdout, []string{"fifo", policy.Best}); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		return 0
-	case *scale:
-		if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		return 0
-	case *phillyQueues:
-		return runPhillyQueues(cfg, filepath.Join(dir, "philly-jobs.csv"), *out, stdout, stderr)
-	case *replayPhilly:
-		if strings.Contains(*pol, ",") {
-			fmt.Fprintf(stderr, "caravan planner simulate: -policy: --philly replays one policy, got %q\n", *pol)
-			return 2
-		}
-		if cfg.Nodes == 0 {
-			cfg.Nodes = 128
-		}
-		rep, err := philly.ReplayPhilly(cfg, *pol, filepath.Join(dir, "philly-jobs.csv"))
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, rep)
-		return 0
-	case *wl == "":
-		fmt.Fprintln(stderr, "error: --workload, --table or --philly is required")
-		fs.Usage()
-		return 2
+	if code, done := runMode(fs, o, cfg, dir, stdout, stderr); done {
+		return code
 	}
 	if dir == "" {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	return runWorkload(cfg, o, dir, stdout, stderr)
+}
+
+// options are run's flags.
+type options struct {
+	pol          *string
+	out          *string
+	wl           *string
+	data         *string
+	table        *bool
+	all          *bool
+	policies     *string
+	list         *bool
+	sweep        *bool
+	loads        *string
+	seeds        *string
+	workers      *int
+	replayPhilly *bool
+	phillyQueues *bool
+	nodes        *int
+	gpus         *int
+	interval     *float64
+	interference *float64
+	perJob       *bool
+	generate     *int
+	seed         *uint64
+	startHour    *int
+	hours        *int
+	queueScale   *bool
+	pack         *bool
+	packMixes    *string
+	packModes    *string
+	packTraces   *string
+	scale        *bool
+}
+
+// newFlagSet declares run's flags.
+func newFlagSet(stderr io.Writer) (*flag.FlagSet, *options) {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	o := &options{}
+	o.pol = fs.String("policy", policy.Best, "policy, or a comma-separated list replayed in turn: "+strings.Join(policy.Names(), ", "))
+	o.out = fs.String("out", "", "with --workload or --sweep: write CSV, JSON and SVG figures into this directory (see planner/README.md)")
+	o.wl = fs.String("workload", "", "workload CSV (name,time,application,num_replicas,batch_size); a relative path not found in the working directory is looked up in the data directory (workloads/workload-1.csv)")
+	o.data = fs.String("data", "", "Pollux data directory (default: $"+pollux.DataEnv+", else shared/data/pollux beside the working directory, the binary or one of their parents)")
+	o.table = fs.Bool("table", false, "replay every policy on every shared workload and print the table vs published")
+	o.all = fs.Bool("all", false, "alias for --table")
+	o.policies = fs.String("policies", "fifo,drf,tiresias,optimus,goodput-oracle,pollux,goodput", "policies for --table and --sweep")
+	o.list = fs.Bool("list-policies", false, "print every policy as: name class summary")
+	o.sweep = fs.Bool("sweep", false, "replay generated workloads at every --loads and --seeds under every --policies")
+	o.loads = fs.String("loads", "0.5,1,1.5,2", "job loads for --sweep (jobs = 160 x load in the same window)")
+	o.seeds = fs.String("seeds", "11-15", "seeds for --sweep: a range (11-15) or a list")
+	o.workers = fs.Int("workers", 1, "replays run in parallel by --sweep and --packing")
+	o.replayPhilly = fs.Bool("philly", false, "replay the full philly-jobs.csv (wall time and peak memory are printed)")
+	o.phillyQueues = fs.Bool("philly-queues", false, "replay philly-jobs.csv with each virtual cluster as a team queue: strict quotas, one shared pool, borrowing, borrowing with reclaim")
+	o.nodes = fs.Int("nodes", 0, "cluster nodes, at least 1 (default 16; --philly default 128)")
+	o.gpus = fs.Int("gpus", 4, "GPUs per node")
+	o.interval = fs.Float64("interval", 60, "scheduling interval in seconds")
+	o.interference = fs.Float64("interference", 0, "slowdown (0..1) of a multi-node job sharing a node with another one")
+	o.perJob = fs.Bool("jobs", true, "print every job's JCT (-jobs=false for the summary only)")
+	o.generate = fs.Int("generate", 0, "write a workload of this many jobs sampled from philly-jobs.csv to stdout (with --seed, --start, --hours)")
+	o.seed = fs.Uint64("seed", 0, "random seed for --generate, and of --packing's synthetic profiles")
+	o.startHour = fs.Int("start", 2, "first hour of the day sampled by --generate")
+	o.hours = fs.Int("hours", 8, "hours of the day sampled by --generate")
+	o.queueScale = fs.Bool("queue-scale", false, "time one planning round with queues: 25k-100k jobs in 1,000 queues on 32,000 nodes (gangs, reclaim)")
+	o.pack = fs.Bool("packing", false, "GPU packing: replay the Philly trace (--nodes, default 128) and the Pollux workloads (16 nodes) under whole GPUs, static packing at declared shares and right-sizing plus introspective packing; MODELLED interference, SYNTHETIC profiles (with --seed, --workers, --out)")
+	o.packMixes = fs.String("packing-mixes", "base,light,heavy,gpu-bound", "with --packing: the profile mixes")
+	o.packModes = fs.String("packing-modes", "time-sliced,mps", "with --packing: the GPUs' sharing modes")
+	o.packTraces = fs.String("packing-traces", "philly,pollux", "with --packing: the traces")
+	o.scale = fs.Bool("scale", false, "time one round for 4,000 and 8,000 jobs on 16,000 nodes (with --table: after the table)")
+	return fs, o
+}
+
+// check rejects bad flag values and combinations; false means exit with
+// the code returned.
+func (o *options) check(fs *flag.FlagSet, stderr io.Writer) (int, bool) {
+	if err := checkFlags(fs, *o.pol, *o.policies, *o.nodes, *o.gpus, *o.workers, *o.generate, *o.startHour, *o.hours, *o.interval, *o.interference); err != nil {
+		return cli.Report(stderr, "caravan planner simulate", err), false
+	}
+	if *o.data != "" {
+		if _, err := pollux.FindData(*o.data); err != nil {
+			return cli.Report(stderr, "caravan planner simulate", fmt.Errorf("-data: %w", err)), false
+		}
+	}
+	if *o.out != "" && (*o.wl == "" && !*o.sweep && !*o.phillyQueues && !*o.pack || *o.table || *o.all || *o.replayPhilly || *o.generate > 0) {
+		fmt.Fprintln(stderr, "error: --out works with --workload or --sweep (or --philly-queues, --packing)")
+		return 2, false
+	}
+	return 0, true
+}
+
+// runMode runs the mode the flags select other than a workload replay;
+// false means none was selected.
+func runMode(fs *flag.FlagSet, o *options, cfg engine.Config, dir string, stdout, stderr io.Writer) (int, bool) {
+	switch {
+	case *o.generate > 0:
+		return runGenerate(o, dir, stdout, stderr), true
+	case *o.pack:
+		if cfg.Nodes == 0 {
+			cfg.Nodes = 128
+		}
+		return runPacking(packingFlags{mixes: *o.packMixes, modes: *o.packModes, traces: *o.packTraces, seed: *o.seed,
+			nodes: cfg.Nodes, gpus: cfg.GPUsPerNode, workers: *o.workers, out: *o.out}, dir, stdout, stderr), true
+	case *o.sweep:
+		return runSweep(cfg, dir, *o.loads, *o.seeds, *o.policies, *o.startHour, *o.hours, *o.workers, *o.out, stdout, stderr), true
+	case *o.table || *o.all:
+		return runTableMode(cfg, o, dir, stdout, stderr), true
+	case *o.queueScale:
+		if err := PrintQueueScale(stdout, []string{"fifo", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1, true
+		}
+		return 0, true
+	case *o.scale:
+		if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1, true
+		}
+		return 0, true
+	case *o.phillyQueues:
+		return runPhillyQueues(cfg, filepath.Join(dir, "philly-jobs.csv"), *o.out, stdout, stderr), true
+	case *o.replayPhilly:
+		return runReplayPhilly(cfg, o, dir, stdout, stderr), true
+	case *o.wl == "":
+		fmt.Fprintln(stderr, "error: --workload, --table or --philly is required")
+		fs.Usage()
+		return 2, true
+	}
+	return 0, false
+}
+
+// runGenerate writes a workload sampled from the Philly trace (--generate).
+func runGenerate(o *options, dir string, stdout, stderr io.Writer) int {
 	apps, err := pollux.LoadApplications(dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	wlPath, err := resolveWorkload(*wl, dir)
+	trace, err := workload.ReadPhilly(filepath.Join(dir, "philly-jobs.csv"))
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	jobs, err := pollux.Generate(trace, apps, *o.generate, *o.startHour, *o.hours, *o.seed)
+	if err == nil {
+		err = pollux.WriteJobs(stdout, jobs)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// runTableMode prints every policy on every shared workload (--table), and
+// the decision speed after it with --scale.
+func runTableMode(cfg engine.Config, o *options, dir string, stdout, stderr io.Writer) int {
+	rows, names, err := RunTable(cfg, dir, strings.Split(*o.policies, ","), stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	PrintTable(stdout, rows, names)
+	if *o.scale {
+		fmt.Fprintln(stdout)
+		if err := PrintScale(stdout, []string{"optimus", policy.Best}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// runReplayPhilly replays the full Philly trace under one policy (--philly).
+func runReplayPhilly(cfg engine.Config, o *options, dir string, stdout, stderr io.Writer) int {
+	if strings.Contains(*o.pol, ",") {
+		fmt.Fprintf(stderr, "caravan planner simulate: -policy: --philly replays one policy, got %q\n", *o.pol)
+		return 2
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 128
+	}
+	rep, err := philly.ReplayPhilly(cfg, *o.pol, filepath.Join(dir, "philly-jobs.csv"))
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep)
+	return 0
+}
+
+// runWorkload replays --workload under each --policy and writes --out.
+func runWorkload(cfg engine.Config, o *options, dir string, stdout, stderr io.Writer) int {
+	apps, err := pollux.LoadApplications(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	wlPath, err := resolveWorkload(*o.wl, dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	jobs, err := workload.ReadJobs(wlPath, pollux.Known(apps))
 	if err != nil {
-		fmt.Fprintf(stderr, "error: --workload %s: %v\n", *wl, err)
+		fmt.Fprintf(stderr, "error: --workload %s: %v\n", *o.wl, err)
 		return 1
 	}
-	cfg.Record = *out != ""
+	cfg.Record = *o.out != ""
 	var results []engine.Result
-	for _, p := range strings.Split(*pol, ",") {
+	for _, p := range strings.Split(*o.pol, ",") {
 		res, err := pollux.Simulate(cfg, strings.TrimSpace(p), jobs, apps)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		res.Workload = *wl
-		printRun(stdout, res, *perJob)
+		res.Workload = *o.wl
+		printRun(stdout, res, *o.perJob)
 		results = append(results, res)
 	}
-	if *out != "" {
-		if err := WriteRun(*out, results); err != nil {
+	if *o.out != "" {
+		if err := WriteRun(*o.out, results); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "wrote %s, %s, %s, %s, %s, %s and %s<policy>.svg to %s\n",
-			FileJobsCSV, FileRunsJSON, FileRoundsCSV, FileUtilCSV, FileJCTCDF, FileUtilSVG, allocSVGPrefix, *out)
+			FileJobsCSV, FileRunsJSON, FileRoundsCSV, FileUtilCSV, FileJCTCDF, FileUtilSVG, allocSVGPrefix, *o.out)
 	}
 	return 0
 }

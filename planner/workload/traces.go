@@ -47,7 +47,23 @@ type Trace struct {
 
 // ReadTrace reads a model's trace directory.
 func ReadTrace(dir string) (*Trace, error) {
-	tr := &Trace{Name: filepath.Base(dir), Validation: map[int][]ValidationRow{}}
+	tr := &Trace{Name: filepath.Base(dir)}
+	var err error
+	if tr.Placements, err = readPlacements(dir); err != nil {
+		return nil, err
+	}
+	if tr.Scalability, err = readScalability(dir); err != nil {
+		return nil, err
+	}
+	if tr.Validation, err = readValidation(dir); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// readPlacements reads dir/placements.csv.
+func readPlacements(dir string) ([]PlacementRow, error) {
+	var out []PlacementRow
 	pt, err := readTable(filepath.Join(dir, "placements.csv"), "placement", "local_bsz", "step_time", "sync_time")
 	if err != nil {
 		return nil, err
@@ -74,8 +90,14 @@ func ReadTrace(dir string) (*Trace, error) {
 		if r.SyncTime, err = pt.nonNeg(i, "sync_time"); err != nil {
 			return nil, err
 		}
-		tr.Placements = append(tr.Placements, r)
+		out = append(out, r)
 	}
+	return out, nil
+}
+
+// readScalability reads dir/scalability.csv.
+func readScalability(dir string) ([]ScalabilityRow, error) {
+	var out []ScalabilityRow
 	st, err := readTable(filepath.Join(dir, "scalability.csv"), "num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
 	if err != nil {
 		return nil, err
@@ -97,8 +119,14 @@ func ReadTrace(dir string) (*Trace, error) {
 		if r.SyncTime, err = st.nonNeg(i, "sync_time"); err != nil {
 			return nil, err
 		}
-		tr.Scalability = append(tr.Scalability, r)
+		out = append(out, r)
 	}
+	return out, nil
+}
+
+// readValidation reads every dir/validation-<batch size>.csv, by batch size.
+func readValidation(dir string) (map[int][]ValidationRow, error) {
+	out := map[int][]ValidationRow{}
 	files, err := filepath.Glob(filepath.Join(dir, "validation-*.csv"))
 	if err != nil {
 		return nil, err
@@ -139,9 +167,9 @@ func ReadTrace(dir string) (*Trace, error) {
 		if len(rows) == 0 {
 			return nil, &ParseError{File: f, Line: 2, Err: errors.New("no epochs")}
 		}
-		tr.Validation[bsz] = rows
+		out[bsz] = rows
 	}
-	return tr, nil
+	return out, nil
 }
 
 // ReadTraces reads every model directory under dir.

@@ -241,53 +241,9 @@ func (c *Config) Validate() error {
 			bad(d.field, "must be at most %s, got %s", MaxDuration, d.d)
 		}
 	}
-	if c.Consul.Enabled {
-		if c.Consul.ServiceName == "" {
-			bad("consul.service_name", "must not be empty")
-		}
-		if c.Consul.LockKey == "" {
-			bad("consul.lock_key", "must not be empty")
-		}
-		if c.Consul.SessionTTL < 10*time.Second || c.Consul.SessionTTL > 24*time.Hour {
-			bad("consul.session_ttl", "must be between 10s and 24h (Consul's limits), got %s", c.Consul.SessionTTL)
-		}
-		if c.Consul.CheckInterval <= 0 {
-			bad("consul.check_interval", "must be positive")
-		}
-		if c.Consul.LockDelay < 0 {
-			bad("consul.lock_delay", "must not be negative")
-		}
-	}
-	if c.Policy.Interval <= 0 {
-		bad("policy.interval", "must be positive")
-	}
-	if c.Policy.Cooldown < 0 {
-		bad("policy.cooldown", "must not be negative")
-	}
-	if c.Policy.RestartCost < 0 {
-		bad("policy.restart_cost", "must not be negative")
-	}
-	if c.Policy.MaxChangesPerRound < 1 || c.Policy.MaxChangesPerRound > MaxChangesPerRound {
-		bad("policy.max_changes_per_round", "must be in 1..%d, got %d", MaxChangesPerRound, c.Policy.MaxChangesPerRound)
-	}
-	if math.IsNaN(c.Policy.MinGain) || c.Policy.MinGain < 0 || c.Policy.MinGain > MaxMinGain {
-		bad("policy.min_gain", "must be in 0..%g, got %v", MaxMinGain, c.Policy.MinGain)
-	}
-	if c.Policy.SuspendQuantum <= 0 {
-		bad("policy.suspend_quantum", "must be positive")
-	}
-	if c.Capacity.SharesPerGPU < 0 || c.Capacity.SharesPerGPU > MaxSharesPerGPU {
-		bad("capacity.shares_per_gpu", "must be in 0..%d, got %d", MaxSharesPerGPU, c.Capacity.SharesPerGPU)
-	}
-	if c.Capacity.GPUsPerNode < 0 || c.Capacity.GPUsPerNode > MaxGPUsPerNode {
-		bad("capacity.gpus_per_node", "must be in 0..%d, got %d", MaxGPUsPerNode, c.Capacity.GPUsPerNode)
-	}
-	if c.Capacity.GPUsPerNode == 0 && c.Capacity.Device == "" {
-		bad("capacity", "set device (discovery) or gpus_per_node (fixed)")
-	}
-	if c.Capacity.GPUsPerNode > 0 && c.Capacity.SharesPerGPU == 0 {
-		bad("capacity.shares_per_gpu", "must be set with gpus_per_node")
-	}
+	validateConsul(c.Consul, bad)
+	validatePolicy(c.Policy, bad)
+	validateCapacity(c.Capacity, bad)
 	if c.Progress.JWKSMaxAge < MinJWKSMaxAge || c.Progress.JWKSMaxAge > MaxJWKSMaxAge {
 		bad("progress.jwks_max_age", "must be in %s..%s, got %s", MinJWKSMaxAge, MaxJWKSMaxAge, c.Progress.JWKSMaxAge)
 	}
@@ -304,6 +260,66 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateConsul checks the consul block when it is enabled.
+func validateConsul(c Consul, bad func(field, format string, args ...any)) {
+	if !c.Enabled {
+		return
+	}
+	if c.ServiceName == "" {
+		bad("consul.service_name", "must not be empty")
+	}
+	if c.LockKey == "" {
+		bad("consul.lock_key", "must not be empty")
+	}
+	if c.SessionTTL < 10*time.Second || c.SessionTTL > 24*time.Hour {
+		bad("consul.session_ttl", "must be between 10s and 24h (Consul's limits), got %s", c.SessionTTL)
+	}
+	if c.CheckInterval <= 0 {
+		bad("consul.check_interval", "must be positive")
+	}
+	if c.LockDelay < 0 {
+		bad("consul.lock_delay", "must not be negative")
+	}
+}
+
+// validatePolicy checks the policy block.
+func validatePolicy(p Policy, bad func(field, format string, args ...any)) {
+	if p.Interval <= 0 {
+		bad("policy.interval", "must be positive")
+	}
+	if p.Cooldown < 0 {
+		bad("policy.cooldown", "must not be negative")
+	}
+	if p.RestartCost < 0 {
+		bad("policy.restart_cost", "must not be negative")
+	}
+	if p.MaxChangesPerRound < 1 || p.MaxChangesPerRound > MaxChangesPerRound {
+		bad("policy.max_changes_per_round", "must be in 1..%d, got %d", MaxChangesPerRound, p.MaxChangesPerRound)
+	}
+	if math.IsNaN(p.MinGain) || p.MinGain < 0 || p.MinGain > MaxMinGain {
+		bad("policy.min_gain", "must be in 0..%g, got %v", MaxMinGain, p.MinGain)
+	}
+	if p.SuspendQuantum <= 0 {
+		bad("policy.suspend_quantum", "must be positive")
+	}
+}
+
+// validateCapacity checks the capacity block.
+func validateCapacity(c Capacity, bad func(field, format string, args ...any)) {
+	if c.SharesPerGPU < 0 || c.SharesPerGPU > MaxSharesPerGPU {
+		bad("capacity.shares_per_gpu", "must be in 0..%d, got %d", MaxSharesPerGPU, c.SharesPerGPU)
+	}
+	if c.GPUsPerNode < 0 || c.GPUsPerNode > MaxGPUsPerNode {
+		bad("capacity.gpus_per_node", "must be in 0..%d, got %d", MaxGPUsPerNode, c.GPUsPerNode)
+	}
+	if c.GPUsPerNode == 0 && c.Device == "" {
+		bad("capacity", "set device (discovery) or gpus_per_node (fixed)")
+	}
+	if c.GPUsPerNode > 0 && c.SharesPerGPU == 0 {
+		bad("capacity.shares_per_gpu", "must be set with gpus_per_node")
+	}
 }
 
 func validateUI(u UI, bad func(field, format string, args ...any)) {

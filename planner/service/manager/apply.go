@@ -27,47 +27,8 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 	applied := 0
 	for i := range r.Actions {
 		a := &r.Actions[i]
-		switch {
-		case !r.Leader:
-			a.Status = StatusPlanned
-			a.Error = "not the leader: followers only serve reads"
-			a.verdict = VerdictNotLeader
-			continue
-		case s.DryRun:
-			a.Status = StatusPlanned
-			a.Error = "dry-run"
-			a.verdict = VerdictDryRun
-			m.log.Info("dry-run: would apply", "job", a.Job, "kind", a.Kind, "from", a.From, "to", a.To, "message", a.Message)
-			continue
-		case !m.leads():
-			// Decided as leader, but leadership is not confirmed now (the
-			// session could not be renewed): fence the write.
-			a.Status = StatusPlanned
-			a.Error = "leadership not confirmed now: not writing"
-			a.verdict = VerdictNotLeader
-			continue
-		case applied >= s.MaxChangesPerRound:
-			a.Status = StatusDeferred
-			a.Error = fmt.Sprintf("rate limit: %d changes per round", s.MaxChangesPerRound)
-			a.verdict = VerdictRateLimit
-			m.mu.Lock()
-			m.metrics.Deferred++
-			m.mu.Unlock()
-			continue
-		}
 		job := a.job
-		m.mu.Lock()
-		until := m.memFor(a.key).refusedUntil
-		m.mu.Unlock()
-		if r.Time.Before(until) {
-			a.Status = StatusDeferred
-			a.Error = "nomad refused the last update of this job; retrying after " + until.Format(time.RFC3339)
-			a.verdict = VerdictNomadRefused
-			continue
-		}
-		if a.Kind == KindSuspend && job != nil && !job.Spec.Suspendable {
-			a.Status, a.Error = StatusRefused, "job meta forbids suspension"
-			a.verdict = VerdictSuspendForbidden
+		if m.heldBack(s, r, a, applied) {
 			continue
 		}
 		if !m.admits(ctx, s, r, a) {
@@ -78,60 +39,120 @@ func (m *Manager) apply(ctx context.Context, s Settings, r *Round) {
 		cancel()
 		applied++
 		m.mu.Lock()
-		switch {
-		case err == nil:
-			a.Status = StatusApplied
-			m.metrics.Applied[a.Kind]++
-			mm := m.memFor(a.key)
-			mm.lastChange = r.Time
-			if a.Resize != nil {
-				mm.size.pending, mm.size.pendingAt, mm.size.pendingCause = a.Resize.To, r.Time, a.Resize.Cause
-				if a.Resize.oomAt.After(mm.size.oomSeen) {
-					mm.size.oomSeen = a.Resize.oomAt
-				}
-				if a.Resize.oomAlloc != "" {
-					if mm.size.oomAnswered == nil {
-						mm.size.oomAnswered = map[string]bool{}
-					}
-					mm.size.oomAnswered[a.Resize.oomAlloc] = true
-				}
-			}
-			if a.To == 0 {
-				mm.waitingSince, mm.lastResume = r.Time, time.Time{}
-			} else if a.From == 0 {
-				mm.lastResume, mm.waitingSince = r.Time, time.Time{}
-			}
-			if a.ReclaimedBy != "" {
-				m.noteReclaimLocked(r, a)
-			}
-		case errors.Is(err, submit.ErrConflict):
-			// The job changed (a user's edit, or our own earlier write we
-			// have not seen yet): decide again on the new version.
-			a.Status, a.Error = StatusConflict, err.Error()
-			m.metrics.Conflicts++
-			m.log.Info("job changed under the planner; not overwriting", "job", a.Job, "error", err)
-		case errors.Is(err, submit.ErrForbidden):
-			a.Status, a.Error = StatusRefused, err.Error()
-			m.metrics.WriteErrors++
-			m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
-			m.logForbiddenLocked(a, err)
-		case errors.Is(err, submit.ErrRejected):
-			a.Status, a.Error = StatusRefused, err.Error()
-			a.verdict = VerdictNomadRefused
-			m.metrics.WriteErrors++
-			// Retrying at once would be refused again (e.g. an active
-			// deployment): wait one cooldown, at least one interval.
-			m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
-			m.log.Info("nomad refused the update now; deciding again next round", "job", a.Job, "error", err)
-		default:
-			a.Status, a.Error = StatusFailed, err.Error()
-			m.metrics.WriteErrors++
-			m.log.Warn("submitting decision failed; will decide again next round", "job", a.Job, "error", err)
-		}
+		m.recordWriteLocked(s, r, a, err)
 		m.mu.Unlock()
 	}
 	if r.Leader && !s.DryRun && m.leads() {
 		m.writeNotes(ctx, r)
+	}
+}
+
+// heldBack reports whether action a is not to be written this round
+// (follower, dry-run, unconfirmed leadership, rate limit, a recent refusal
+// by Nomad, suspension forbidden), setting its status and verdict.
+func (m *Manager) heldBack(s Settings, r *Round, a *Action, applied int) bool {
+	switch {
+	case !r.Leader:
+		a.Status = StatusPlanned
+		a.Error = "not the leader: followers only serve reads"
+		a.verdict = VerdictNotLeader
+		return true
+	case s.DryRun:
+		a.Status = StatusPlanned
+		a.Error = "dry-run"
+		a.verdict = VerdictDryRun
+		m.log.Info("dry-run: would apply", "job", a.Job, "kind", a.Kind, "from", a.From, "to", a.To, "message", a.Message)
+		return true
+	case !m.leads():
+		// Decided as leader, but leadership is not confirmed now (the
+		// session could not be renewed): fence the write.
+		a.Status = StatusPlanned
+		a.Error = "leadership not confirmed now: not writing"
+		a.verdict = VerdictNotLeader
+		return true
+	case applied >= s.MaxChangesPerRound:
+		a.Status = StatusDeferred
+		a.Error = fmt.Sprintf("rate limit: %d changes per round", s.MaxChangesPerRound)
+		a.verdict = VerdictRateLimit
+		m.mu.Lock()
+		m.metrics.Deferred++
+		m.mu.Unlock()
+		return true
+	}
+	m.mu.Lock()
+	until := m.memFor(a.key).refusedUntil
+	m.mu.Unlock()
+	if r.Time.Before(until) {
+		a.Status = StatusDeferred
+		a.Error = "nomad refused the last update of this job; retrying after " + until.Format(time.RFC3339)
+		a.verdict = VerdictNomadRefused
+		return true
+	}
+	if a.Kind == KindSuspend && a.job != nil && !a.job.Spec.Suspendable {
+		a.Status, a.Error = StatusRefused, "job meta forbids suspension"
+		a.verdict = VerdictSuspendForbidden
+		return true
+	}
+	return false
+}
+
+// recordWriteLocked records the outcome err of writing a. m.mu is held.
+func (m *Manager) recordWriteLocked(s Settings, r *Round, a *Action, err error) {
+	switch {
+	case err == nil:
+		a.Status = StatusApplied
+		m.metrics.Applied[a.Kind]++
+		m.noteAppliedLocked(r, a)
+	case errors.Is(err, submit.ErrConflict):
+		// The job changed (a user's edit, or our own earlier write we
+		// have not seen yet): decide again on the new version.
+		a.Status, a.Error = StatusConflict, err.Error()
+		m.metrics.Conflicts++
+		m.log.Info("job changed under the planner; not overwriting", "job", a.Job, "error", err)
+	case errors.Is(err, submit.ErrForbidden):
+		a.Status, a.Error = StatusRefused, err.Error()
+		m.metrics.WriteErrors++
+		m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
+		m.logForbiddenLocked(a, err)
+	case errors.Is(err, submit.ErrRejected):
+		a.Status, a.Error = StatusRefused, err.Error()
+		a.verdict = VerdictNomadRefused
+		m.metrics.WriteErrors++
+		// Retrying at once would be refused again (e.g. an active
+		// deployment): wait one cooldown, at least one interval.
+		m.memFor(a.key).refusedUntil = r.Time.Add(max(s.Cooldown, s.Interval))
+		m.log.Info("nomad refused the update now; deciding again next round", "job", a.Job, "error", err)
+	default:
+		a.Status, a.Error = StatusFailed, err.Error()
+		m.metrics.WriteErrors++
+		m.log.Warn("submitting decision failed; will decide again next round", "job", a.Job, "error", err)
+	}
+}
+
+// noteAppliedLocked remembers an applied change in the job's memory. m.mu
+// is held.
+func (m *Manager) noteAppliedLocked(r *Round, a *Action) {
+	mm := m.memFor(a.key)
+	mm.lastChange = r.Time
+	if a.Resize != nil {
+		mm.size.pending, mm.size.pendingAt, mm.size.pendingCause = a.Resize.To, r.Time, a.Resize.Cause
+		if a.Resize.oomAt.After(mm.size.oomSeen) {
+			mm.size.oomSeen = a.Resize.oomAt
+		}
+		if a.Resize.oomAlloc != "" {
+			if mm.size.oomAnswered == nil {
+				mm.size.oomAnswered = map[string]bool{}
+			}
+			mm.size.oomAnswered[a.Resize.oomAlloc] = true
+		}
+	}
+	if a.To == 0 {
+		mm.waitingSince, mm.lastResume = r.Time, time.Time{}
+	} else if a.From == 0 {
+		mm.lastResume, mm.waitingSince = r.Time, time.Time{}
+	}
+	if a.ReclaimedBy != "" {
+		m.noteReclaimLocked(r, a)
 	}
 }
 

@@ -224,6 +224,18 @@ func speedModel(form model.SpeedForm, obs map[shape]float64, batch float64) (pol
 func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings) []ingest.Record {
 	pk := ingest.JobKey(k)
 	recs := m.cfg.Progress.Records(pk)
+	f := summarizeRecords(recs)
+	mm.grads.observe(recs)
+	f.GradSqr, f.GradVar, f.GradBatch = mm.grads.sqr, mm.grads.variance, mm.grads.batch
+	m.observeConvergence(&f, j, mm, recs)
+	m.observeSpeed(&f, now, pk, j, mm, v, running, nodes, s, recs)
+	v.Fit = f
+	return recs
+}
+
+// summarizeRecords starts a job's fit from its progress reports: the
+// furthest step and its loss, the batch size, and when it finished.
+func summarizeRecords(recs []ingest.Record) Fit {
 	f := Fit{RemainingSteps: -1, RemainingSource: string(model.SourceNone)}
 	if n := len(recs); n > 0 {
 		last := recs[n-1]
@@ -241,8 +253,12 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 			}
 		}
 	}
-	mm.grads.observe(recs)
-	f.GradSqr, f.GradVar, f.GradBatch = mm.grads.sqr, mm.grads.variance, mm.grads.batch
+	return f
+}
+
+// observeConvergence fits the loss curve (again only when new reports came),
+// estimates the remaining steps and decides whether the job converged.
+func (m *Manager) observeConvergence(f *Fit, j *source.Job, mm *memory, recs []ingest.Record) {
 	if n := len(recs); n > 0 && (n != mm.fitN || !recs[n-1].Time.Equal(mm.fitAt)) {
 		_, mm.fit, mm.fitErr = fitLoss(recs)
 		mm.fitN, mm.fitAt = n, recs[n-1].Time
@@ -276,7 +292,11 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	} else if j.Spec.TargetLoss > 0 && len(recs) > 0 && f.Loss <= j.Spec.TargetLoss {
 		f.Converged = true
 	}
+}
 
+// observeSpeed measures the job's speed on its current shape, when the
+// shape has been stable, and fits the speed model.
+func (m *Manager) observeSpeed(f *Fit, now time.Time, pk ingest.JobKey, j *source.Job, mm *memory, v *JobView, running, nodes int, s Settings, recs []ingest.Record) {
 	// Speed: measure only while the shape has been stable, with reports
 	// received after it became stable.
 	sh := shape{workers: running, ps: 0, nodes: max(nodes, 1)}
@@ -313,8 +333,6 @@ func (m *Manager) observe(now time.Time, k source.JobKey, j *source.Job, mm *mem
 	if err != nil {
 		f.SpeedErr = err.Error()
 	}
-	v.Fit = f
-	return recs
 }
 
 // steadyShape reports whether a speed measured since since belongs to shape

@@ -132,39 +132,60 @@ type task struct {
 
 // Table replays every trace under every mix and mode with every policy.
 func Table(tc TableConfig) ([]Row, error) {
+	rows, tasks, err := planTable(tc)
+	if err != nil {
+		return nil, err
+	}
+	results, errs := runTasks(tc, rows, tasks)
+	for k, t := range tasks {
+		if errs[k] != nil {
+			return nil, errs[k]
+		}
+		rows[t.row].By[t.pol] = results[k]
+	}
+	return rows, nil
+}
+
+// traceSet is one trace's workloads under one mix, on its cluster size.
+type traceSet struct {
+	name  string
+	gpus  int
+	specs [][]Spec
+}
+
+// traceSets reads the configured traces under mix.
+func traceSets(tc TableConfig, mix Mix) ([]traceSet, error) {
+	var sets []traceSet
+	if tc.PhillyPath != "" {
+		sp, err := PhillySpecs(tc.PhillyPath, mix, tc.Seed, tc.Shares)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, traceSet{"philly", tc.PhillyGPUs, [][]Spec{sp}})
+	}
+	if tc.PolluxDir != "" {
+		ws, err := PolluxSpecs(tc.PolluxDir, mix, tc.Seed, tc.Shares)
+		if err != nil {
+			return nil, err
+		}
+		var all [][]Spec
+		for _, w := range ws {
+			all = append(all, w.Specs)
+		}
+		sets = append(sets, traceSet{"pollux", tc.PolluxGPUs, all})
+	}
+	return sets, nil
+}
+
+// planTable lays out the table's rows (one per trace, mix and mode) and
+// one replay task per row and policy.
+func planTable(tc TableConfig) ([]Row, []task, error) {
 	var rows []Row
 	var tasks []task
 	for _, mix := range tc.Mixes {
-		var sets []struct {
-			name  string
-			gpus  int
-			specs [][]Spec
-		}
-		if tc.PhillyPath != "" {
-			sp, err := PhillySpecs(tc.PhillyPath, mix, tc.Seed, tc.Shares)
-			if err != nil {
-				return nil, err
-			}
-			sets = append(sets, struct {
-				name  string
-				gpus  int
-				specs [][]Spec
-			}{"philly", tc.PhillyGPUs, [][]Spec{sp}})
-		}
-		if tc.PolluxDir != "" {
-			ws, err := PolluxSpecs(tc.PolluxDir, mix, tc.Seed, tc.Shares)
-			if err != nil {
-				return nil, err
-			}
-			var all [][]Spec
-			for _, w := range ws {
-				all = append(all, w.Specs)
-			}
-			sets = append(sets, struct {
-				name  string
-				gpus  int
-				specs [][]Spec
-			}{"pollux", tc.PolluxGPUs, all})
+		sets, err := traceSets(tc, mix)
+		if err != nil {
+			return nil, nil, err
 		}
 		for _, set := range sets {
 			for _, mps := range tc.Modes {
@@ -180,6 +201,12 @@ func Table(tc TableConfig) ([]Row, error) {
 			}
 		}
 	}
+	return rows, tasks, nil
+}
+
+// runTasks replays the tasks on tc.Workers goroutines; result and error k
+// belong to task k.
+func runTasks(tc TableConfig, rows []Row, tasks []task) ([]Result, []error) {
 	results := make([]Result, len(tasks))
 	errs := make([]error, len(tasks))
 	next := make(chan int)
@@ -216,11 +243,5 @@ func Table(tc TableConfig) ([]Row, error) {
 	}
 	close(next)
 	wg.Wait()
-	for k, t := range tasks {
-		if errs[k] != nil {
-			return nil, errs[k]
-		}
-		rows[t.row].By[t.pol] = results[k]
-	}
-	return rows, nil
+	return results, errs
 }

@@ -184,25 +184,16 @@ func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.Phill
 	if err != nil {
 		return QueueReport{}, err
 	}
-	qc := queueConfig(mode, vcs, quota, capacity)
-	pol := policy.NewFIFO()
-	info := pol.Info()
+	r := queueReplay{mode: mode, quota: quota, capacity: capacity, qc: queueConfig(mode, vcs, quota, capacity), pol: policy.NewFIFO()}
+	r.info = r.pol.Info()
 	cluster := policy.Cluster{}
 	for n := 0; n < cfg.Nodes; n++ {
 		cluster.Nodes = append(cluster.Nodes, policy.Node{ID: fmt.Sprintf("node-%05d", n), GPUs: cfg.GPUsPerNode})
 	}
 	rep := QueueReport{Mode: mode, Jobs: len(rows), GPUs: capacity}
-	base := rows[0].Submit
-	jobs := make([]*qjob, len(rows))
-	for i, r := range rows {
-		if r.GPUs > capacity {
-			return rep, fmt.Errorf("job %d asks %d GPUs, the cluster has %d", i, r.GPUs, capacity)
-		}
-		jobs[i] = &qjob{phillyJob: phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: r.GPUs, submit: r.Submit.Sub(base).Seconds(),
-			work: math.Max(r.Duration, 1), completion: -1, vc: r.Cluster}}
-		if mode != ModeShared && r.GPUs > quota[r.Cluster] {
-			rep.Oversize++
-		}
+	jobs, err := r.newJobs(&rep, rows)
+	if err != nil {
+		return rep, err
 	}
 	iv := cfg.Interval
 	grid := func(t float64) float64 { return math.Ceil(t/iv-1e-9) * iv }
@@ -216,67 +207,9 @@ func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.Phill
 			active = append(active, jobs[next])
 			next++
 		}
-		qjobs = qjobs[:0]
-		in.Now = engine.At(now)
-		in.Jobs = in.Jobs[:0]
-		for _, j := range active {
-			// As ReplayPhilly builds it: fifo runs the job at its
-			// requested GPUs, all or nothing, and needs no estimate of
-			// its remaining work (no finished jobs' history).
-			pj := phillyPolicyJob(info, &j.phillyJob, now, nil)
-			qj := queue.FromPolicy(&pj, j.vc, "")
-			qj.SinceResume = engine.Seconds(now - j.started)
-			if mode == ModeStrict && j.gpus > quota[j.vc] {
-				qj.Min, qj.Max = quota[j.vc]*policy.MilliGPU, quota[j.vc]*policy.MilliGPU // runs alone in its VC
-			}
-			qjobs = append(qjobs, qj)
-			in.Jobs = append(in.Jobs, pj)
-		}
-		t0 := time.Now()
-		round, err := queue.Decide(qc, capacity*policy.MilliGPU, qjobs)
-		if err != nil {
+		qjobs = r.roundJobs(&in, qjobs, active, now)
+		if err := r.decide(&rep, in, qjobs, active, now); err != nil {
 			return rep, err
-		}
-		if mode == ModeStrict {
-			aloneFits(round, active, capacity)
-		}
-		sub, kept := queue.Constrain(in, round)
-		plan, err := pol.Allocate(sub)
-		rep.DecideTime += time.Since(t0)
-		rep.Rounds++
-		if err != nil {
-			return rep, err
-		}
-		commitFor := map[string]float64{} // queue -> longest commit of its victims
-		for i, d := range round.Jobs {
-			if j := active[i]; d.Suspend && j.w > 0 {
-				c, r := CheckpointTimes(j.gpus)
-				rep.Reclaims++
-				rep.LostGPUSec += (c + r) * float64(j.gpus)
-				rep.LostWithRestart += (c + r + engine.RestartPenalty) * float64(j.gpus)
-				commitFor[d.ReclaimFor] = math.Max(commitFor[d.ReclaimFor], c)
-				j.w, j.alloc, j.suspended = 0, nil, true
-				j.rescale = 0
-			}
-		}
-		for k, jp := range plan.Jobs {
-			j := active[kept[k]]
-			if !jp.Changed {
-				continue
-			}
-			if jp.Workers > 0 {
-				j.rescale = engine.RestartPenalty + commitFor[round.Jobs[kept[k]].Queue]
-				if j.suspended {
-					_, r := CheckpointTimes(j.gpus)
-					j.rescale += r
-					j.suspended = false
-				}
-				if j.w > 0 || j.attained > 0 {
-					j.restarts++
-				}
-				j.started = now
-			}
-			j.w, j.alloc = jp.Workers, jp.Placement
 		}
 		nextSubmit := math.Inf(1)
 		if next < len(jobs) {
@@ -286,29 +219,150 @@ func ReplayPhillyQueues(cfg engine.Config, mode QueueMode, rows []workload.Phill
 		if err != nil {
 			return rep, err
 		}
-		keep := active[:0]
-		for _, j := range active {
-			before := j.attained
-			held := j.w
-			j.advance(now, t-now)
-			if held > 0 {
-				j.ran += (j.attained - before) / float64(held)
-			}
-			if j.completion >= 0 {
-				finished++
-				continue
-			}
-			keep = append(keep, j)
-		}
-		for k := len(keep); k < len(active); k++ {
-			active[k] = nil
-		}
-		active = keep
+		var done int
+		active, done = advanceQueueJobs(active, now, t)
+		finished += done
 		now = t
 	}
 	summarise(&rep, jobs, vcs, share, quota)
 	rep.Wall = time.Since(start)
 	return rep, nil
+}
+
+// queueReplay is a queue replay's fixed parts: the mode, each VC's
+// guarantee in GPUs, the queues and the fifo policy that places.
+type queueReplay struct {
+	mode     QueueMode
+	quota    map[string]int
+	capacity int
+	qc       queue.Config
+	pol      policy.Policy
+	info     policy.Info
+}
+
+// newJobs builds the replay's jobs from rows, counting in rep the jobs
+// larger than their VC's guarantee.
+func (r *queueReplay) newJobs(rep *QueueReport, rows []workload.PhillyJob) ([]*qjob, error) {
+	base := rows[0].Submit
+	jobs := make([]*qjob, len(rows))
+	for i, row := range rows {
+		if row.GPUs > r.capacity {
+			return nil, fmt.Errorf("job %d asks %d GPUs, the cluster has %d", i, row.GPUs, r.capacity)
+		}
+		jobs[i] = &qjob{phillyJob: phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: row.GPUs, submit: row.Submit.Sub(base).Seconds(),
+			work: math.Max(row.Duration, 1), completion: -1, vc: row.Cluster}}
+		if r.mode != ModeShared && row.GPUs > r.quota[row.Cluster] {
+			rep.Oversize++
+		}
+	}
+	return jobs, nil
+}
+
+// roundJobs builds the round's policy input in in and its queue view in
+// qjobs (buffers reused across rounds) and returns the queue view.
+func (r *queueReplay) roundJobs(in *policy.Input, qjobs []queue.Job, active []*qjob, now float64) []queue.Job {
+	qjobs = qjobs[:0]
+	in.Now = engine.At(now)
+	in.Jobs = in.Jobs[:0]
+	for _, j := range active {
+		// As ReplayPhilly builds it: fifo runs the job at its
+		// requested GPUs, all or nothing, and needs no estimate of
+		// its remaining work (no finished jobs' history).
+		pj := phillyPolicyJob(r.info, &j.phillyJob, now, nil)
+		qj := queue.FromPolicy(&pj, j.vc, "")
+		qj.SinceResume = engine.Seconds(now - j.started)
+		if r.mode == ModeStrict && j.gpus > r.quota[j.vc] {
+			qj.Min, qj.Max = r.quota[j.vc]*policy.MilliGPU, r.quota[j.vc]*policy.MilliGPU // runs alone in its VC
+		}
+		qjobs = append(qjobs, qj)
+		in.Jobs = append(in.Jobs, pj)
+	}
+	return qjobs
+}
+
+// decide lets the queues decide admission and reclaim, the policy place
+// the admitted jobs, and applies both to the active jobs.
+func (r *queueReplay) decide(rep *QueueReport, in policy.Input, qjobs []queue.Job, active []*qjob, now float64) error {
+	t0 := time.Now()
+	round, err := queue.Decide(r.qc, r.capacity*policy.MilliGPU, qjobs)
+	if err != nil {
+		return err
+	}
+	if r.mode == ModeStrict {
+		aloneFits(round, active, r.capacity)
+	}
+	sub, kept := queue.Constrain(in, round)
+	plan, err := r.pol.Allocate(sub)
+	rep.DecideTime += time.Since(t0)
+	rep.Rounds++
+	if err != nil {
+		return err
+	}
+	commitFor := suspendVictims(rep, round, active)
+	for k, jp := range plan.Jobs {
+		j := active[kept[k]]
+		if !jp.Changed {
+			continue
+		}
+		if jp.Workers > 0 {
+			j.rescale = engine.RestartPenalty + commitFor[round.Jobs[kept[k]].Queue]
+			if j.suspended {
+				_, restore := CheckpointTimes(j.gpus)
+				j.rescale += restore
+				j.suspended = false
+			}
+			if j.w > 0 || j.attained > 0 {
+				j.restarts++
+			}
+			j.started = now
+		}
+		j.w, j.alloc = jp.Workers, jp.Placement
+	}
+	return nil
+}
+
+// suspendVictims suspends the running jobs the round reclaims, counting
+// the GPU time lost in rep, and returns each reclaiming queue's longest
+// commit of its victims.
+func suspendVictims(rep *QueueReport, round queue.Round, active []*qjob) map[string]float64 {
+	commitFor := map[string]float64{} // queue -> longest commit of its victims
+	for i, d := range round.Jobs {
+		if j := active[i]; d.Suspend && j.w > 0 {
+			c, r := CheckpointTimes(j.gpus)
+			rep.Reclaims++
+			rep.LostGPUSec += (c + r) * float64(j.gpus)
+			rep.LostWithRestart += (c + r + engine.RestartPenalty) * float64(j.gpus)
+			commitFor[d.ReclaimFor] = math.Max(commitFor[d.ReclaimFor], c)
+			j.w, j.alloc, j.suspended = 0, nil, true
+			j.rescale = 0
+		}
+	}
+	return commitFor
+}
+
+// advanceQueueJobs runs the active jobs from now to t, adding to each the
+// time it held GPUs, and returns those still running and how many
+// finished.
+func advanceQueueJobs(active []*qjob, now, t float64) ([]*qjob, int) {
+	finished := 0
+	keep := active[:0]
+	for _, j := range active {
+		before := j.attained
+		held := j.w
+		j.advance(now, t-now)
+		if held > 0 {
+			j.ran += (j.attained - before) / float64(held)
+		}
+		if j.completion >= 0 {
+			finished++
+			continue
+		}
+		keep = append(keep, j)
+	}
+	for k := len(keep); k < len(active); k++ {
+		active[k] = nil
+	}
+	return keep, finished
 }
 
 // aloneFits withdraws the admission of strict mode's waiting jobs that are

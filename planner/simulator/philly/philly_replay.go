@@ -104,24 +104,9 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 		return PhillyReport{}, err
 	}
 	info := pol.Info()
-	rows, err := workload.ReadPhilly(path)
+	cluster, jobs, err := loadPhillyJobs(cfg, path)
 	if err != nil {
 		return PhillyReport{}, err
-	}
-	cluster := policy.Cluster{}
-	capacity := 0
-	for n := 0; n < cfg.Nodes; n++ {
-		cluster.Nodes = append(cluster.Nodes, policy.Node{ID: fmt.Sprintf("node-%05d", n), GPUs: cfg.GPUsPerNode})
-		capacity += cfg.GPUsPerNode
-	}
-	base := rows[0].Submit
-	jobs := make([]*phillyJob, 0, len(rows))
-	for i, r := range rows {
-		if r.GPUs > capacity {
-			return PhillyReport{}, fmt.Errorf("%s: job %d asks %d GPUs, the cluster has %d", path, i, r.GPUs, capacity)
-		}
-		jobs = append(jobs, &phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: r.GPUs, submit: r.Submit.Sub(base).Seconds(),
-			work: math.Max(r.Duration, 1), completion: -1, vc: r.Cluster})
 	}
 	rep := PhillyReport{Policy: policyName, Jobs: len(jobs), Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode}
 	iv := cfg.Interval
@@ -140,40 +125,12 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 			next++
 		}
 		// Decide.
-		in.Now = engine.At(now)
-		in.Jobs = in.Jobs[:0]
-		for _, j := range active {
-			in.Jobs = append(in.Jobs, phillyPolicyJob(info, j, now, &hist))
-		}
-		qjobs = qjobs[:0]
-		if cfg.Queues.Enabled() {
-			for i, j := range active {
-				qjobs = append(qjobs, engine.QueueView(&in.Jobs[i], j.vc, now, j.resumed))
-			}
-		}
-		t0 := time.Now()
-		plan, _, err := engine.PlanWithQueues(pol, cfg.Queues, in, qjobs)
-		rep.PolicyTime += time.Since(t0)
-		rep.Rounds++
+		var plan policy.Plan
+		plan, qjobs, err = decidePhilly(&rep, pol, info, cfg, &in, qjobs, active, now, &hist)
 		if err != nil {
 			return rep, err
 		}
-		for i, j := range active {
-			jp := plan.Jobs[i]
-			if !jp.Changed {
-				continue
-			}
-			if jp.Workers > 0 {
-				j.rescale = engine.RestartPenalty
-				if j.w > 0 || j.attained > 0 {
-					j.restarts++
-				}
-				if j.w == 0 {
-					j.resumed = now
-				}
-			}
-			j.w, j.alloc = jp.Workers, jp.Placement
-		}
+		applyPhillyPlan(plan, active, now)
 		nextSubmit := math.Inf(1)
 		if next < len(jobs) {
 			nextSubmit = jobs[next].submit
@@ -182,22 +139,108 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 		if err != nil {
 			return rep, err
 		}
-		keep := active[:0]
-		for _, j := range active {
-			j.advance(now, t-now)
-			if j.completion >= 0 {
-				finished++
-				hist.add(j.work)
-				continue
-			}
-			keep = append(keep, j)
-		}
-		for k := len(keep); k < len(active); k++ {
-			active[k] = nil
-		}
-		active = keep
+		var done int
+		active, done = advancePhilly(active, now, t, &hist)
+		finished += done
 		now = t
 	}
+	summarizePhilly(&rep, jobs)
+	rep.Wall = time.Since(start)
+	rep.PeakRSSBytes = peakRSS()
+	return rep, nil
+}
+
+// loadPhillyJobs reads the trace at path and builds cfg's cluster; a job
+// larger than the cluster is an error.
+func loadPhillyJobs(cfg engine.Config, path string) (policy.Cluster, []*phillyJob, error) {
+	rows, err := workload.ReadPhilly(path)
+	if err != nil {
+		return policy.Cluster{}, nil, err
+	}
+	cluster := policy.Cluster{}
+	capacity := 0
+	for n := 0; n < cfg.Nodes; n++ {
+		cluster.Nodes = append(cluster.Nodes, policy.Node{ID: fmt.Sprintf("node-%05d", n), GPUs: cfg.GPUsPerNode})
+		capacity += cfg.GPUsPerNode
+	}
+	base := rows[0].Submit
+	jobs := make([]*phillyJob, 0, len(rows))
+	for i, r := range rows {
+		if r.GPUs > capacity {
+			return policy.Cluster{}, nil, fmt.Errorf("%s: job %d asks %d GPUs, the cluster has %d", path, i, r.GPUs, capacity)
+		}
+		jobs = append(jobs, &phillyJob{id: fmt.Sprintf("philly-%05d", i), gpus: r.GPUs, submit: r.Submit.Sub(base).Seconds(),
+			work: math.Max(r.Duration, 1), completion: -1, vc: r.Cluster})
+	}
+	return cluster, jobs, nil
+}
+
+// decidePhilly asks the policy (through the queues, when configured) for
+// the active jobs' plan at now. in and qjobs are buffers reused across
+// rounds; the queue view is returned for the next round's reuse.
+func decidePhilly(rep *PhillyReport, pol policy.Policy, info policy.Info, cfg engine.Config, in *policy.Input, qjobs []queue.Job,
+	active []*phillyJob, now float64, hist *residualWork) (policy.Plan, []queue.Job, error) {
+	in.Now = engine.At(now)
+	in.Jobs = in.Jobs[:0]
+	for _, j := range active {
+		in.Jobs = append(in.Jobs, phillyPolicyJob(info, j, now, hist))
+	}
+	qjobs = qjobs[:0]
+	if cfg.Queues.Enabled() {
+		for i, j := range active {
+			qjobs = append(qjobs, engine.QueueView(&in.Jobs[i], j.vc, now, j.resumed))
+		}
+	}
+	t0 := time.Now()
+	plan, _, err := engine.PlanWithQueues(pol, cfg.Queues, *in, qjobs)
+	rep.PolicyTime += time.Since(t0)
+	rep.Rounds++
+	return plan, qjobs, err
+}
+
+// applyPhillyPlan gives each active job its planned allocation; a job
+// that gets GPUs pays the restart penalty.
+func applyPhillyPlan(plan policy.Plan, active []*phillyJob, now float64) {
+	for i, j := range active {
+		jp := plan.Jobs[i]
+		if !jp.Changed {
+			continue
+		}
+		if jp.Workers > 0 {
+			j.rescale = engine.RestartPenalty
+			if j.w > 0 || j.attained > 0 {
+				j.restarts++
+			}
+			if j.w == 0 {
+				j.resumed = now
+			}
+		}
+		j.w, j.alloc = jp.Workers, jp.Placement
+	}
+}
+
+// advancePhilly runs the active jobs from now to t and returns those still
+// running and how many finished (whose work joins hist).
+func advancePhilly(active []*phillyJob, now, t float64, hist *residualWork) ([]*phillyJob, int) {
+	finished := 0
+	keep := active[:0]
+	for _, j := range active {
+		j.advance(now, t-now)
+		if j.completion >= 0 {
+			finished++
+			hist.add(j.work)
+			continue
+		}
+		keep = append(keep, j)
+	}
+	for k := len(keep); k < len(active); k++ {
+		active[k] = nil
+	}
+	return keep, finished
+}
+
+// summarizePhilly fills rep's JCT statistics, makespan and restarts.
+func summarizePhilly(rep *PhillyReport, jobs []*phillyJob) {
 	jcts := make([]float64, len(jobs))
 	var sum, last float64
 	for i, j := range jobs {
@@ -211,9 +254,6 @@ func ReplayPhilly(cfg engine.Config, policyName, path string) (PhillyReport, err
 	rep.MedianJCT = jcts[len(jcts)/2]
 	rep.P99JCT = jcts[len(jcts)*99/100]
 	rep.Makespan = last - jobs[0].submit
-	rep.Wall = time.Since(start)
-	rep.PeakRSSBytes = peakRSS()
-	return rep, nil
 }
 
 // record is the job's history at now, as the live planner reads one

@@ -22,40 +22,15 @@ func Simulate(cfg engine.Config, policyName string, jobs []workload.Job, apps ma
 	if am, ok := pol.(policy.ArtifactMode); ok {
 		am.UseArtifactMode()
 	}
-	info := pol.Info()
-	mode := fixedBatch
-	if info.Traits.AdaptiveBatch {
-		mode = adaptiveBatch
+	r := &simRun{cfg: cfg, pol: pol, info: pol.Info(), kinds: newKindHistory()}
+	if r.info.Class == policy.ClassOracle && r.info.Traits.AdaptiveBatch {
+		r.pool = newAppPool() // the oracle ablation pools measurements per kind
 	}
-	var pool *appPool
-	if info.Class == policy.ClassOracle && info.Traits.AdaptiveBatch {
-		pool = newAppPool() // the oracle ablation pools measurements per kind
+	sj, err := r.newSimJobs(policyName, jobs, apps)
+	if err != nil {
+		return engine.Result{}, err
 	}
-	kinds := newKindHistory()
-	sj := make([]*simJob, len(jobs))
-	for i, j := range jobs {
-		app, ok := apps[j.Application]
-		if !ok {
-			return engine.Result{}, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
-		}
-		if info.Traits.FixedSize && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
-			return engine.Result{}, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
-				engine.ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
-		}
-		sj[i] = newSimJob(j, app, mode)
-		sj[i].pool = pool
-		if info.Class == policy.ClassOnline && info.Traits.KindPriors {
-			sj[i].kinds = kinds
-		}
-	}
-	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
-	for n := range cluster.Nodes {
-		cluster.Nodes[n] = policy.Node{ID: fmt.Sprintf("node-%03d", n), GPUs: cfg.GPUsPerNode}
-	}
-	nodeIndex := map[string]int{}
-	for n, node := range cluster.Nodes {
-		nodeIndex[node.ID] = n
-	}
+	r.cluster, r.nodeIndex = simCluster(cfg)
 	res := engine.Result{Policy: policyName, GPUs: cfg.Nodes * cfg.GPUsPerNode}
 	var gpuSeconds float64
 	now := 0.0
@@ -72,20 +47,7 @@ func Simulate(cfg engine.Config, policyName string, jobs []workload.Job, apps ma
 			gpuSeconds += float64(j.replicas()) * cfg.Interval
 		}
 		now += cfg.Interval
-		var active []*simJob
-		remaining := 0
-		for _, j := range sj {
-			if !j.done() {
-				remaining++
-				if j.submitted <= now {
-					active = append(active, j)
-				}
-			} else if len(j.placement) > 0 {
-				j.placement, j.alloc = nil, nil
-				lastProgress = now
-				kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile, j.firstGrad)
-			}
-		}
+		active, remaining := r.sweep(sj, now, &lastProgress)
 		if remaining == 0 {
 			break
 		}
@@ -95,33 +57,122 @@ func Simulate(cfg engine.Config, policyName string, jobs []workload.Job, apps ma
 		if len(active) == 0 {
 			continue
 		}
-		in := policy.Input{Now: engine.Epoch.Add(time.Duration(now * float64(time.Second))), Cluster: cluster}
-		in.Jobs = make([]policy.Job, len(active))
-		for i, j := range active {
-			in.Jobs[i] = jobFor(info, j, now, pool, kinds, cfg.GPUsPerNode)
-		}
-		qjobs := simQueueJobs(cfg, in.Jobs, active, now)
-		t0 := time.Now()
-		plan, _, err := engine.PlanWithQueues(pol, cfg.Queues, in, qjobs)
-		res.DecideTime += time.Since(t0)
-		res.Rounds++
-		if err != nil {
+		if err := r.decide(&res, active, now, &lastProgress); err != nil {
 			return res, err
 		}
-		for i, j := range active {
-			jp := plan.Jobs[i]
-			pl, alloc := fromPlacement(jp.Placement, nodeIndex)
-			if !sameAlloc(alloc, j.alloc) {
-				if len(alloc) > 0 {
-					lastProgress = now
-					if len(j.alloc) == 0 {
-						j.resumed = now
-					}
-				}
-				j.reallocate(pl, alloc)
-			}
+	}
+	summarize(&res, cfg, sj, gpuSeconds, now)
+	return res, nil
+}
+
+// simRun is one replay's fixed parts: the policy and what its information
+// class may see, and the simulated cluster.
+type simRun struct {
+	cfg       engine.Config
+	pol       policy.Policy
+	info      policy.Info
+	pool      *appPool
+	kinds     *kindHistory
+	cluster   policy.Cluster
+	nodeIndex map[string]int
+}
+
+// newSimJobs checks every job against the traces and the cluster and
+// builds its simulated state.
+func (r *simRun) newSimJobs(policyName string, jobs []workload.Job, apps map[string]*Application) ([]*simJob, error) {
+	cfg, info := r.cfg, r.info
+	mode := fixedBatch
+	if info.Traits.AdaptiveBatch {
+		mode = adaptiveBatch
+	}
+	sj := make([]*simJob, len(jobs))
+	for i, j := range jobs {
+		app, ok := apps[j.Application]
+		if !ok {
+			return nil, fmt.Errorf("job %s: no trace for application %q", j.Name, j.Application)
+		}
+		if info.Traits.FixedSize && j.Replicas > cfg.Nodes*cfg.GPUsPerNode {
+			return nil, fmt.Errorf("%w: job %s asks %d GPUs, the cluster has %d, and %s runs jobs only at their requested size",
+				engine.ErrStuck, j.Name, j.Replicas, cfg.Nodes*cfg.GPUsPerNode, policyName)
+		}
+		sj[i] = newSimJob(j, app, mode)
+		sj[i].pool = r.pool
+		if info.Class == policy.ClassOnline && info.Traits.KindPriors {
+			sj[i].kinds = r.kinds
 		}
 	}
+	return sj, nil
+}
+
+// simCluster is cfg's cluster and each node's index by ID.
+func simCluster(cfg engine.Config) (policy.Cluster, map[string]int) {
+	cluster := policy.Cluster{Nodes: make([]policy.Node, cfg.Nodes)}
+	for n := range cluster.Nodes {
+		cluster.Nodes[n] = policy.Node{ID: fmt.Sprintf("node-%03d", n), GPUs: cfg.GPUsPerNode}
+	}
+	nodeIndex := map[string]int{}
+	for n, node := range cluster.Nodes {
+		nodeIndex[node.ID] = n
+	}
+	return cluster, nodeIndex
+}
+
+// sweep frees the jobs that finished (recording them in the kind history)
+// and returns the submitted unfinished jobs and the count of unfinished
+// ones.
+func (r *simRun) sweep(sj []*simJob, now float64, lastProgress *float64) ([]*simJob, int) {
+	var active []*simJob
+	remaining := 0
+	for _, j := range sj {
+		if !j.done() {
+			remaining++
+			if j.submitted <= now {
+				active = append(active, j)
+			}
+		} else if len(j.placement) > 0 {
+			j.placement, j.alloc = nil, nil
+			*lastProgress = now
+			r.kinds.finished(j.app.Name, j.spec.Name, j.progress, j.profile, j.firstGrad)
+		}
+	}
+	return active, remaining
+}
+
+// decide runs one policy round over the active jobs and applies its plan.
+func (r *simRun) decide(res *engine.Result, active []*simJob, now float64, lastProgress *float64) error {
+	cfg := r.cfg
+	in := policy.Input{Now: engine.Epoch.Add(time.Duration(now * float64(time.Second))), Cluster: r.cluster}
+	in.Jobs = make([]policy.Job, len(active))
+	for i, j := range active {
+		in.Jobs[i] = jobFor(r.info, j, now, r.pool, r.kinds, cfg.GPUsPerNode)
+	}
+	qjobs := simQueueJobs(cfg, in.Jobs, active, now)
+	t0 := time.Now()
+	plan, _, err := engine.PlanWithQueues(r.pol, cfg.Queues, in, qjobs)
+	res.DecideTime += time.Since(t0)
+	res.Rounds++
+	if err != nil {
+		return err
+	}
+	for i, j := range active {
+		jp := plan.Jobs[i]
+		pl, alloc := fromPlacement(jp.Placement, r.nodeIndex)
+		if !sameAlloc(alloc, j.alloc) {
+			if len(alloc) > 0 {
+				*lastProgress = now
+				if len(j.alloc) == 0 {
+					j.resumed = now
+				}
+			}
+			j.reallocate(pl, alloc)
+		}
+	}
+	return nil
+}
+
+// summarize fills res's per-job results, mean JCT, makespan and GPU
+// utilisation.
+func summarize(res *engine.Result, cfg engine.Config, sj []*simJob, gpuSeconds, now float64) {
 	var sum, first, last float64
 	first = math.Inf(1)
 	for _, j := range sj {
@@ -138,7 +189,6 @@ func Simulate(cfg engine.Config, policyName string, jobs []workload.Job, apps ma
 	if res.Makespan > 0 {
 		res.GPUUtil = gpuSeconds / (float64(cfg.Nodes*cfg.GPUsPerNode) * math.Max(now-first, 1))
 	}
-	return res, nil
 }
 
 // simQueueJobs is the queue view of a round's jobs (nil without queues).

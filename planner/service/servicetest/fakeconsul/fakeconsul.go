@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,22 +189,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/agent/checks":
 		s.reply(w, s.checks())
 	case p == "/v1/session/create":
-		var se consulapi.SessionEntry
-		_ = json.NewDecoder(r.Body).Decode(&se)
-		checks := s.checks()
-		for _, sc := range se.ServiceChecks {
-			if _, ok := checks[sc.ID]; !ok {
-				// What Consul answers for a session on a check it lost.
-				http.Error(w, fmt.Sprintf("Missing check '%s' registration", sc.ID), 500)
-				return
-			}
-		}
-		s.nextID++
-		id := fmt.Sprintf("session-%d", s.nextID)
-		se.ID = id
-		s.sessions[id] = se
-		s.bump()
-		s.reply(w, map[string]string{"ID": id})
+		s.createSession(w, r)
 	case strings.HasPrefix(p, "/v1/session/renew/"):
 		id := strings.TrimPrefix(p, "/v1/session/renew/")
 		se, ok := s.sessions[id]
@@ -217,63 +203,94 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reply(w, true)
 	case strings.HasPrefix(p, "/v1/kv/"):
 		key := strings.TrimPrefix(p, "/v1/kv/")
-		switch r.Method {
-		case http.MethodGet:
-			s.block(r)
-			pair, ok := s.kv[key]
-			if !ok {
-				w.Header().Set("X-Consul-Index", strconv.FormatUint(s.index, 10))
-				w.WriteHeader(404)
-				return
-			}
-			s.reply(w, []*consulapi.KVPair{pair})
-		case http.MethodPut:
-			body, _ := io.ReadAll(r.Body)
-			flags, _ := strconv.ParseUint(q.Get("flags"), 10, 64)
-			cur := s.kv[key]
-			switch {
-			case q.Has("acquire"):
-				sid := q.Get("acquire")
-				if _, live := s.sessions[sid]; !live || (cur != nil && cur.Session != "" && cur.Session != sid) {
-					s.reply(w, false)
-					return
-				}
-				if cur == nil {
-					cur = &consulapi.KVPair{Key: key, CreateIndex: s.index + 1}
-					s.kv[key] = cur
-				}
-				cur.Value, cur.Flags, cur.Session = body, flags, sid
-				cur.LockIndex++
-				cur.ModifyIndex = s.index + 1
-				s.bump()
-				s.reply(w, true)
-			case q.Has("release"):
-				if cur == nil || cur.Session != q.Get("release") {
-					s.reply(w, false)
-					return
-				}
-				cur.Session = ""
-				cur.ModifyIndex = s.index + 1
-				s.bump()
-				s.reply(w, true)
-			default:
-				if cur == nil {
-					cur = &consulapi.KVPair{Key: key, CreateIndex: s.index + 1}
-					s.kv[key] = cur
-				}
-				cur.Value, cur.Flags = body, flags
-				cur.ModifyIndex = s.index + 1
-				s.bump()
-				s.reply(w, true)
-			}
-		case http.MethodDelete:
-			if cur := s.kv[key]; cur != nil && cur.Session == "" {
-				delete(s.kv, key)
-			}
-			s.bump()
-			s.reply(w, true)
-		}
+		s.serveKV(w, r, key, q)
 	default:
 		http.Error(w, "fake consul: no route "+p, 404)
+	}
+}
+
+// createSession serves /v1/session/create. s.mu is held.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var se consulapi.SessionEntry
+	_ = json.NewDecoder(r.Body).Decode(&se)
+	checks := s.checks()
+	for _, sc := range se.ServiceChecks {
+		if _, ok := checks[sc.ID]; !ok {
+			// What Consul answers for a session on a check it lost.
+			http.Error(w, fmt.Sprintf("Missing check '%s' registration", sc.ID), 500)
+			return
+		}
+	}
+	s.nextID++
+	id := fmt.Sprintf("session-%d", s.nextID)
+	se.ID = id
+	s.sessions[id] = se
+	s.bump()
+	s.reply(w, map[string]string{"ID": id})
+}
+
+// serveKV serves /v1/kv/<key>. s.mu is held.
+func (s *Server) serveKV(w http.ResponseWriter, r *http.Request, key string, q url.Values) {
+	switch r.Method {
+	case http.MethodGet:
+		s.block(r)
+		pair, ok := s.kv[key]
+		if !ok {
+			w.Header().Set("X-Consul-Index", strconv.FormatUint(s.index, 10))
+			w.WriteHeader(404)
+			return
+		}
+		s.reply(w, []*consulapi.KVPair{pair})
+	case http.MethodPut:
+		s.putKV(w, r, key, q)
+	case http.MethodDelete:
+		if cur := s.kv[key]; cur != nil && cur.Session == "" {
+			delete(s.kv, key)
+		}
+		s.bump()
+		s.reply(w, true)
+	}
+}
+
+// putKV serves a PUT of /v1/kv/<key>: acquire, release or a plain write.
+// s.mu is held.
+func (s *Server) putKV(w http.ResponseWriter, r *http.Request, key string, q url.Values) {
+	body, _ := io.ReadAll(r.Body)
+	flags, _ := strconv.ParseUint(q.Get("flags"), 10, 64)
+	cur := s.kv[key]
+	switch {
+	case q.Has("acquire"):
+		sid := q.Get("acquire")
+		if _, live := s.sessions[sid]; !live || (cur != nil && cur.Session != "" && cur.Session != sid) {
+			s.reply(w, false)
+			return
+		}
+		if cur == nil {
+			cur = &consulapi.KVPair{Key: key, CreateIndex: s.index + 1}
+			s.kv[key] = cur
+		}
+		cur.Value, cur.Flags, cur.Session = body, flags, sid
+		cur.LockIndex++
+		cur.ModifyIndex = s.index + 1
+		s.bump()
+		s.reply(w, true)
+	case q.Has("release"):
+		if cur == nil || cur.Session != q.Get("release") {
+			s.reply(w, false)
+			return
+		}
+		cur.Session = ""
+		cur.ModifyIndex = s.index + 1
+		s.bump()
+		s.reply(w, true)
+	default:
+		if cur == nil {
+			cur = &consulapi.KVPair{Key: key, CreateIndex: s.index + 1}
+			s.kv[key] = cur
+		}
+		cur.Value, cur.Flags = body, flags
+		cur.ModifyIndex = s.index + 1
+		s.bump()
+		s.reply(w, true)
 	}
 }
