@@ -320,20 +320,12 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		d.logger.Trace("nothing to recover; task already exists", "task_id", handle.Config.ID)
 		return nil
 	}
-	if handle.Version != taskHandleVersion {
-		return fmt.Errorf("cannot recover task %s: handle version %d, this driver understands %d",
-			handle.Config.ID, handle.Version, taskHandleVersion)
-	}
-
-	var taskState TaskState
-	if err := handle.GetDriverState(&taskState); err != nil {
-		return fmt.Errorf("failed to decode task state from handle: %w", err)
-	}
-	if taskState.TaskConfig == nil || taskState.DriverConfig == nil {
-		return errors.New("task state is missing its task config")
+	taskState, err := recoveredState(handle)
+	if err != nil {
+		return err
 	}
 	if tc := taskState.DriverConfig; tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
-		return d.recoverRoleTask(&taskState)
+		return d.recoverRoleTask(taskState)
 	}
 	plugRC, err := pstructs.ReattachConfigToGoPlugin(taskState.ReattachConfig)
 	if err != nil {
@@ -357,53 +349,83 @@ func (d *Driver) RecoverTask(handle *drivers.TaskHandle) error {
 		events:       newTaskEmitter(d.eventer, taskState.TaskConfig),
 		doneCh:       make(chan struct{}),
 	}
-	if cs := taskState.Checkpoint; cs != nil {
-		tc := taskState.DriverConfig
-		if tc.Checkpoint == nil {
-			return errors.New("task state has checkpoint state but no checkpoint config")
-		}
-		if err := tc.Checkpoint.validate(); err != nil { // restores parsed durations
+	if taskState.Checkpoint != nil {
+		if err := d.recoverCheckpointer(h, taskState, handle.Config.AllocID, logger); err != nil {
 			return err
-		}
-		h.ckpt = d.newCheckpointer(taskState.TaskConfig, tc.Checkpoint, cs, h, logger)
-		// The last sequence committed may be newer than the one restored at
-		// start: ask the store. Only this allocation's own commits count:
-		// with scope "group" another member's sequence says nothing about
-		// the markers this task writes.
-		h.ckpt.lastSeq.Store(cs.RestoredSequence)
-		h.ckpt.lastGen.Store(cs.RestoredGeneration)
-		if st, err := d.checkpointStore(); err == nil {
-			if m, err := st.Latest(cs.Key); err == nil {
-				h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
-				if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta[metaAllocID] == handle.Config.AllocID {
-					h.ckpt.lastSeq.Store(seq)
-				}
-			}
 		}
 	}
 
 	d.tasks.Set(taskState.TaskConfig.ID, h)
 	go h.run()
 	if h.ckpt != nil {
-		// A checkpoint the task completed while the plugin was down (or
-		// whose commit the plugin's death interrupted) is committed now.
-		// The task does not touch the directory until the next signal,
-		// which waits for this.
-		if h.ckpt.acquire(d.ctx) {
-			h.ckpt.recovering.Store(true)
-			go func() {
-				// Cleared after the release: a request that finds the slot
-				// held meanwhile waits rather than being folded and lost.
-				defer h.ckpt.recovering.Store(false)
-				defer h.ckpt.release()
-				ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
-				defer cancel()
-				_ = h.ckpt.commitIfNew(ctx, reasonRecover)
-			}()
-		}
+		d.commitOnRecover(h)
 		go h.ckpt.periodic(d.ctx)
 	}
 	return nil
+}
+
+// recoveredState decodes and checks the driver state a handle carries.
+func recoveredState(handle *drivers.TaskHandle) (*TaskState, error) {
+	if handle.Version != taskHandleVersion {
+		return nil, fmt.Errorf("cannot recover task %s: handle version %d, this driver understands %d",
+			handle.Config.ID, handle.Version, taskHandleVersion)
+	}
+	var taskState TaskState
+	if err := handle.GetDriverState(&taskState); err != nil {
+		return nil, fmt.Errorf("failed to decode task state from handle: %w", err)
+	}
+	if taskState.TaskConfig == nil || taskState.DriverConfig == nil {
+		return nil, errors.New("task state is missing its task config")
+	}
+	return &taskState, nil
+}
+
+// recoverCheckpointer gives a recovered task its checkpointer back, with
+// the newest generation and sequence the store holds for it.
+func (d *Driver) recoverCheckpointer(h *taskHandle, taskState *TaskState, allocID string, logger hclog.Logger) error {
+	cs, tc := taskState.Checkpoint, taskState.DriverConfig
+	if tc.Checkpoint == nil {
+		return errors.New("task state has checkpoint state but no checkpoint config")
+	}
+	if err := tc.Checkpoint.validate(); err != nil { // restores parsed durations
+		return err
+	}
+	h.ckpt = d.newCheckpointer(taskState.TaskConfig, tc.Checkpoint, cs, h, logger)
+	// The last sequence committed may be newer than the one restored at
+	// start: ask the store. Only this allocation's own commits count:
+	// with scope "group" another member's sequence says nothing about
+	// the markers this task writes.
+	h.ckpt.lastSeq.Store(cs.RestoredSequence)
+	h.ckpt.lastGen.Store(cs.RestoredGeneration)
+	if st, err := d.checkpointStore(); err == nil {
+		if m, err := st.Latest(cs.Key); err == nil {
+			h.ckpt.lastGen.Store(max(cs.RestoredGeneration, m.Generation))
+			if seq, ok := parseSeq(m.Meta); ok && seq > cs.RestoredSequence && m.Meta[metaAllocID] == allocID {
+				h.ckpt.lastSeq.Store(seq)
+			}
+		}
+	}
+	return nil
+}
+
+// commitOnRecover commits, in the background, a checkpoint the task
+// completed while the plugin was down (or whose commit the plugin's death
+// interrupted). The task does not touch the directory until the next
+// signal, which waits for this.
+func (d *Driver) commitOnRecover(h *taskHandle) {
+	if !h.ckpt.acquire(d.ctx) {
+		return
+	}
+	h.ckpt.recovering.Store(true)
+	go func() {
+		// Cleared after the release: a request that finds the slot held
+		// meanwhile waits rather than being folded and lost.
+		defer h.ckpt.recovering.Store(false)
+		defer h.ckpt.release()
+		ctx, cancel := context.WithTimeout(d.ctx, commitTimeout)
+		defer cancel()
+		_ = h.ckpt.commitIfNew(ctx, reasonRecover)
+	}()
 }
 
 func (d *Driver) buildEnvList(cfg *drivers.TaskConfig, extra map[string]string) []string {
@@ -421,6 +443,67 @@ func (d *Driver) buildEnvList(cfg *drivers.TaskConfig, extra map[string]string) 
 }
 
 func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drivers.DriverNetwork, error) {
+	tc, nomadConfig, err := d.admitTask(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger := d.logger.With("task_name", cfg.Name, "alloc_id", cfg.AllocID)
+	events := newTaskEmitter(d.eventer, cfg)
+	if tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
+		return d.startRoleTask(cfg, tc, events, logger)
+	}
+
+	// Restore before the process starts, so it finds its checkpoint.
+	var ckptState *CheckpointState
+	var ckptEnv map[string]string
+	if tc.Checkpoint != nil {
+		r, err := d.restoreForStart(cfg, tc, events)
+		if err != nil {
+			return nil, nil, err
+		}
+		ckptState, ckptEnv = &r.state, r.env
+	}
+
+	handle := drivers.NewTaskHandle(taskHandleVersion)
+	handle.Config = cfg
+	h, err := d.launchTask(cfg, tc, nomadConfig, ckptEnv, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.events = events
+	if ckptState != nil {
+		h.ckpt = d.newCheckpointer(cfg, tc.Checkpoint, ckptState, h, logger)
+		h.ckpt.lastSeq.Store(ckptState.RestoredSequence)
+		h.ckpt.lastGen.Store(ckptState.RestoredGeneration)
+	}
+
+	driverState := TaskState{
+		ReattachConfig: pstructs.ReattachConfigFromGoPlugin(h.pluginClient.ReattachConfig()),
+		Pid:            h.pid,
+		TaskConfig:     cfg,
+		DriverConfig:   tc,
+		StartedAt:      h.startedAt,
+		Checkpoint:     ckptState,
+	}
+	if err := handle.SetDriverState(&driverState); err != nil {
+		_ = h.exec.Shutdown("", 0)
+		h.pluginClient.Kill()
+		return nil, nil, fmt.Errorf("failed to set driver state: %w", err)
+	}
+
+	d.tasks.Set(cfg.ID, h)
+	go h.run()
+	if h.ckpt != nil {
+		go h.ckpt.periodic(d.ctx)
+		go checkReschedulePolicy(d.ctx, d.jobReader(), cfg, events, logger)
+	}
+	logger.Info("task started", "pid", h.pid, "checkpoints", h.ckpt != nil)
+	return handle, nil, nil
+}
+
+// admitTask decodes and checks a task's configuration against the
+// driver's: the checks StartTask makes before it touches anything.
+func (d *Driver) admitTask(cfg *drivers.TaskConfig) (*TaskConfig, *base.ClientDriverConfig, error) {
 	if _, ok := d.tasks.Get(cfg.ID); ok {
 		return nil, nil, fmt.Errorf("task with ID %q already started", cfg.ID)
 	}
@@ -444,47 +527,38 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	if err := checkMounts(cfg.Mounts); err != nil {
 		return nil, nil, err
 	}
+	return &tc, nomadConfig, nil
+}
 
-	logger := d.logger.With("task_name", cfg.Name, "alloc_id", cfg.AllocID)
-	events := newTaskEmitter(d.eventer, cfg)
-	if tc.Checkpoint != nil && tc.Checkpoint.Role != "" {
-		return d.startRoleTask(cfg, &tc, events, logger)
+// restoreForStart restores the newest checkpoint of a task with a
+// checkpoint block into its directory, before its process starts.
+func (d *Driver) restoreForStart(cfg *drivers.TaskConfig, tc *TaskConfig, events *taskEmitter) (*restored, error) {
+	if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
+		return nil, fmt.Errorf("task has a checkpoint block but %w (plugin config)", errNoStore)
 	}
-
-	// Restore before the process starts, so it finds its checkpoint.
-	var ckptState *CheckpointState
-	var ckptEnv map[string]string
-	if tc.Checkpoint != nil {
-		if _, err := d.checkpointStore(); errors.Is(err, errNoStore) {
-			return nil, nil, fmt.Errorf("task has a checkpoint block but %w (plugin config)", errNoStore)
-		}
-		key, err := d.checkpointIdentity(cfg, tc.Checkpoint, events)
-		if err != nil {
-			return nil, nil, err
-		}
-		r, err := d.prepareCheckpoint(cfg, &tc, key, events)
-		if err != nil {
-			return nil, nil, err
-		}
-		ckptState, ckptEnv = &r.state, r.env
+	key, err := d.checkpointIdentity(cfg, tc.Checkpoint, events)
+	if err != nil {
+		return nil, err
 	}
+	return d.prepareCheckpoint(cfg, tc, key, events)
+}
 
-	handle := drivers.NewTaskHandle(taskHandleVersion)
-	handle.Config = cfg
-
+// launchTask starts the task's process under a Nomad executor of its own
+// and returns its handle (events and checkpointer not yet set).
+func (d *Driver) launchTask(cfg *drivers.TaskConfig, tc *TaskConfig, nomadConfig *base.ClientDriverConfig,
+	ckptEnv map[string]string, logger hclog.Logger) (*taskHandle, error) {
 	executorConfig := &executor.ExecutorConfig{
 		LogFile:  filepath.Join(cfg.TaskDir().Dir, "executor.out"),
 		LogLevel: "debug",
 	}
 	exec, pluginClient, err := executor.CreateExecutor(logger, nomadConfig, executorConfig)
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to create executor: %w", err)
+		return nil, fmt.Errorf("failed to create executor: %w", err)
 	}
-
-	launch, err := launchCommand(&tc, cfg.TaskDir().Dir)
+	launch, err := launchCommand(tc, cfg.TaskDir().Dir)
 	if err != nil {
 		pluginClient.Kill()
-		return nil, nil, err
+		return nil, err
 	}
 	execCmd := &executor.ExecCommand{
 		Cmd:              launch.cmd,
@@ -503,10 +577,9 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 	ps, err := exec.Launch(execCmd)
 	if err != nil {
 		pluginClient.Kill()
-		return nil, nil, fmt.Errorf("failed to launch command with executor: %w", err)
+		return nil, fmt.Errorf("failed to launch command with executor: %w", err)
 	}
-
-	h := &taskHandle{
+	return &taskHandle{
 		exec:         exec,
 		pid:          ps.Pid,
 		pluginClient: pluginClient,
@@ -514,37 +587,8 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		procState:    drivers.TaskStateRunning,
 		startedAt:    time.Now().Round(time.Millisecond),
 		logger:       logger,
-		events:       events,
 		doneCh:       make(chan struct{}),
-	}
-	if ckptState != nil {
-		h.ckpt = d.newCheckpointer(cfg, tc.Checkpoint, ckptState, h, logger)
-		h.ckpt.lastSeq.Store(ckptState.RestoredSequence)
-		h.ckpt.lastGen.Store(ckptState.RestoredGeneration)
-	}
-
-	driverState := TaskState{
-		ReattachConfig: pstructs.ReattachConfigFromGoPlugin(pluginClient.ReattachConfig()),
-		Pid:            ps.Pid,
-		TaskConfig:     cfg,
-		DriverConfig:   &tc,
-		StartedAt:      h.startedAt,
-		Checkpoint:     ckptState,
-	}
-	if err := handle.SetDriverState(&driverState); err != nil {
-		_ = exec.Shutdown("", 0)
-		pluginClient.Kill()
-		return nil, nil, fmt.Errorf("failed to set driver state: %w", err)
-	}
-
-	d.tasks.Set(cfg.ID, h)
-	go h.run()
-	if h.ckpt != nil {
-		go h.ckpt.periodic(d.ctx)
-		go checkReschedulePolicy(d.ctx, d.jobReader(), cfg, events, logger)
-	}
-	logger.Info("task started", "pid", ps.Pid, "checkpoints", h.ckpt != nil)
-	return handle, nil, nil
+	}, nil
 }
 
 func (d *Driver) WaitTask(ctx context.Context, taskID string) (<-chan *drivers.ExitResult, error) {

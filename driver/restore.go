@@ -110,6 +110,18 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 		return restoreErr(err)
 	}
 
+	if err := d.noteRestored(cd, r, res, key, src, floor, events); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// noteRestored records a restore that succeeded: the generation, sequence
+// and step the task is told (from the restored marker, else the manifest),
+// the metrics, and the "Checkpoint restored" event. src is the key it came
+// from (another replica's with scope "replica"), floor the sequence the
+// marker is raised to.
+func (d *Driver) noteRestored(cd ckptDir, r *restored, res *store.RestoreResult, key, src store.Key, floor uint64, events *taskEmitter) error {
 	man := res.Manifest
 	if len(res.FellBack) > 0 {
 		d.metrics.restore(outcomeFellBack)
@@ -132,7 +144,7 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	}
 	if m, err := cd.readMarker(); err == nil {
 		if err := raiseSequence(cd, m, floor); err != nil {
-			return nil, err
+			return err
 		}
 		r.state.RestoredSequence = m.Sequence
 		r.env[protocol.EnvSequence] = strconv.FormatUint(m.Sequence, 10)
@@ -150,7 +162,7 @@ func (d *Driver) restoreInto(cfg *drivers.TaskConfig, cc *CheckpointConfig, cd c
 	ann[annotationAge] = age.String()
 	events.emit(ann, "Checkpoint restored: generation %d%s from %s, %s old, %s in %s",
 		man.Generation, at, man.Node, age, bytesize.Human(man.TotalBytes), res.Duration.Round(time.Millisecond))
-	return r, nil
+	return nil
 }
 
 // raiseSequence rewrites the restored marker m with sequence floor when
