@@ -407,7 +407,11 @@ func TestManager_StopsConvergedJob(t *testing.T) {
 	must.SliceEmpty(t, r.Actions)
 }
 
-func TestManager_RateLimitDefersChanges(t *testing.T) {
+// rateLimitedPair returns a harness allowing one change a round, with
+// two measured jobs, a and b, at 1 worker of at most 2: each wants a
+// change.
+func rateLimitedPair(t *testing.T) *harness {
+	t.Helper()
 	s := defaultSettings()
 	s.MaxChangesPerRound = 1
 	h := newHarness(t, s, 2)
@@ -415,6 +419,11 @@ func TestManager_RateLimitDefersChanges(t *testing.T) {
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
 	h.measuredAt("a", 1)
 	h.measuredAt("b", 1)
+	return h
+}
+
+func TestManager_RateLimitDefersChanges(t *testing.T) {
+	h := rateLimitedPair(t)
 	r := h.round()
 	must.SliceLen(t, 2, r.Actions)
 	must.Eq(t, StatusApplied, r.Actions[0].Status)
