@@ -37,11 +37,7 @@ func TestVerdicts_AppliedRateLimitCooldown(t *testing.T) {
 }
 
 func TestVerdicts_NomadRefusedAndDryRun(t *testing.T) {
-	h := newHarness(t, defaultSettings(), 2)
-	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
-	h.measuredAt("a", 2)
-	calls := 0
-	h.writer = rejectingWriter{calls: &calls}
+	h, _ := refusedGrowth(t)
 	r := h.round()
 	must.Eq(t, VerdictNomadRefused, candidateOf(t, r, "default/a").Verdict)
 	r = h.round()
