@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,4 +113,39 @@ func collectUntil(ctx context.Context, t *testing.T, gc func(context.Context) er
 			}
 		}
 	}
+}
+
+// churn is a commit loop, a restore loop and a GC loop on one key, run
+// at once by run.
+type churn struct {
+	committer, restorer *store.Store
+	key                 store.Key
+	first               int                         // the first i passed to content
+	content             func(i int) []byte          // what the ith commit writes
+	check               func(dst string) error      // each restored tree's check; nil for none
+	gc                  func(context.Context) error // one GC run
+	pace                time.Duration               // the pause between GC runs; 0 for none
+}
+
+// run runs the three loops until ctx ends, logs how often each ran and
+// returns the counts.
+func (c churn) run(ctx context.Context, t *testing.T) (commits, restores, gcs int64) {
+	var wg sync.WaitGroup
+	var nc, nr, ng atomic.Int64
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		commitUntil(ctx, t, c.committer, c.key, c.first, c.content, &nc)
+	}()
+	go func() {
+		defer wg.Done()
+		restoreUntil(ctx, t, c.restorer, c.key, c.check, &nr)
+	}()
+	go func() {
+		defer wg.Done()
+		collectUntil(ctx, t, c.gc, c.pace, &ng)
+	}()
+	wg.Wait()
+	t.Logf("%d commits, %d restores, %d gc runs", nc.Load(), nr.Load(), ng.Load())
+	return nc.Load(), nr.Load(), ng.Load()
 }

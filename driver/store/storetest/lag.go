@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,34 +126,25 @@ func testGCWhileCommitsReuseOldChunks(t *testing.T, nb NewBackend) {
 	commit(t, committer, k, contents[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*grace)
 	defer cancel()
-	var wg sync.WaitGroup
-	var commits, restores, gcs atomic.Int64
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		commitUntil(ctx, t, committer, k, 1, func(i int) []byte { return contents[i%2] }, &commits)
-	}()
-	go func() {
-		defer wg.Done()
-		restoreUntil(ctx, t, restorer, k, func(dst string) error {
+	commits, restores, gcs := churn{
+		committer: committer, restorer: restorer, key: k,
+		first:   1,
+		content: func(i int) []byte { return contents[i%2] },
+		check: func(dst string) error {
 			got, err := os.ReadFile(filepath.Join(dst, "model.bin"))
 			if err != nil || !bytes.Equal(got, contents[0]) && !bytes.Equal(got, contents[1]) {
 				return fmt.Errorf("restored model.bin differs from both contents (err %v)", err)
 			}
 			return nil
-		}, &restores)
-	}()
-	go func() {
-		defer wg.Done()
+		},
+		gc: collector.Sweep,
 		// Pace the sweeps (a driver sweeps on an interval): back to
 		// back, GC's lease would leave commits no gap to start in.
-		collectUntil(ctx, t, collector.Sweep, Options().LeaseTTL/10, &gcs)
-	}()
-	wg.Wait()
-	t.Logf("%d commits, %d restores, %d gc runs", commits.Load(), restores.Load(), gcs.Load())
-	must.Positive(t, commits.Load())
-	must.Positive(t, restores.Load())
-	must.Positive(t, gcs.Load())
+		pace: Options().LeaseTTL / 10,
+	}.run(ctx, t)
+	must.Positive(t, commits)
+	must.Positive(t, restores)
+	must.Positive(t, gcs)
 	res, _ := restore(t, restorer, k)
 	must.SliceEmpty(t, res.FellBack)
 }

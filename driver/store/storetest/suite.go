@@ -477,29 +477,17 @@ func testGCDuringCommitsAndRestores(t *testing.T, nb NewBackend) {
 	commit(t, committer, k, first)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	var commits, restores, gcs atomic.Int64
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
+	commits, _, gcs := churn{
+		committer: committer, restorer: restorer, key: k,
 		// Alternate between two contents, so commits keep re-referencing
 		// chunks that GC may just have found unreferenced.
-		commitUntil(ctx, t, committer, k, 0, func(i int) []byte {
+		content: func(i int) []byte {
 			return bytes.Repeat([]byte{byte(i % 2), byte(i % 3)}, 2*ChunkSize)
-		}, &commits)
-	}()
-	go func() {
-		defer wg.Done()
-		restoreUntil(ctx, t, restorer, k, nil, &restores)
-	}()
-	go func() {
-		defer wg.Done()
-		collectUntil(ctx, t, func(context.Context) error { return collector.GC(k) }, 0, &gcs)
-	}()
-	wg.Wait()
-	t.Logf("%d commits, %d restores, %d gc runs", commits.Load(), restores.Load(), gcs.Load())
-	must.Positive(t, commits.Load())
-	must.Positive(t, gcs.Load())
+		},
+		gc: func(context.Context) error { return collector.GC(k) },
+	}.run(ctx, t)
+	must.Positive(t, commits)
+	must.Positive(t, gcs)
 	// Every retained generation verifies.
 	res, _ := restore(t, restorer, k)
 	must.SliceEmpty(t, res.FellBack)
