@@ -33,17 +33,9 @@ func gathered(t *testing.T, reg *prometheus.Registry, name, gpu string) (float64
 }
 
 func TestMetrics_ShareUsePerGPU(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, proc, p := newFingerprinted(t)
 	g0 := f.uuid(0)
-	resA, err := p.Reserve([]string{shareID(g0, 0), shareID(g0, 1)})
-	must.NoError(t, err)
-	resB, err := p.Reserve([]string{shareID(g0, 2)})
-	must.NoError(t, err)
-	proc.setEnv(t, 100, resA.Envs)
-	proc.setEnv(t, 200, resB.Envs)
+	reserveAB(t, p, proc, g0)
 	f.setProcs(0, []gonvml.ProcessInfo{
 		{Pid: 100, UsedGpuMemory: 8 * gib},
 		{Pid: 200, UsedGpuMemory: 30 * gib},

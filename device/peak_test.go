@@ -19,10 +19,7 @@ import (
 // while it holds its shares with no process; a reservation that ended is
 // forgotten.
 func TestStats_MemoryPeakIsAHighWaterMark(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, proc, p := newFingerprinted(t)
 	g := f.uuid(0)
 	res, err := p.Reserve([]string{shareID(g, 0), shareID(g, 1)})
 	must.NoError(t, err)

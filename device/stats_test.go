@@ -53,18 +53,10 @@ func boolStat(t *testing.T, s *device.DeviceStats, name string) bool {
 // runs two processes for A, one for B that exceeds its limit, and one
 // process of no reservation, and checks what each share reports.
 func TestStats_Attribution(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, proc, p := newFingerprinted(t)
 	g0 := f.uuid(0)
-	resA, err := p.Reserve([]string{shareID(g0, 0), shareID(g0, 1)})
-	must.NoError(t, err)
-	resB, err := p.Reserve([]string{shareID(g0, 2)})
-	must.NoError(t, err)
-	proc.setEnv(t, 100, resA.Envs)
+	resA, _ := reserveAB(t, p, proc, g0)
 	proc.setEnv(t, 101, resA.Envs)
-	proc.setEnv(t, 200, resB.Envs)
 	proc.setEnv(t, 300, map[string]string{"PATH": "/usr/bin"})
 	// PID 400 has no readable environment (exited or another namespace).
 	f.setProcs(0, []gonvml.ProcessInfo{
@@ -144,10 +136,7 @@ func TestStats_AttributionSurvivesPluginRestart(t *testing.T) {
 // TestStats_ProcessOnWrongGPU: a caravan task using a GPU it holds no
 // share of counts as unattributed there.
 func TestStats_ProcessOnWrongGPU(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, proc, p := newFingerprinted(t)
 	res, err := p.Reserve([]string{shareID(f.uuid(0), 0)})
 	must.NoError(t, err)
 	proc.setEnv(t, 77, res.Envs)
@@ -197,10 +186,7 @@ func TestStats_GPUFailureMarksUnhealthy(t *testing.T) {
 // TestStats_CachesAttribution: procfs is read once per PID while the PID
 // keeps running, and again after it disappears.
 func TestStats_CachesAttribution(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, _, p := newFingerprinted(t)
 	f.setProcs(0, []gonvml.ProcessInfo{{Pid: 9, UsedGpuMemory: gib}}, nil)
 	p.collectStats()
 	must.MapContainsKey(t, p.meter.owners, uint32(9))
@@ -214,10 +200,7 @@ func TestStats_CachesAttribution(t *testing.T) {
 // memory than uint64 holds reads as over its limit with the most memory,
 // not as an idle share (the sum wrapped to 0 before).
 func TestStats_UsageSumsSaturate(t *testing.T) {
-	f := newFakeGPUs(t)
-	proc := newFakeProc(t)
-	p := newTestPlugin(t, `config {}`, f.srv, proc)
-	p.fingerprintOnce()
+	f, proc, p := newFingerprinted(t)
 	g0 := f.uuid(0)
 	res, err := p.Reserve([]string{shareID(g0, 0)})
 	must.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/nomad/helper/pluginutils/hclspecutils"
 	"github.com/hashicorp/nomad/helper/pluginutils/hclutils"
 	"github.com/hashicorp/nomad/plugins/base"
+	"github.com/hashicorp/nomad/plugins/device"
 	"github.com/mitchellh/mapstructure"
 	"github.com/shoenig/test/must"
 	ctymsgpack "github.com/zclconf/go-cty/cty/msgpack"
@@ -277,4 +278,28 @@ func newTestPlugin(t testing.TB, cfg string, lib gonvml.Interface, proc *fakePro
 	must.NoError(t, p.SetConfig(c))
 	t.Cleanup(p.Shutdown)
 	return p
+}
+
+// newFingerprinted returns fake GPUs, a fake procfs and a plugin with the
+// default config over them, fingerprinted once.
+func newFingerprinted(t testing.TB) (*fakeGPUs, *fakeProc, *Plugin) {
+	t.Helper()
+	f := newFakeGPUs(t)
+	proc := newFakeProc(t)
+	p := newTestPlugin(t, `config {}`, f.srv, proc)
+	p.fingerprintOnce()
+	return f, proc, p
+}
+
+// reserveAB reserves shares 0 and 1 of gpu (A) and share 2 (B), and gives
+// PID 100 A's environment and PID 200 B's.
+func reserveAB(t testing.TB, p *Plugin, proc *fakeProc, gpu string) (resA, resB *device.ContainerReservation) {
+	t.Helper()
+	resA, err := p.Reserve([]string{shareID(gpu, 0), shareID(gpu, 1)})
+	must.NoError(t, err)
+	resB, err = p.Reserve([]string{shareID(gpu, 2)})
+	must.NoError(t, err)
+	proc.setEnv(t, 100, resA.Envs)
+	proc.setEnv(t, 200, resB.Envs)
+	return resA, resB
 }

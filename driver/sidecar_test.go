@@ -68,6 +68,40 @@ func startRestored(t *testing.T, td *testDriver, node string) (*drivers.TaskConf
 	return restore, filepath.Join(restore.TaskDir().SharedAllocDir, "checkpoint")
 }
 
+// sidecarRun is a restored allocation whose fake main task answers
+// checkpoint requests, with its checkpoint sidecar started.
+type sidecarRun struct {
+	storeDir      string
+	td            *testDriver
+	restore, side *drivers.TaskConfig
+	dir           string // the allocation's checkpoint directory
+	handle        *drivers.TaskHandle
+}
+
+// startSidecar restores on client1, starts fakeMain(answers) and a sidecar
+// with the given checkpoint interval and timeout.
+func startSidecar(t *testing.T, answers int, interval, timeout string) *sidecarRun {
+	t.Helper()
+	r := &sidecarRun{storeDir: t.TempDir()}
+	r.td = newTestDriver(t, r.storeDir)
+	r.restore, r.dir = startRestored(t, r.td, "client1")
+	fakeMain(t, r.dir, answers)
+	r.side = sameAllocTask(t, r.restore, "checkpoint", sidecarTask(interval, timeout))
+	var err error
+	r.handle, _, err = r.td.StartTask(r.side)
+	must.NoError(t, err)
+	return r
+}
+
+// saveFirst asks the sidecar for a checkpoint and waits for generation 1
+// and for the sidecar to be idle again.
+func (r *sidecarRun) saveFirst(t *testing.T) {
+	t.Helper()
+	must.NoError(t, r.td.SignalTask(r.side.ID, "SIGUSR1"))
+	r.td.waitEvent(t, "Checkpoint saved (on demand): generation 1")
+	r.td.waitIdle(t, r.side.ID)
+}
+
 func readLeaseOf(t *testing.T, storeDir, allocID string) (lease, bool) {
 	t.Helper()
 	l, err := leasesOf(openStore(t, storeDir), roleKey)
@@ -97,14 +131,8 @@ var roleKey = store.Key{Namespace: "default", Job: "train", Group: "g", Task: "t
 // it runs, hands it to the poststop commit task ("stopping") when stopped,
 // and the commit task frees it.
 func TestDriver_RoleSidecar(t *testing.T) {
-	storeDir := t.TempDir()
-	td := newTestDriver(t, storeDir)
-	restore, dir := startRestored(t, td, "client1")
-	fakeMain(t, dir, -1)
-
-	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("", "10s"))
-	_, _, err := td.StartTask(side)
-	must.NoError(t, err)
+	r := startSidecar(t, -1, "", "10s")
+	storeDir, td, restore, dir, side := r.storeDir, r.td, r.restore, r.dir, r.side
 	td.waitEvent(t, `Checkpoint sidecar for task "trainer" started: requests on demand only`)
 	ls, ok := readLeaseOf(t, storeDir, restore.AllocID)
 	must.True(t, ok)
@@ -139,12 +167,8 @@ func TestDriver_RoleSidecar(t *testing.T) {
 // TestDriver_RoleSidecarPeriodic: with checkpoint.interval the sidecar asks
 // for checkpoints on its own.
 func TestDriver_RoleSidecarPeriodic(t *testing.T) {
-	td := newTestDriver(t, t.TempDir())
-	restore, dir := startRestored(t, td, "client1")
-	fakeMain(t, dir, -1)
-	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("200ms", "10s"))
-	_, _, err := td.StartTask(side)
-	must.NoError(t, err)
+	r := startSidecar(t, -1, "200ms", "10s")
+	td, side := r.td, r.side
 	td.waitEvent(t, "Checkpoint saved (periodic): generation 1 at step 10")
 	td.waitEvent(t, "Checkpoint saved (periodic): generation 2 at step 20")
 	must.NoError(t, td.StopTask(side.ID, 5*time.Second, "SIGTERM"))
@@ -155,13 +179,8 @@ func TestDriver_RoleSidecarPeriodic(t *testing.T) {
 // timeout, the generation before stays the newest and restorable, and the
 // sidecar still stops within its kill timeout.
 func TestDriver_RoleSidecarMainIgnoresRequests(t *testing.T) {
-	storeDir := t.TempDir()
-	td := newTestDriver(t, storeDir)
-	restore, dir := startRestored(t, td, "client1")
-	fakeMain(t, dir, 1)
-	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("", "300ms"))
-	_, _, err := td.StartTask(side)
-	must.NoError(t, err)
+	r := startSidecar(t, 1, "", "300ms")
+	td, side := r.td, r.side
 	must.NoError(t, td.SignalTask(side.ID, "SIGUSR1"))
 	td.waitEvent(t, "Checkpoint saved (on demand): generation 1 at step 10")
 	td.waitIdle(t, side.ID)
@@ -176,7 +195,7 @@ func TestDriver_RoleSidecarMainIgnoresRequests(t *testing.T) {
 	must.Less(t, 3*time.Second, time.Since(start))
 
 	restore2 := newTask(t, td, "client2", roleTask(RoleRestore))
-	_, _, err = td.StartTask(restore2)
+	_, _, err := td.StartTask(restore2)
 	must.NoError(t, err)
 	td.waitEvent(t, "Checkpoint restored: generation 1 (step 10) from client1")
 }
@@ -201,16 +220,9 @@ func keyLockFile(t *testing.T, storeDir string) string {
 // finish, and the lease is then handed over as "stopping". Nothing is
 // half-written: the generation is complete and restorable.
 func TestDriver_RoleSidecarStopWaitsForCommitInFlight(t *testing.T) {
-	storeDir := t.TempDir()
-	td := newTestDriver(t, storeDir)
-	restore, dir := startRestored(t, td, "client1")
-	fakeMain(t, dir, -1)
-	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("", "10s"))
-	_, _, err := td.StartTask(side)
-	must.NoError(t, err)
-	must.NoError(t, td.SignalTask(side.ID, "SIGUSR1"))
-	td.waitEvent(t, "Checkpoint saved (on demand): generation 1")
-	td.waitIdle(t, side.ID)
+	r := startSidecar(t, -1, "", "10s")
+	storeDir, td, restore, side := r.storeDir, r.td, r.restore, r.side
+	r.saveFirst(t)
 
 	// Another writer holds the key's lock: the next commit waits on it.
 	f, err := os.OpenFile(keyLockFile(t, storeDir), os.O_RDWR, 0)
@@ -387,20 +399,13 @@ func TestLeases_RefuseBadAllocID(t *testing.T) {
 // handle is recovered running, on the same key, and on-demand requests
 // reach it as before; the generation numbering continues.
 func TestDriver_RoleSidecarRecovered(t *testing.T) {
-	storeDir := t.TempDir()
-	td := newTestDriver(t, storeDir)
-	restore, dir := startRestored(t, td, "client1")
-	fakeMain(t, dir, -1)
-	side := sameAllocTask(t, restore, "checkpoint", sidecarTask("", "10s"))
-	handle, _, err := td.StartTask(side)
-	must.NoError(t, err)
-	must.NoError(t, td.SignalTask(side.ID, "SIGUSR1"))
-	td.waitEvent(t, "Checkpoint saved (on demand): generation 1")
-	td.waitIdle(t, side.ID)
+	r := startSidecar(t, -1, "", "10s")
+	side := r.side
+	r.saveFirst(t)
 
-	td.kill()
-	td2 := newTestDriver(t, storeDir)
-	must.NoError(t, td2.RecoverTask(handle))
+	r.td.kill()
+	td2 := newTestDriver(t, r.storeDir)
+	must.NoError(t, td2.RecoverTask(r.handle))
 	status, err := td2.InspectTask(side.ID)
 	must.NoError(t, err)
 	must.Eq(t, drivers.TaskStateRunning, status.State)

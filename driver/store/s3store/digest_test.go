@@ -6,9 +6,6 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -17,8 +14,6 @@ import (
 	"github.com/shoenig/test/must"
 
 	"github.com/caravan-nomad/caravan/driver/store"
-	"github.com/caravan-nomad/caravan/driver/store/objectstore"
-	"github.com/caravan-nomad/caravan/driver/store/storetest"
 )
 
 // TestS3_ChunkPutsCarryTheStoreDigest commits through a proxy that records
@@ -27,37 +22,23 @@ import (
 // second time).
 func TestS3_ChunkPutsCarryTheStoreDigest(t *testing.T) {
 	srv := requireServer(t)
-	target, err := url.Parse("http://" + srv.endpoint)
-	must.NoError(t, err)
-	rp := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
 	sent := map[string]string{} // chunk name -> x-amz-content-sha256
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b := proxiedBackend(t, srv, func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/chunks/") {
 			mu.Lock()
 			sent[path.Base(r.URL.Path)] = r.Header.Get("X-Amz-Content-Sha256")
 			mu.Unlock()
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	c := srv.newBucket(t)
-	c.Endpoint = proxy.Listener.Addr().String()
-	b, err := New(context.Background(), c)
-	must.NoError(t, err)
-	s, err := objectstore.Open(b, storetest.Options())
-	must.NoError(t, err)
-	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
-	src := t.TempDir()
-	data := storetestData(t, src)
-	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
-	must.NoError(t, err)
+		return false
+	})
+	s, k, _, data := commitData(t, b)
 	must.MapNotEmpty(t, sent)
 	for name, hash := range sent {
 		must.Eq(t, name, hash)
 	}
 	dst := t.TempDir() + "/out"
-	_, err = s.Restore(context.Background(), k, dst)
+	_, err := s.Restore(context.Background(), k, dst)
 	must.NoError(t, err)
 	sameFile(t, dst, data)
 }

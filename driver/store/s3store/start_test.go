@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -102,34 +99,20 @@ func TestStaleMultipartUploadsAborted(t *testing.T) {
 // retried with backoff.
 func TestSlowDownRetried(t *testing.T) {
 	srv := requireServer(t)
-	target, err := url.Parse("http://" + srv.endpoint)
-	must.NoError(t, err)
-	rp := httputil.NewSingleHostReverseProxy(target)
 	var n, refused atomic.Int64
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1)%5 == 0 {
-			refused.Add(1)
-			w.Header().Set("Content-Type", "application/xml")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
-			return
+	b := proxiedBackend(t, srv, func(w http.ResponseWriter, r *http.Request) bool {
+		if n.Add(1)%5 != 0 {
+			return false
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	c := srv.newBucket(t)
-	c.Endpoint = proxy.Listener.Addr().String()
-	b, err := New(context.Background(), c)
-	must.NoError(t, err)
-	s, err := objectstore.Open(b, storetest.Options())
-	must.NoError(t, err)
-	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
-	src := t.TempDir()
-	data := storetestData(t, src)
-	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
-	must.NoError(t, err)
+		refused.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+		return true
+	})
+	s, k, _, data := commitData(t, b)
 	dst := t.TempDir() + "/out"
-	_, err = s.Restore(context.Background(), k, dst)
+	_, err := s.Restore(context.Background(), k, dst)
 	must.NoError(t, err)
 	sameFile(t, dst, data)
 	must.Positive(t, refused.Load())
@@ -140,36 +123,22 @@ func TestSlowDownRetried(t *testing.T) {
 // with store.ErrUnavailable, within the caller's deadline.
 func TestUnavailableServer(t *testing.T) {
 	srv := requireServer(t)
-	target, err := url.Parse("http://" + srv.endpoint)
-	must.NoError(t, err)
 	var down atomic.Bool
-	rp := httputil.NewSingleHostReverseProxy(target)
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			hj, _ := w.(http.Hijacker)
-			conn, _, _ := hj.Hijack()
-			_ = conn.Close() // a reset, as a stopped server gives
-			return
+	b := proxiedBackend(t, srv, func(w http.ResponseWriter, r *http.Request) bool {
+		if !down.Load() {
+			return false
 		}
-		rp.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
-	c := srv.newBucket(t)
-	c.Endpoint = proxy.Listener.Addr().String()
-	b, err := New(context.Background(), c)
-	must.NoError(t, err)
-	s, err := objectstore.Open(b, storetest.Options())
-	must.NoError(t, err)
-	k := store.Key{Namespace: "default", Job: "j", Group: "g", Task: "t"}
-	src := t.TempDir()
-	storetestData(t, src)
-	_, _, err = s.Commit(context.Background(), k, src, "n", nil)
-	must.NoError(t, err)
+		hj, _ := w.(http.Hijacker)
+		conn, _, _ := hj.Hijack()
+		_ = conn.Close() // a reset, as a stopped server gives
+		return true
+	})
+	s, k, src, _ := commitData(t, b)
 	down.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, _, err = s.Commit(ctx, k, src, "n", nil)
+	_, _, err := s.Commit(ctx, k, src, "n", nil)
 	must.Error(t, err)
 	must.True(t, errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded), must.Sprintf("got %v", err))
 	must.Less(t, 10*time.Second, time.Since(start))

@@ -3,12 +3,10 @@ package storetest
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,40 +58,22 @@ func testGCWaitsForUnlistedLease(t *testing.T, nb NewBackend) {
 		t.Skip("needs a backend whose listing can be made to lag")
 	}
 	mem.HideFromList = func(name string) bool { return strings.HasPrefix(name, "leases/") }
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var hold atomic.Bool
-	f := &Faulty{Backend: b, BeforePut: func(ctx context.Context, name string) error {
-		if hold.Load() && strings.Contains(name, "/gen-") {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-release
-		}
-		return nil
-	}}
-	s := open(t, f)
+	h := holdPuts(b, isManifest)
+	s := open(t, h.Faulty)
 	k := key("unlisted-lease")
 	data := randomBytes(t, 4*ChunkSize)
 	commit(t, s, k, data)
 	_, err := s.Delete(k)
 	must.NoError(t, err)
-	hold.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		src := t.TempDir()
-		writeTree(t, src, data)
-		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
-		done <- err
-	}()
-	<-entered
+	h.hold.Store(true)
+	done := commitAsync(t, s, k, data, "node1")
+	<-h.entered
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	err = open(t, b).Sweep(ctx)
 	cancel()
 	must.ErrorIs(t, err, context.DeadlineExceeded, must.Sprint("GC did not wait for the unlisted commit lease"))
 	must.Eq(t, 5, countChunks(t, b))
-	close(release)
+	close(h.release)
 	must.NoError(t, <-done)
 	res, dst := restore(t, s, k)
 	must.SliceEmpty(t, res.FellBack)
@@ -146,66 +126,25 @@ func testGCWhileCommitsReuseOldChunks(t *testing.T, nb NewBackend) {
 	commit(t, committer, k, contents[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*grace)
 	defer cancel()
-	var wg sync.WaitGroup
-	var commits, restores, gcs atomic.Int64
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		for i := 1; ctx.Err() == nil; i++ {
-			src := t.TempDir()
-			writeTree(t, src, contents[i%2])
-			if _, _, err := committer.Commit(ctx, k, src, "n1", nil); err != nil && ctx.Err() == nil {
-				t.Errorf("commit: %v", err)
-				return
-			}
-			commits.Add(1)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			dst := filepath.Join(t.TempDir(), "ckpt")
-			_ = os.Mkdir(dst, 0o755)
-			res, err := restorer.Restore(ctx, k, dst)
-			if err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("restore: %v", err)
-				}
-				return
-			}
-			if len(res.FellBack) > 0 {
-				t.Errorf("restore fell back past %v: GC deleted a chunk in use", res.FellBack)
-				return
-			}
+	commits, restores, gcs := churn{
+		committer: committer, restorer: restorer, key: k,
+		first:   1,
+		content: func(i int) []byte { return contents[i%2] },
+		check: func(dst string) error {
 			got, err := os.ReadFile(filepath.Join(dst, "model.bin"))
 			if err != nil || !bytes.Equal(got, contents[0]) && !bytes.Equal(got, contents[1]) {
-				t.Errorf("restored model.bin differs from both contents (err %v)", err)
-				return
+				return fmt.Errorf("restored model.bin differs from both contents (err %v)", err)
 			}
-			restores.Add(1)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if err := collector.Sweep(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrBusy) {
-				t.Errorf("gc: %v", err)
-				return
-			}
-			gcs.Add(1)
-			// Pace the sweeps (a driver sweeps on an interval): back to
-			// back, GC's lease would leave commits no gap to start in.
-			select {
-			case <-ctx.Done():
-			case <-time.After(Options().LeaseTTL / 10):
-			}
-		}
-	}()
-	wg.Wait()
-	t.Logf("%d commits, %d restores, %d gc runs", commits.Load(), restores.Load(), gcs.Load())
-	must.Positive(t, commits.Load())
-	must.Positive(t, restores.Load())
-	must.Positive(t, gcs.Load())
+			return nil
+		},
+		gc: collector.Sweep,
+		// Pace the sweeps (a driver sweeps on an interval): back to
+		// back, GC's lease would leave commits no gap to start in.
+		pace: Options().LeaseTTL / 10,
+	}.run(ctx, t)
+	must.Positive(t, commits)
+	must.Positive(t, restores)
+	must.Positive(t, gcs)
 	res, _ := restore(t, restorer, k)
 	must.SliceEmpty(t, res.FellBack)
 }

@@ -83,30 +83,13 @@ func testKeyLockTakeoverRace(t *testing.T, nb NewBackend) {
 // would otherwise share, and whose release would let commits in while the
 // second still deletes).
 func testSecondGCBusy(t *testing.T, nb NewBackend) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var hold atomic.Bool
-	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
-		if hold.Load() && strings.Contains(name, "/gen-") {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-release
-		}
-		return nil
-	}}
+	h := holdPuts(nb(t), isManifest)
+	f := h.Faulty
 	s := open(t, f)
 	k := key("twogc")
-	hold.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		src := t.TempDir()
-		writeTree(t, src, randomBytes(t, 2*ChunkSize))
-		_, _, err := s.Commit(context.Background(), k, src, "n", nil)
-		done <- err
-	}()
-	<-entered
+	h.hold.Store(true)
+	done := commitAsync(t, s, k, randomBytes(t, 2*ChunkSize), "n")
+	<-h.entered
 	first := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), Options().LeaseTTL/2)
@@ -125,7 +108,7 @@ func testSecondGCBusy(t *testing.T, nb NewBackend) {
 	must.ErrorIs(t, err, store.ErrBusy)
 	must.StrContains(t, err.Error(), "gc is sweeping")
 	must.ErrorIs(t, <-first, context.DeadlineExceeded)
-	close(release)
+	close(h.release)
 	must.NoError(t, <-done)
 	must.NoError(t, second.Sweep(context.Background()))
 }
@@ -140,36 +123,18 @@ func testLostKeyLockNotPublished(t *testing.T, nb NewBackend) {
 	if _, ok := b.(store.Swapper); !ok {
 		t.Skip("needs a backend with compare-and-swap")
 	}
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var hold atomic.Bool
-	f := &Faulty{Backend: b, BeforePut: func(ctx context.Context, name string) error {
-		if hold.Load() && strings.HasPrefix(name, "chunks/") {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-release
-		}
-		return nil
-	}}
-	s := open(t, f)
+	h := holdPuts(b, func(name string) bool { return strings.HasPrefix(name, "chunks/") })
+	s := open(t, h.Faulty)
 	k := key("lostlock")
 	commit(t, s, k, randomBytes(t, 2*ChunkSize))
-	hold.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		src := t.TempDir()
-		writeTree(t, src, randomBytes(t, 2*ChunkSize))
-		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
-		done <- err
-	}()
-	<-entered
+	h.hold.Store(true)
+	done := commitAsync(t, s, k, randomBytes(t, 2*ChunkSize), "node1")
+	<-h.entered
 	lock := "keys/default/train@7/g/lostlock/0/lock"
 	theirs := []byte(`{"op":"keylock","host":"other-host","pid":1,"nonce":"taken-over"}`)
 	must.NoError(t, b.Put(context.Background(), lock, theirs, false))
-	hold.Store(false)
-	close(release)
+	h.hold.Store(false)
+	close(h.release)
 	err := <-done
 	must.ErrorIs(t, err, store.ErrBusy)
 	m, err := open(t, b).Latest(k)

@@ -438,19 +438,8 @@ func testGCDeletesOnlyUnreferenced(t *testing.T, nb NewBackend) {
 }
 
 func testGCWaitsForCommit(t *testing.T, nb NewBackend) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var hold atomic.Bool
-	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
-		if hold.Load() && strings.Contains(name, "/gen-") {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-release
-		}
-		return nil
-	}}
+	h := holdPuts(nb(t), isManifest)
+	f := h.Faulty
 	s := open(t, f)
 	gcStore := open(t, f.Backend)
 	k := key("gcwait")
@@ -460,15 +449,9 @@ func testGCWaitsForCommit(t *testing.T, nb NewBackend) {
 	commit(t, s, k, data)
 	_, err := s.Delete(k)
 	must.NoError(t, err)
-	hold.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		src := t.TempDir()
-		writeTree(t, src, data)
-		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
-		done <- err
-	}()
-	<-entered // the commit found its chunks present and is publishing
+	h.hold.Store(true)
+	done := commitAsync(t, s, k, data, "node1")
+	<-h.entered // the commit found its chunks present and is publishing
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	err = gcStore.Sweep(ctx)
 	cancel()
@@ -479,7 +462,7 @@ func testGCWaitsForCommit(t *testing.T, nb NewBackend) {
 	err = gcStore.Sweep(context.Background())
 	must.ErrorIs(t, err, store.ErrBusy)
 	must.Eq(t, 5, countChunks(t, f.Backend))
-	close(release)
+	close(h.release)
 	must.NoError(t, <-done)
 	must.NoError(t, gcStore.Sweep(context.Background()))
 	_, dst := restore(t, s, k)
@@ -494,57 +477,17 @@ func testGCDuringCommitsAndRestores(t *testing.T, nb NewBackend) {
 	commit(t, committer, k, first)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	var commits, restores, gcs atomic.Int64
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		for i := 0; ctx.Err() == nil; i++ {
-			src := t.TempDir()
-			// Alternate between two contents, so commits keep re-referencing
-			// chunks that GC may just have found unreferenced.
-			seed := byte(i % 2)
-			writeTree(t, src, bytes.Repeat([]byte{seed, byte(i % 3)}, 2*ChunkSize))
-			if _, _, err := committer.Commit(ctx, k, src, "n1", nil); err != nil && ctx.Err() == nil {
-				t.Errorf("commit: %v", err)
-				return
-			}
-			commits.Add(1)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			dst := filepath.Join(t.TempDir(), "ckpt")
-			_ = os.Mkdir(dst, 0o755)
-			res, err := restorer.Restore(ctx, k, dst)
-			if err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("restore: %v", err)
-				}
-				return
-			}
-			if len(res.FellBack) > 0 {
-				t.Errorf("restore fell back past %v: GC deleted a chunk in use", res.FellBack)
-				return
-			}
-			restores.Add(1)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			if err := collector.GC(k); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrBusy) {
-				t.Errorf("gc: %v", err)
-				return
-			}
-			gcs.Add(1)
-		}
-	}()
-	wg.Wait()
-	t.Logf("%d commits, %d restores, %d gc runs", commits.Load(), restores.Load(), gcs.Load())
-	must.Positive(t, commits.Load())
-	must.Positive(t, gcs.Load())
+	commits, _, gcs := churn{
+		committer: committer, restorer: restorer, key: k,
+		// Alternate between two contents, so commits keep re-referencing
+		// chunks that GC may just have found unreferenced.
+		content: func(i int) []byte {
+			return bytes.Repeat([]byte{byte(i % 2), byte(i % 3)}, 2*ChunkSize)
+		},
+		gc: func(context.Context) error { return collector.GC(k) },
+	}.run(ctx, t)
+	must.Positive(t, commits)
+	must.Positive(t, gcs)
 	// Every retained generation verifies.
 	res, _ := restore(t, restorer, k)
 	must.SliceEmpty(t, res.FellBack)
@@ -589,37 +532,19 @@ func testSharedPrefix(t *testing.T, nb NewBackend) {
 // testDeleteBusy deletes a key while a commit of it is publishing: ErrBusy,
 // nothing deleted; afterwards both generations are there.
 func testDeleteBusy(t *testing.T, nb NewBackend) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	var hold atomic.Bool
-	f := &Faulty{Backend: nb(t), BeforePut: func(ctx context.Context, name string) error {
-		if hold.Load() && strings.Contains(name, "/gen-") {
-			select {
-			case entered <- struct{}{}:
-			default:
-			}
-			<-release
-		}
-		return nil
-	}}
-	s := open(t, f)
+	h := holdPuts(nb(t), isManifest)
+	s := open(t, h.Faulty)
 	k := key("busy-delete")
 	commit(t, s, k, randomBytes(t, 2*ChunkSize))
-	hold.Store(true)
-	done := make(chan error, 1)
-	go func() {
-		src := t.TempDir()
-		writeTree(t, src, randomBytes(t, 2*ChunkSize))
-		_, _, err := s.Commit(context.Background(), k, src, "node1", nil)
-		done <- err
-	}()
-	<-entered
-	other := open(t, f.Backend)
+	h.hold.Store(true)
+	done := commitAsync(t, s, k, randomBytes(t, 2*ChunkSize), "node1")
+	<-h.entered
+	other := open(t, h.Backend)
 	_, err := other.Delete(k)
 	must.ErrorIs(t, err, store.ErrBusy)
 	err = other.DeleteGeneration(k, 1)
 	must.ErrorIs(t, err, store.ErrBusy)
-	close(release)
+	close(h.release)
 	must.NoError(t, <-done)
 	ms, err := other.List(k)
 	must.NoError(t, err)

@@ -407,7 +407,11 @@ func TestManager_StopsConvergedJob(t *testing.T) {
 	must.SliceEmpty(t, r.Actions)
 }
 
-func TestManager_RateLimitDefersChanges(t *testing.T) {
+// rateLimitedPair returns a harness allowing one change a round, with
+// two measured jobs, a and b, at 1 worker of at most 2: each wants a
+// change.
+func rateLimitedPair(t *testing.T) *harness {
+	t.Helper()
 	s := defaultSettings()
 	s.MaxChangesPerRound = 1
 	h := newHarness(t, s, 2)
@@ -415,6 +419,11 @@ func TestManager_RateLimitDefersChanges(t *testing.T) {
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 1, map[string]string{"caravan_max_workers": "2"}))
 	h.measuredAt("a", 1)
 	h.measuredAt("b", 1)
+	return h
+}
+
+func TestManager_RateLimitDefersChanges(t *testing.T) {
+	h := rateLimitedPair(t)
 	r := h.round()
 	must.SliceLen(t, 2, r.Actions)
 	must.Eq(t, StatusApplied, r.Actions[0].Status)
@@ -526,21 +535,30 @@ func (w rejectingWriter) Stop(context.Context, *nomadapi.Job, uint64, string) (s
 	return submit.Result{}, submit.ErrRejected
 }
 
-func TestManager_RefusedUpdateWaitsACooldown(t *testing.T) {
+// refusedGrowth returns a harness whose writer Nomad refuses every
+// update, with job a measured at 1 worker of at most 4 (it wants to grow),
+// and the count of the writer's calls.
+func refusedGrowth(t *testing.T) (*harness, *int) {
+	t.Helper()
 	h := newHarness(t, defaultSettings(), 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("a", 1, map[string]string{"caravan_max_workers": "4"}))
 	h.measuredAt("a", 2)
 	calls := 0
 	h.writer = rejectingWriter{calls: &calls}
+	return h, &calls
+}
+
+func TestManager_RefusedUpdateWaitsACooldown(t *testing.T) {
+	h, calls := refusedGrowth(t)
 	r := h.round()
 	must.Eq(t, StatusRefused, r.Actions[0].Status)
 	r = h.round()
 	must.Eq(t, StatusDeferred, r.Actions[0].Status)
-	must.Eq(t, 1, calls)
+	must.Eq(t, 1, *calls)
 	h.clk.Advance(defaultSettings().Cooldown + time.Second)
 	r = h.round()
 	must.Eq(t, StatusRefused, r.Actions[0].Status)
-	must.Eq(t, 2, calls)
+	must.Eq(t, 2, *calls)
 }
 
 func TestManager_PlacementAffinityRegistersAfterTheScale(t *testing.T) {

@@ -13,16 +13,18 @@ import (
 	"github.com/caravan-nomad/caravan/planner/service/submit"
 )
 
-// TestManager_QueuesReclaimEventNamesTheQueue: the suspend of a borrower
-// for another queue is a scaling event whose message and meta
-// (caravan_reclaimed_by) name the queue that asked, not time-slicing.
-func TestManager_QueuesReclaimEventNamesTheQueue(t *testing.T) {
+// reclaimForTeamA runs a round, with two team queues on 2 GPUs, in which
+// team b's gang of 4 runs (holding every GPU, 1 borrowed) and team a's
+// gang of 2 arrives submitted at aCount workers; it returns the round and
+// b's action in it (the last, zero if none).
+func reclaimForTeamA(t *testing.T, aCount int) (*harness, *Round, Action) {
+	t.Helper()
 	s := defaultSettings()
 	s.Queues = twoTeamQueues()
 	h := newHarness(t, s, 2)
 	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
 	h.nomad.SetAllocs(running(map[string]int{"b": 4}))
-	h.nomad.PutJob(fakenomad.TrainingJob("a", 0, gangMeta("2", map[string]string{queue.MetaKey: "team-a"})))
+	h.nomad.PutJob(fakenomad.TrainingJob("a", aCount, gangMeta("2", map[string]string{queue.MetaKey: "team-a"})))
 	r := h.round()
 	var got Action
 	for _, a := range r.Actions {
@@ -30,6 +32,14 @@ func TestManager_QueuesReclaimEventNamesTheQueue(t *testing.T) {
 			got = a
 		}
 	}
+	return h, r, got
+}
+
+// TestManager_QueuesReclaimEventNamesTheQueue: the suspend of a borrower
+// for another queue is a scaling event whose message and meta
+// (caravan_reclaimed_by) name the queue that asked, not time-slicing.
+func TestManager_QueuesReclaimEventNamesTheQueue(t *testing.T) {
+	h, r, got := reclaimForTeamA(t, 0)
 	must.Eq(t, KindSuspend, got.Kind, must.Sprintf("%+v", r.Actions))
 	must.Eq(t, "team-a", got.ReclaimedBy)
 	evs := h.nomad.Events("default", "b", "worker")
@@ -186,19 +196,7 @@ func TestManager_QueuesReclaimLeastProgressLostByCheckpoint(t *testing.T) {
 // the queues reclaim b's GPUs for it, naming team a (they counted a as
 // running and suspended b as "no longer fits", naming nobody).
 func TestManager_QueuesReclaimForASubmittedNewcomer(t *testing.T) {
-	s := defaultSettings()
-	s.Queues = twoTeamQueues()
-	h := newHarness(t, s, 2)
-	h.nomad.PutJob(fakenomad.TrainingJob("b", 4, gangMeta("4", nil)))
-	h.nomad.SetAllocs(running(map[string]int{"b": 4}))
-	h.nomad.PutJob(fakenomad.TrainingJob("a", 2, gangMeta("2", map[string]string{queue.MetaKey: "team-a"})))
-	r := h.round()
-	var got Action
-	for _, a := range r.Actions {
-		if a.Job == "default/b" {
-			got = a
-		}
-	}
+	h, r, got := reclaimForTeamA(t, 2)
 	must.Eq(t, KindSuspend, got.Kind, must.Sprintf("%+v", r.Actions))
 	must.Eq(t, "team-a", got.ReclaimedBy, must.Sprintf("%+v", got))
 	must.Eq(t, 1, r.Queues[0].Reclaims)
