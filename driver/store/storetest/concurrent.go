@@ -127,23 +127,48 @@ type churn struct {
 	pace                time.Duration               // the pause between GC runs; 0 for none
 }
 
-// run runs the three loops until ctx ends, logs how often each ran and
-// returns the counts.
+// churnOvertime bounds how long the loops go on after ctx's window while
+// one of them has not completed a run yet.
+const churnOvertime = time.Minute
+
+// run runs the three loops until ctx ends and each loop has completed at
+// least one run (on a loaded machine one restore can take longer than the
+// window; churnOvertime at the most), logs how often each ran and returns
+// the counts.
 func (c churn) run(ctx context.Context, t *testing.T) (commits, restores, gcs int64) {
+	loops, stop := context.WithCancel(context.Background())
+	defer stop()
 	var wg sync.WaitGroup
 	var nc, nr, ng atomic.Int64
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		commitUntil(ctx, t, c.committer, c.key, c.first, c.content, &nc)
+		commitUntil(loops, t, c.committer, c.key, c.first, c.content, &nc)
 	}()
 	go func() {
 		defer wg.Done()
-		restoreUntil(ctx, t, c.restorer, c.key, c.check, &nr)
+		restoreUntil(loops, t, c.restorer, c.key, c.check, &nr)
 	}()
 	go func() {
 		defer wg.Done()
-		collectUntil(ctx, t, c.gc, c.pace, &ng)
+		collectUntil(loops, t, c.gc, c.pace, &ng)
+	}()
+	go func() {
+		defer stop()
+		<-ctx.Done()
+		over := time.NewTimer(churnOvertime)
+		defer over.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for nc.Load() == 0 || nr.Load() == 0 || ng.Load() == 0 {
+			select {
+			case <-over.C:
+				return
+			case <-loops.Done():
+				return
+			case <-tick.C:
+			}
+		}
 	}()
 	wg.Wait()
 	t.Logf("%d commits, %d restores, %d gc runs", nc.Load(), nr.Load(), ng.Load())
