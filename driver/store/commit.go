@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -104,7 +103,8 @@ func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node strin
 	if err != nil {
 		return nil, CommitStats{}, published, s.classify(err)
 	}
-	m, nfiles := s.newManifest(key, gen, node, meta, files)
+	m, nfiles := NewManifest(key, node, meta, s.chunkSize, s.now().UTC(), files)
+	m.Generation = gen
 	if err := m.Check(gen); err != nil {
 		return nil, CommitStats{}, published, fmt.Errorf("commit produced a bad manifest: %w", err)
 	}
@@ -127,29 +127,6 @@ func (s *Store) commitDir(ctx context.Context, key Key, src *os.Root, node strin
 		s.logger.Warn("retention failed", "key", m.Key, "error", err)
 	}
 	return m, stats, nil, nil
-}
-
-// newManifest is generation gen's manifest of files, and how many of them
-// are regular files (their sizes sum to its TotalBytes).
-func (s *Store) newManifest(key Key, gen uint64, node string, meta map[string]string, files []FileEntry) (*Manifest, int) {
-	m := &Manifest{
-		Format:     FormatFor(files),
-		Key:        key.String(),
-		Generation: gen,
-		Created:    s.now().UTC(),
-		Node:       node,
-		Meta:       maps.Clone(meta),
-		ChunkSize:  s.chunkSize,
-		Files:      files,
-	}
-	nfiles := 0
-	for _, f := range files {
-		if f.Mode.IsRegular() {
-			m.TotalBytes += f.Size
-			nfiles++
-		}
-	}
-	return m, nfiles
 }
 
 // openSource opens the checkpoint source directory srcDir.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -356,4 +357,27 @@ func checkLink(linkPath, target string) error {
 		return fmt.Errorf("%w: symlink %q -> %q escapes the directory", ErrInvalid, linkPath, target)
 	}
 	return nil
+}
+
+// NewManifest is a manifest of files, created at created, without its
+// generation (the engine sets it), and how many of the files are regular
+// (their sizes sum to its TotalBytes).
+func NewManifest(key Key, node string, meta map[string]string, chunkSize int, created time.Time, files []FileEntry) (*Manifest, int) {
+	m := &Manifest{
+		Format:    FormatFor(files),
+		Key:       key.String(),
+		Created:   created,
+		Node:      node,
+		Meta:      maps.Clone(meta),
+		ChunkSize: chunkSize,
+		Files:     files,
+	}
+	nfiles := 0
+	for _, f := range files {
+		if f.Mode.IsRegular() {
+			m.TotalBytes += f.Size
+			nfiles++
+		}
+	}
+	return m, nfiles
 }

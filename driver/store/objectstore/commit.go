@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -66,22 +65,7 @@ func (s *engine) Commit(ctx context.Context, key store.Key, src *os.Root, node s
 	if err != nil {
 		return nil, store.CommitStats{}, err
 	}
-	m := &store.Manifest{
-		Format:    store.FormatFor(files),
-		Key:       key.String(),
-		Created:   time.Now().UTC(),
-		Node:      node,
-		Meta:      maps.Clone(meta),
-		ChunkSize: s.chunkSize,
-		Files:     files,
-	}
-	nfiles := 0
-	for _, f := range files {
-		if f.Mode.IsRegular() {
-			m.TotalBytes += f.Size
-			nfiles++
-		}
-	}
+	m, nfiles := store.NewManifest(key, node, meta, s.chunkSize, time.Now().UTC(), files)
 	next := uint64(1)
 	if len(gens) > 0 {
 		next = gens[len(gens)-1] + 1
